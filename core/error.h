@@ -1,0 +1,64 @@
+#pragma once
+
+/// \file
+/// The exceptions tdfx throws. Every failure a user can cause is a tdfx::Error
+/// (or one of its subtypes) whose message names the key, node or module
+/// involved and what was expected. Internal invariant violations are
+/// tdfx::InternalError: a bug in tdfx, never the user's input.
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace tdfx {
+
+/// Base of every error a user can cause.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A key that is missing, malformed or of the wrong kind (tensor vs TensorDict).
+class KeyError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A tensor whose shape does not fit (batch size, arity of inputs/outputs).
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A module that cannot be traced, or a failure while tracing.
+class TraceError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A graph that is malformed or an invalid graph edit.
+class GraphError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A file that cannot be saved or loaded as a tdfx archive.
+class ArchiveError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A broken invariant inside tdfx itself (a bug, not bad input).
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// Throws E with a message formatted by fmt: `fail<KeyError>("key {} not found", k)`.
+template <typename E = Error, typename... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
+  throw E(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace tdfx

@@ -1,0 +1,27 @@
+#pragma once
+
+/// \file
+/// Python's `repr` of the scalar values tdfx prints, so that printed graphs and
+/// code match torch.fx byte for byte.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tdfx {
+
+/// `repr(s)` of a Python str: single quotes unless the text holds a single
+/// quote and no double quote; backslash escapes for quotes, `\\`, `\n`, `\t`,
+/// `\r` and other control characters. `python_repr("a")` → `'a'`.
+std::string python_repr(std::string_view text);
+
+/// `repr(x)` of a Python float: the shortest text that reads back as the same
+/// double, with `.0` on integral values and Python's exponent rules
+/// (`1.0`, `0.0001`, `1e-05`, `1e+16`, `inf`, `nan`).
+std::string python_float_repr(double value);
+
+/// True when `name` is a Python identifier (ASCII letters, digits, `_`, not
+/// starting with a digit).
+bool is_python_identifier(std::string_view name);
+
+}  // namespace tdfx
