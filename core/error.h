@@ -43,6 +43,12 @@ class GraphError : public Error {
   using Error::Error;
 };
 
+/// A failure while running a graph; the message names the node being executed.
+class RunError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A file that cannot be saved or loaded as a tdfx archive.
 class ArchiveError : public Error {
  public:

@@ -1,0 +1,225 @@
+#include "codegen/python_code.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/python_repr.h"
+#include "graph/fx_face.h"
+
+namespace tdfx {
+namespace {
+
+// torch.fx's _format_target: `self.a.b`, or getattr(...) for non-identifiers.
+std::string format_target(const std::string& base, const std::string& path) {
+  std::string out = base;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const auto dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    out = is_python_identifier(part) ? out + "." + part : fmt::format("getattr({}, \"{}\")", out, part);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return out;
+}
+
+std::string format_call_args(const Args& args, const Kwargs& kwargs) {
+  std::string out;
+  for (const auto& arg : args) out += (out.empty() ? "" : ", ") + fx_repr(arg);
+  for (const auto& [key, arg] : kwargs) out += (out.empty() ? "" : ", ") + key + " = " + fx_repr(arg);
+  return out;
+}
+
+// Python operator syntax (`{} * {}`) with each `{}` replaced by an operand.
+std::string fill_operator(const std::string& pattern, const Args& operands) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern.compare(i, 2, "{}") == 0 && next < operands.size()) {
+      out += fx_repr(operands[next++]);
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+// Export style keeps every argument positional, dropping trailing defaults.
+Args export_args(const Node& node) {
+  Args full = schema_arguments(node);
+  const auto& formals = node.target().schema().arguments();
+  while (!full.empty()) {
+    const auto& formal = formals[full.size() - 1];
+    if (!formal.default_value() || !equals_default(full.back(), *formal.default_value())) break;
+    full.pop_back();
+  }
+  return full;
+}
+
+// The right-hand side of a node's assignment, and the arguments whose last
+// reads decide the releases after it.
+struct Statement {
+  std::string expression;
+  Args reads;
+};
+
+Statement statement(const Node& node, const CodeOptions& options) {
+  switch (node.op()) {
+    case OpCode::kCallFunction: {
+      if (node.target().is_getitem() || options.style == CodeStyle::kFx) {
+        const FxCall call = fx_call(node);
+        Args reads = call.args;
+        for (const auto& [key, arg] : call.kwargs) reads.push_back(arg);
+        if (!call.python_operator.empty()) {
+          return {fill_operator(call.python_operator, call.args), reads};
+        }
+        return {fmt::format("{}({})", call.target, format_call_args(call.args, call.kwargs)),
+                reads};
+      }
+      const Args args = export_args(node);
+      const std::string overload =
+          node.target().overload().empty() ? "default" : node.target().overload();
+      return {fmt::format("torch.ops.aten.{}.{}({})", node.target().op_name(), overload,
+                          format_call_args(args, {})),
+              args};
+    }
+    case OpCode::kCallMethod: {
+      if (node.args().empty()) fail<GraphError>("call_method %{} has no self argument", node.name());
+      const Args rest(node.args().begin() + 1, node.args().end());
+      Args reads = node.args();
+      for (const auto& [key, arg] : node.kwargs()) reads.push_back(arg);
+      return {fmt::format("{}.{}({})", fx_repr(node.args()[0]), node.target().str(),
+                          format_call_args(rest, node.kwargs())),
+              reads};
+    }
+    case OpCode::kCallModule: {
+      Args reads = node.args();
+      for (const auto& [key, arg] : node.kwargs()) reads.push_back(arg);
+      return {fmt::format("{}({})", format_target("self", node.target().str()),
+                          format_call_args(node.args(), node.kwargs())),
+              reads};
+    }
+    case OpCode::kGetAttr:
+      return {format_target("self", node.target().str()), {}};
+    case OpCode::kOutput:
+      return {"return " + fx_repr(node.args().at(0)), node.args()};
+    case OpCode::kPlaceholder:
+      return {node.target().str(), {}};
+  }
+  throw InternalError("unknown op code");
+}
+
+// The lines of the forward body (without indentation) and its signature.
+struct Body {
+  std::vector<std::string> parameters;
+  std::vector<std::string> lines;
+};
+
+Body generate_body(const Graph& graph, const CodeOptions& options) {
+  const auto nodes = graph.node_list();
+  std::vector<Statement> statements;
+  statements.reserve(nodes.size());
+  for (const Node* node : nodes) statements.push_back(statement(*node, options));
+
+  // torch.fx's register_last_uses: walking backwards, the first reader seen
+  // is the last use; releases are listed in the order that reader reads them.
+  std::unordered_map<const Node*, std::vector<const Node*>> releases;
+  std::unordered_map<const Node*, const Node*> last_use;
+  for (size_t i = nodes.size(); i-- > 0;) {
+    for (const auto& arg : statements[i].reads) {
+      for_each_node(arg, [&](Node* input) {
+        if (last_use.emplace(input, nodes[i]).second) releases[nodes[i]].push_back(input);
+      });
+    }
+  }
+
+  Body body;
+  std::string current_module;
+  bool first_statement = true;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = *nodes[i];
+    const std::string annotation = options.annotations ? type_annotation(node) : "";
+    const std::string typed = annotation.empty() ? "" : fmt::format(": \"{}\"", annotation);
+    if (node.op() == OpCode::kPlaceholder) {
+      body.parameters.push_back(node.target().str() + typed);
+      if (node.target().str() != node.name()) {
+        body.lines.push_back(node.name() + " = " + node.target().str());
+      }
+      continue;
+    }
+    if (options.module_comments && node.op() != OpCode::kOutput &&
+        node.meta().module_path != current_module) {
+      current_module = node.meta().module_path;
+      if (!current_module.empty()) {
+        if (!first_statement) body.lines.emplace_back();
+        std::string comment = "# Module: " + current_module;
+        if (!node.meta().module_type.empty()) comment += " (" + node.meta().module_type + ")";
+        body.lines.push_back(comment);
+      }
+    }
+    first_statement = false;
+    std::string line = node.op() == OpCode::kOutput
+                           ? statements[i].expression
+                           : node.name() + typed + " = " + statements[i].expression;
+    auto released = releases.find(&node);
+    if (node.op() != OpCode::kOutput && released != releases.end()) {
+      line += ";  ";
+      for (const Node* value : released->second) line += value->name() + " = ";
+      line += "None";
+    }
+    body.lines.push_back(line);
+  }
+  if (body.lines.empty()) body.lines.emplace_back("pass");
+  return body;
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? separator : "") + items[i];
+  return out;
+}
+
+std::string signature(const Body& body) {
+  std::vector<std::string> params{"self"};
+  params.insert(params.end(), body.parameters.begin(), body.parameters.end());
+  return fmt::format("def forward({}):", join(params, ", "));
+}
+
+}  // namespace
+
+CodeOptions readable_defaults() {
+  CodeOptions options;
+  options.annotations = true;
+  options.module_comments = true;
+  return options;
+}
+
+std::string type_annotation(const Node& node) {
+  const TensorMeta& meta = node.meta().tensor;
+  if (!meta.dtype || !meta.shape) return "";
+  std::string dims;
+  for (size_t i = 0; i < meta.shape->size(); ++i) {
+    dims += (i ? ", " : "") + std::to_string((*meta.shape)[i]);
+  }
+  return fmt::format("{}[{}]", dtype_short(*meta.dtype), dims);
+}
+
+std::string python_code(const Graph& graph, const CodeOptions& options) {
+  const Body body = generate_body(graph, options);
+  std::string out = "\n\n\n" + signature(body) + "\n";
+  for (const auto& line : body.lines) out += (line.empty() ? "" : "    " + line) + "\n";
+  return out + "    ";
+}
+
+std::string print_readable(const Graph& graph, CodeOptions options) {
+  const Body body = generate_body(graph, options);
+  std::string out = fmt::format("class {}(torch.nn.Module):\n    {}\n", options.class_name,
+                                signature(body));
+  for (const auto& line : body.lines) out += (line.empty() ? "" : "        " + line) + "\n";
+  return out + "        ";
+}
+
+}  // namespace tdfx

@@ -1,0 +1,51 @@
+#pragma once
+
+/// \file
+/// Python source printers for graphs: torch.fx's `GraphModule.code`, a
+/// readable class with dtype/shape annotations (`print_readable`), and the
+/// export style that names aten overloads (`torch.ops.aten.linear.default`).
+
+#include <string>
+
+#include "graph/graph.h"
+
+namespace tdfx {
+
+/// How calls are spelled.
+enum class CodeStyle {
+  /// torch.fx symbolic-trace style: `torch.softmax(mul, dim = 1)`, `a * b`.
+  kFx,
+  /// torch.export style: `torch.ops.aten.softmax.int(mul, 1)`.
+  kExport,
+};
+
+/// Options of the source printers.
+struct CodeOptions {
+  CodeStyle style = CodeStyle::kFx;
+  /// Annotate placeholders and tensor-valued nodes with `"f32[1, 3]"`.
+  bool annotations = false;
+  /// Put a `# Module: path (type)` comment before each run of nodes that
+  /// came from the same module.
+  bool module_comments = false;
+  /// The class name print_readable uses.
+  std::string class_name = "GraphModule";
+};
+
+/// The forward function, byte-identical to torch.fx 1.13's `GraphModule.code`
+/// in the FX style: a blank-line prologue, `def forward(self, ...):`, one
+/// line per node with `;  x = None` after a value's last use, `return ...`
+/// and a trailing indented empty line.
+std::string python_code(const Graph& graph, const CodeOptions& options = {});
+
+/// Annotations and module comments on.
+CodeOptions readable_defaults();
+
+/// `class GraphModule(torch.nn.Module):` followed by the forward, indented,
+/// as `GraphModule.print_readable(print_output=False)` prints it. Defaults to
+/// annotations and module comments on.
+std::string print_readable(const Graph& graph, CodeOptions options = readable_defaults());
+
+/// The annotation of a node's value, `f32[1, 3]`, or "" when not one tensor.
+std::string type_annotation(const Node& node);
+
+}  // namespace tdfx

@@ -1,0 +1,84 @@
+#pragma once
+
+/// \file
+/// Argument: one argument of a graph node — a reference to another node, or a
+/// constant (None, bool, int, float, string, nested key, dtype, device), or a
+/// list/tuple of arguments.
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "core/nested_key.h"
+
+namespace tdfx {
+
+class Node;
+struct Argument;
+
+/// A Python list (`[a, b]`) or tuple (`(a, b)`) of arguments.
+struct ArgumentList {
+  std::vector<Argument> items;
+  bool is_tuple = false;
+};
+
+/// Python's `None`.
+struct None {
+  friend bool operator==(None, None) { return true; }
+};
+
+/// One node argument. Implicit from its alternatives: `Argument(node)`,
+/// `Argument(int64_t{1})`, `Argument(0.5)`, `Argument(NestedKey{"a", "b"})`.
+struct Argument {
+  using Value = std::variant<None, bool, int64_t, double, std::string, NestedKey, c10::ScalarType,
+                             c10::Device, Node*, ArgumentList>;
+  Value value;
+
+  Argument() : value(None{}) {}
+  Argument(None) : value(None{}) {}                          // NOLINT
+  Argument(bool v) : value(v) {}                             // NOLINT
+  Argument(int v) : value(int64_t{v}) {}                     // NOLINT
+  Argument(int64_t v) : value(v) {}                          // NOLINT
+  Argument(double v) : value(v) {}                           // NOLINT
+  Argument(const char* v) : value(std::string(v)) {}         // NOLINT
+  Argument(std::string v) : value(std::move(v)) {}           // NOLINT
+  Argument(NestedKey v) : value(std::move(v)) {}             // NOLINT
+  Argument(c10::ScalarType v) : value(v) {}                  // NOLINT
+  Argument(c10::Device v) : value(v) {}                      // NOLINT
+  Argument(Node* v) : value(v) {}                            // NOLINT
+  Argument(ArgumentList v) : value(std::move(v)) {}          // NOLINT
+
+  template <typename T>
+  bool is() const {
+    return std::holds_alternative<T>(value);
+  }
+  template <typename T>
+  const T& as() const {
+    return std::get<T>(value);
+  }
+  /// The node referenced, or nullptr for a constant or a list.
+  Node* node() const { return is<Node*>() ? as<Node*>() : nullptr; }
+};
+
+/// A Python list argument: `list({a, b})`.
+Argument list(std::vector<Argument> items);
+/// A Python tuple argument: `tuple({a, b})`.
+Argument tuple(std::vector<Argument> items);
+
+/// Positional arguments of a node.
+using Args = std::vector<Argument>;
+/// Keyword arguments of a node, in insertion order.
+using Kwargs = std::vector<std::pair<std::string, Argument>>;
+
+/// Calls `fn` on every node referenced by `arg`, depth first, left to right.
+void for_each_node(const Argument& arg, const std::function<void(Node*)>& fn);
+/// A copy of `arg` with every referenced node replaced by `fn(node)`.
+Argument map_nodes(const Argument& arg, const std::function<Node*(Node*)>& fn);
+
+}  // namespace tdfx

@@ -1,0 +1,249 @@
+#include "graph/fx_face.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/python_repr.h"
+
+namespace tdfx {
+namespace {
+
+struct PythonOperator {
+  const char* name;    // operator.<name>
+  const char* format;  // the expression
+  size_t operands;
+};
+
+// aten operators that torch.fx shows as Python operators.
+const std::unordered_map<std::string, PythonOperator>& python_operators() {
+  static const std::unordered_map<std::string, PythonOperator> table = {
+      {"add", {"add", "{} + {}", 2}},        {"sub", {"sub", "{} - {}", 2}},
+      {"mul", {"mul", "{} * {}", 2}},        {"div", {"truediv", "{} / {}", 2}},
+      {"floor_divide", {"floordiv", "{} // {}", 2}},
+      {"remainder", {"mod", "{} % {}", 2}},  {"pow", {"pow", "{} ** {}", 2}},
+      {"matmul", {"matmul", "{} @ {}", 2}},  {"bitwise_and", {"and_", "{} & {}", 2}},
+      {"bitwise_or", {"or_", "{} | {}", 2}}, {"bitwise_xor", {"xor", "{} ^ {}", 2}},
+      {"eq", {"eq", "{} == {}", 2}},         {"ne", {"ne", "{} != {}", 2}},
+      {"lt", {"lt", "{} < {}", 2}},          {"gt", {"gt", "{} > {}", 2}},
+      {"le", {"le", "{} <= {}", 2}},         {"ge", {"ge", "{} >= {}", 2}},
+      {"neg", {"neg", "-{}", 1}},            {"bitwise_not", {"invert", "~{}", 1}},
+  };
+  return table;
+}
+
+bool is_tensor_type(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::TensorType) return true;
+  if (auto opt = type->cast<c10::OptionalType>()) return is_tensor_type(opt->getElementType());
+  if (auto list = type->cast<c10::ListType>()) return is_tensor_type(list->getElementType());
+  return false;
+}
+
+std::string join(const std::vector<Argument>& items, std::string (*fn)(const Argument&)) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + fn(items[i]);
+  return out;
+}
+
+std::string device_str(const c10::Device& device) { return device.str(); }
+
+}  // namespace
+
+Args schema_arguments(const Node& node) {
+  const auto& schema = node.target().schema();
+  const auto& formals = schema.arguments();
+  if (node.args().size() > formals.size()) {
+    fail<GraphError>("%{} passes {} arguments to {}, which takes {}", node.name(),
+                     node.args().size(), node.target().str(), formals.size());
+  }
+  for (const auto& [key, value] : node.kwargs()) {
+    if (!schema.argumentIndexWithName(key)) {
+      fail<GraphError>("%{} passes keyword '{}' to {}, whose schema has no such argument",
+                       node.name(), key, node.target().str());
+    }
+  }
+  Args full;
+  for (size_t i = 0; i < formals.size(); ++i) {
+    if (i < node.args().size()) {
+      full.push_back(node.args()[i]);
+    } else if (const Argument* kw = node.kwarg(formals[i].name())) {
+      full.push_back(*kw);
+    } else if (formals[i].default_value()) {
+      const auto& value = *formals[i].default_value();
+      // Defaults are kept as IValues: mark them None here and let callers
+      // that run the node use the schema's IValue directly.
+      if (value.isNone()) {
+        full.push_back(None{});
+      } else if (value.isBool()) {
+        full.push_back(value.toBool());
+      } else if (value.isInt()) {
+        // A ScalarType/Layout/MemoryFormat default is an int too; keep it so.
+        full.push_back(value.toInt());
+      } else if (value.isDouble()) {
+        full.push_back(value.toDouble());
+      } else if (value.isString()) {
+        full.push_back(value.toStringRef());
+      } else if (value.isIntList()) {
+        std::vector<Argument> items;
+        for (int64_t v : value.toIntVector()) items.push_back(v);
+        full.push_back(list(std::move(items)));
+      } else {
+        fail<GraphError>("%{}: cannot express the default of argument '{}' of {}", node.name(),
+                         formals[i].name(), node.target().str());
+      }
+    } else {
+      fail<GraphError>("%{} gives no value for argument '{}' of {}", node.name(),
+                       formals[i].name(), node.target().str());
+    }
+  }
+  return full;
+}
+
+bool equals_default(const Argument& arg, const c10::IValue& value) {
+  if (value.isNone()) return arg.is<None>();
+  if (value.isBool()) return arg.is<bool>() && arg.as<bool>() == value.toBool();
+  if (value.isInt()) {
+    if (arg.is<int64_t>()) return arg.as<int64_t>() == value.toInt();
+    if (arg.is<c10::ScalarType>()) return static_cast<int64_t>(arg.as<c10::ScalarType>()) == value.toInt();
+    return false;
+  }
+  if (value.isDouble()) {
+    if (arg.is<double>()) return arg.as<double>() == value.toDouble();
+    if (arg.is<int64_t>()) return static_cast<double>(arg.as<int64_t>()) == value.toDouble();
+    return false;
+  }
+  if (value.isString()) return arg.is<std::string>() && arg.as<std::string>() == value.toStringRef();
+  if (value.isIntList()) {
+    if (!arg.is<ArgumentList>()) return false;
+    const auto& items = arg.as<ArgumentList>().items;
+    const auto expected = value.toIntVector();
+    if (items.size() != expected.size()) return false;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!items[i].is<int64_t>() || items[i].as<int64_t>() != expected[i]) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+FxCall fx_call(const Node& node) {
+  if (node.target().is_getitem()) {
+    return {"operator.getitem", "{}[{}]", node.args(), node.kwargs()};
+  }
+  if (!node.target().is_aten()) {
+    fail<GraphError>("%{}: call_function target '{}' has no torch.fx face", node.name(),
+                     node.target().str());
+  }
+  const auto& schema = node.target().schema();
+  const auto& formals = schema.arguments();
+  const Args full = schema_arguments(node);
+
+  // Which trailing arguments differ from their defaults.
+  auto is_default = [&](size_t i) {
+    return formals[i].default_value() && equals_default(full[i], *formals[i].default_value());
+  };
+  const auto& ops = python_operators();
+  auto op = ops.find(node.target().op_name());
+  if (op != ops.end() && full.size() >= op->second.operands) {
+    bool rest_default = true;
+    for (size_t i = op->second.operands; i < full.size(); ++i) rest_default &= is_default(i);
+    if (rest_default) {
+      Args operands(full.begin(), full.begin() + static_cast<long>(op->second.operands));
+      return {std::string("operator.") + op->second.name, op->second.format, operands, {}};
+    }
+  }
+  FxCall call{"torch." + node.target().op_name(), "", {}, {}};
+  size_t i = 0;
+  for (; i < full.size() && is_tensor_type(formals[i].type()) && !formals[i].kwarg_only(); ++i) {
+    call.args.push_back(full[i]);
+  }
+  for (; i < full.size(); ++i) {
+    if (!is_default(i)) call.kwargs.emplace_back(formals[i].name(), full[i]);
+  }
+  return call;
+}
+
+std::string dtype_repr(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "torch.float32";
+    case c10::ScalarType::Double: return "torch.float64";
+    case c10::ScalarType::Half: return "torch.float16";
+    case c10::ScalarType::BFloat16: return "torch.bfloat16";
+    case c10::ScalarType::ComplexHalf: return "torch.complex32";
+    case c10::ScalarType::ComplexFloat: return "torch.complex64";
+    case c10::ScalarType::ComplexDouble: return "torch.complex128";
+    case c10::ScalarType::Long: return "torch.int64";
+    case c10::ScalarType::Int: return "torch.int32";
+    case c10::ScalarType::Short: return "torch.int16";
+    case c10::ScalarType::Char: return "torch.int8";
+    case c10::ScalarType::Byte: return "torch.uint8";
+    case c10::ScalarType::Bool: return "torch.bool";
+    default: return std::string("torch.") + c10::toString(dtype);
+  }
+}
+
+std::string dtype_short(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::ComplexHalf: return "c32";
+    case c10::ScalarType::ComplexFloat: return "c64";
+    case c10::ScalarType::ComplexDouble: return "c128";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Short: return "i16";
+    case c10::ScalarType::Char: return "i8";
+    case c10::ScalarType::Byte: return "u8";
+    case c10::ScalarType::Bool: return "b8";
+    default: return c10::toString(dtype);
+  }
+}
+
+std::string fx_str(const Argument& arg) {
+  struct Visitor {
+    std::string operator()(None) const { return "None"; }
+    std::string operator()(bool v) const { return v ? "True" : "False"; }
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return python_float_repr(v); }
+    std::string operator()(const std::string& v) const { return v; }
+    std::string operator()(const NestedKey& v) const { return v.str(); }
+    std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
+    std::string operator()(const c10::Device& v) const { return device_str(v); }
+    std::string operator()(Node* v) const { return "%" + v->name(); }
+    std::string operator()(const ArgumentList& v) const {
+      const std::string items = join(v.items, fx_str);
+      if (!v.is_tuple) return "[" + items + "]";
+      return "(" + items + (v.items.size() == 1 ? ",)" : ")");
+    }
+  };
+  return std::visit(Visitor{}, arg.value);
+}
+
+std::string fx_repr(const Argument& arg) {
+  struct Visitor {
+    std::string operator()(None) const { return "None"; }
+    std::string operator()(bool v) const { return v ? "True" : "False"; }
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return python_float_repr(v); }
+    std::string operator()(const std::string& v) const { return python_repr(v); }
+    std::string operator()(const NestedKey& v) const { return v.repr(); }
+    std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
+    std::string operator()(const c10::Device& v) const {
+      const std::string type = python_repr(c10::DeviceTypeName(v.type(), true));
+      if (!v.has_index()) return fmt::format("device(type={})", type);
+      return fmt::format("device(type={}, index={})", type, v.index());
+    }
+    std::string operator()(Node* v) const { return v->name(); }
+    std::string operator()(const ArgumentList& v) const {
+      const std::string items = join(v.items, fx_repr);
+      if (!v.is_tuple) return "[" + items + "]";
+      return "(" + items + (v.items.size() == 1 ? ",)" : ")");
+    }
+  };
+  return std::visit(Visitor{}, arg.value);
+}
+
+}  // namespace tdfx

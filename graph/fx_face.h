@@ -1,0 +1,50 @@
+#pragma once
+
+/// \file
+/// The torch.fx face of a node: how a call prints in FX style. Nodes keep aten
+/// targets with their schema; printers show them as torch.fx would
+/// (`torch.softmax(mul, dim = 1)`, `a * b`), and run them through the
+/// dispatcher. This file holds that mapping and FX's two ways of printing an
+/// argument (`str` in graph text, `repr` in code).
+
+#include <ATen/core/ivalue.h>
+
+#include <string>
+
+#include "graph/node.h"
+
+namespace tdfx {
+
+/// A call_function node as torch.fx shows it.
+struct FxCall {
+  /// `torch.relu`, `operator.mul`, `operator.getitem`.
+  std::string target;
+  /// For Python operators, the format of the expression (`{} * {}`), else "".
+  std::string python_operator;
+  /// Tensor arguments first, positionally.
+  Args args;
+  /// Other arguments that differ from their schema default, by name.
+  Kwargs kwargs;
+};
+
+/// The FX face of a call_function node (aten or getitem).
+FxCall fx_call(const Node& node);
+
+/// The full argument list of an aten node in schema order: positional
+/// arguments, then keyword arguments by name, then schema defaults. Throws
+/// GraphError naming the node when an argument is missing or unknown.
+Args schema_arguments(const Node& node);
+
+/// True when `arg` equals the schema default `value`.
+bool equals_default(const Argument& arg, const c10::IValue& value);
+
+/// An argument as torch.fx's graph text prints it (`%x`, `(input, x)`, `1e-05`).
+std::string fx_str(const Argument& arg);
+/// An argument as torch.fx's generated code prints it (`x`, `('input', 'x')`).
+std::string fx_repr(const Argument& arg);
+/// `torch.float32` for a dtype.
+std::string dtype_repr(c10::ScalarType dtype);
+/// torch's short dtype name for annotations: `f32`, `i64`, `b8`.
+std::string dtype_short(c10::ScalarType dtype);
+
+}  // namespace tdfx

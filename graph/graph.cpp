@@ -1,0 +1,248 @@
+#include "graph/graph.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/python_repr.h"
+
+namespace tdfx {
+namespace {
+
+// torch.fx's _target_to_str: the name a node gets when none is given.
+std::string default_name(OpCode op, const Target& target) {
+  if (op == OpCode::kCallFunction && target.is_aten()) return target.op_name();
+  if (target.is_getitem()) return "getitem";
+  return snake_case(target.str());
+}
+
+}  // namespace
+
+Graph::InsertGuard::InsertGuard(Graph& graph, Node* before)
+    : graph_(graph), previous_(graph.insert_before_) {
+  graph_.insert_before_ = before;
+}
+
+Graph::InsertGuard::~InsertGuard() { graph_.insert_before_ = previous_; }
+
+Graph::Graph() = default;
+Graph::~Graph() {
+  // Drop every edge first so that destruction order does not matter.
+  for (auto& node : nodes_) node->users_.clear();
+}
+Graph::Graph(Graph&& other) noexcept { *this = std::move(other); }
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  nodes_ = std::move(other.nodes_);
+  names_ = std::move(other.names_);
+  insert_before_ = other.insert_before_;
+  other.insert_before_ = nullptr;
+  other.nodes_.clear();
+  for (auto& node : nodes_) node->graph_ = this;
+  return *this;
+}
+
+std::vector<Node*> Graph::node_list() const {
+  std::vector<Node*> out;
+  out.reserve(nodes_.size());
+  for (const auto& node : nodes_) out.push_back(node.get());
+  return out;
+}
+
+Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
+                         const std::string& name_hint) {
+  if (op == OpCode::kOutput && output_node() != nullptr) {
+    fail<GraphError>("graph already has an output node %{}", output_node()->name());
+  }
+  auto check_owned = [&](Node* n) {
+    if (n == nullptr || n->graph_ != this) {
+      fail<GraphError>("cannot create %{}: argument %{} belongs to another graph",
+                       name_hint.empty() ? default_name(op, target) : name_hint,
+                       n ? n->name() : "<null>");
+    }
+  };
+  for (const auto& arg : args) for_each_node(arg, check_owned);
+  for (const auto& [key, arg] : kwargs) for_each_node(arg, check_owned);
+
+  const std::string name = names_.create_name(name_hint.empty() ? default_name(op, target)
+                                                                : name_hint);
+  std::unique_ptr<Node> node(new Node(this, name, op, std::move(target)));
+  Node* raw = node.get();
+  auto where = insert_before_ ? insert_before_->position_ : nodes_.end();
+  if (op == OpCode::kOutput) where = nodes_.end();
+  raw->position_ = nodes_.insert(where, std::move(node));
+  raw->args_ = std::move(args);
+  raw->kwargs_ = std::move(kwargs);
+  raw->add_uses();
+  return raw;
+}
+
+Node* Graph::placeholder(const std::string& name) {
+  Node* node = create_node(OpCode::kPlaceholder, Target(name), {}, {}, name);
+  // torch.fx keeps the requested name as the target even when the node's
+  // name had to change, so the forward signature keeps it.
+  return node;
+}
+
+Node* Graph::get_attr(const std::string& path) {
+  return create_node(OpCode::kGetAttr, Target(path));
+}
+
+Node* Graph::call_function(Target target, Args args, Kwargs kwargs) {
+  return create_node(OpCode::kCallFunction, std::move(target), std::move(args), std::move(kwargs));
+}
+
+Node* Graph::call_method(const std::string& method, Args args, Kwargs kwargs) {
+  return create_node(OpCode::kCallMethod, Target(method), std::move(args), std::move(kwargs));
+}
+
+Node* Graph::call_module(const std::string& path, Args args, Kwargs kwargs) {
+  return create_node(OpCode::kCallModule, Target(path), std::move(args), std::move(kwargs));
+}
+
+Node* Graph::output(Argument result) {
+  return create_node(OpCode::kOutput, Target("output"), {std::move(result)});
+}
+
+Node* Graph::output_node() const {
+  if (nodes_.empty() || nodes_.back()->op_ != OpCode::kOutput) return nullptr;
+  return nodes_.back().get();
+}
+
+Graph::InsertGuard Graph::inserting_before(Node* node) {
+  if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  return InsertGuard(*this, node);
+}
+
+Graph::InsertGuard Graph::inserting_after(Node* node) {
+  if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  auto next = std::next(node->position_);
+  return InsertGuard(*this, next == nodes_.end() ? nullptr : next->get());
+}
+
+void Graph::erase_node(Node* node) {
+  if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  if (!node->users_.empty()) {
+    std::string users;
+    for (Node* user : node->users_) users += (users.empty() ? "%" : ", %") + user->name();
+    fail<GraphError>("cannot erase %{}: it still has {} user(s): {}", node->name(),
+                     node->users_.size(), users);
+  }
+  if (insert_before_ == node) insert_before_ = nullptr;
+  node->remove_uses();
+  nodes_.erase(node->position_);
+}
+
+void Graph::rename(Node* node, const std::string& name) {
+  if (node->name_ == name) return;
+  if (!is_python_identifier(name) || Namespace::is_reserved(name)) {
+    fail<GraphError>("cannot rename %{} to '{}': not a legal, unreserved identifier", node->name_,
+                     name);
+  }
+  for (const auto& other : nodes_) {
+    if (other->name_ == name) {
+      fail<GraphError>("cannot rename %{} to '{}': the name is taken", node->name_, name);
+    }
+  }
+  names_.reserve(name);
+  node->name_ = name;
+}
+
+Node* Graph::node_copy(const Node& node, const std::function<Node*(Node*)>& arg_map) {
+  Args args;
+  for (const auto& arg : node.args_) args.push_back(map_nodes(arg, arg_map));
+  Kwargs kwargs;
+  for (const auto& [key, arg] : node.kwargs_) kwargs.emplace_back(key, map_nodes(arg, arg_map));
+  Node* copy = create_node(node.op_, node.target_, std::move(args), std::move(kwargs), node.name_);
+  copy->meta_ = node.meta_;
+  copy->body_ = node.body_;
+  return copy;
+}
+
+Argument Graph::graph_copy(const Graph& other,
+                           std::unordered_map<const Node*, Node*>& value_map) {
+  auto lookup = [&](Node* n) -> Node* {
+    auto it = value_map.find(n);
+    if (it == value_map.end()) throw InternalError("graph_copy: %" + n->name() + " not copied yet");
+    return it->second;
+  };
+  for (const auto& node : other.nodes_) {
+    if (node->op_ == OpCode::kOutput) {
+      return map_nodes(node->args_.at(0), lookup);
+    }
+    if (value_map.count(node.get())) continue;  // pre-seeded (bound placeholder)
+    value_map[node.get()] = node_copy(*node, lookup);
+  }
+  return None{};
+}
+
+Graph Graph::copy() const {
+  Graph out;
+  std::unordered_map<const Node*, Node*> value_map;
+  Argument result = out.graph_copy(*this, value_map);
+  if (output_node() != nullptr) out.output(std::move(result));
+  return out;
+}
+
+size_t Graph::eliminate_dead_code() {
+  size_t erased = 0;
+  const auto order = node_list();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = *it;
+    if (!node->users_.empty()) continue;
+    if (node->op_ == OpCode::kPlaceholder || node->op_ == OpCode::kOutput) continue;
+    if (node->op_ == OpCode::kCallFunction && node->target_.is_aten() &&
+        node->target_.schema().is_mutable()) {
+      continue;
+    }
+    erase_node(node);
+    ++erased;
+  }
+  return erased;
+}
+
+void Graph::lint() const {
+  std::unordered_map<const Node*, size_t> position;
+  std::unordered_set<std::string> names;
+  size_t index = 0;
+  for (const auto& owned : nodes_) {
+    const Node* node = owned.get();
+    if (node->graph_ != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
+    if (!is_python_identifier(node->name_) || Namespace::is_reserved(node->name_)) {
+      fail<GraphError>("lint: %{} is not a legal node name", node->name_);
+    }
+    if (!names.insert(node->name_).second) {
+      fail<GraphError>("lint: the name %{} is used twice", node->name_);
+    }
+    if (node->op_ == OpCode::kOutput && std::next(node->position_) != nodes_.end()) {
+      fail<GraphError>("lint: output node %{} is not the last node", node->name_);
+    }
+    if (node->op_ == OpCode::kCallFunction && !node->target_.is_aten() &&
+        !node->target_.is_getitem()) {
+      fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",
+                       node->name_, node->target_.str());
+    }
+    for (Node* input : node->input_nodes()) {
+      auto it = position.find(input);
+      if (it == position.end()) {
+        fail<GraphError>("lint: %{} reads %{}, which is not defined before it in this graph",
+                         node->name_, input->name_);
+      }
+      const auto& users = input->users_;
+      if (std::count(users.begin(), users.end(), node) != 1) {
+        fail<GraphError>("lint: %{} reads %{} but is not listed once among its users",
+                         node->name_, input->name_);
+      }
+    }
+    for (Node* user : node->users_) {
+      const auto inputs = user->input_nodes();
+      if (user->graph_ != this || std::find(inputs.begin(), inputs.end(), node) == inputs.end()) {
+        fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,
+                         user->name_, user->name_);
+      }
+    }
+    position[node] = index++;
+  }
+}
+
+}  // namespace tdfx

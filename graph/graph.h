@@ -1,0 +1,151 @@
+#pragma once
+
+/// \file
+/// Graph: the tdfx IR — an ordered list of nodes owned by the graph, printed
+/// and named as torch.fx does.
+
+#include <functional>
+#include <iosfwd>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "graph/namespace.h"
+#include "graph/node.h"
+
+namespace tdfx {
+
+/// An ordered list of nodes, in program order. Owns its nodes; movable, not
+/// copyable (`copy()` is explicit). Every name is unique (torch.fx's rules).
+///
+///     Graph g;
+///     Node* x = g.placeholder("x");
+///     Node* r = g.call_function(Target::aten("aten::relu"), {x});
+///     g.output(r);
+///     std::cout << g;   // graph(): %x : [#users=1] = placeholder[target=x] ...
+class Graph {
+ public:
+  using NodeList = std::list<std::unique_ptr<Node>>;
+
+  /// Iterates the nodes as `Node*`, in program order.
+  class Iterator {
+   public:
+    explicit Iterator(NodeList::const_iterator it) : it_(it) {}
+    Node* operator*() const { return it_->get(); }
+    Iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    bool operator!=(const Iterator& other) const { return it_ != other.it_; }
+    bool operator==(const Iterator& other) const { return it_ == other.it_; }
+
+   private:
+    NodeList::const_iterator it_;
+  };
+
+  /// A view of the nodes for range-for loops.
+  struct NodeRange {
+    Iterator b, e;
+    Iterator begin() const { return b; }
+    Iterator end() const { return e; }
+  };
+
+  /// Restores the previous insert point when it goes out of scope.
+  class InsertGuard {
+   public:
+    InsertGuard(Graph& graph, Node* before);
+    ~InsertGuard();
+    InsertGuard(const InsertGuard&) = delete;
+    InsertGuard& operator=(const InsertGuard&) = delete;
+
+   private:
+    Graph& graph_;
+    Node* previous_;
+  };
+
+  Graph();
+  ~Graph();
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  NodeRange nodes() const { return {Iterator(nodes_.begin()), Iterator(nodes_.end())}; }
+  size_t size() const { return nodes_.size(); }
+  /// The nodes as a vector, for reverse walks and indexing.
+  std::vector<Node*> node_list() const;
+
+  /// Creates a node at the insert point (the end, unless a guard says
+  /// otherwise). Its name is `name_hint` made unique, or derived from the
+  /// target as torch.fx does (`relu`, `getitem`, `_0_fc1`).
+  Node* create_node(OpCode op, Target target, Args args = {}, Kwargs kwargs = {},
+                    const std::string& name_hint = "");
+  Node* placeholder(const std::string& name);
+  Node* get_attr(const std::string& path);
+  Node* call_function(Target target, Args args, Kwargs kwargs = {});
+  Node* call_method(const std::string& method, Args args, Kwargs kwargs = {});
+  Node* call_module(const std::string& path, Args args, Kwargs kwargs = {});
+  /// The output node; at most one per graph, and the last node.
+  Node* output(Argument result);
+  /// The output node, or nullptr.
+  Node* output_node() const;
+
+  /// Nodes created while the guard lives go before `node`.
+  InsertGuard inserting_before(Node* node);
+  /// Nodes created while the guard lives go after `node`, in creation order.
+  InsertGuard inserting_after(Node* node);
+
+  /// Erases a node that has no users; a node with users is a GraphError.
+  void erase_node(Node* node);
+  /// Renames `node` to `name` exactly; the name must be a free identifier.
+  void rename(Node* node, const std::string& name);
+  /// Copies `node` from another graph into this one at the insert point, with
+  /// every node argument mapped through `arg_map` (torch.fx's node_copy).
+  Node* node_copy(const Node& node, const std::function<Node*(Node*)>& arg_map);
+  /// Copies every node of `other` except its output into this graph;
+  /// `value_map` receives old → new and may be pre-seeded (e.g. to bind
+  /// placeholders). Returns the copied output argument, or None.
+  Argument graph_copy(const Graph& other, std::unordered_map<const Node*, Node*>& value_map);
+  /// A deep copy of this graph (names, meta and bodies kept).
+  Graph copy() const;
+
+  /// Erases nodes whose value is unused, last first. Keeps placeholders, the
+  /// output and operators that mutate (from the schema's alias information).
+  /// Returns the number erased.
+  ///
+  ///     before: %a = relu(%x); %b = neg(%x); return a      after: %a = relu(%x); return a
+  size_t eliminate_dead_code();
+
+  /// Checks the invariants: ownership, unique legal names, args defined
+  /// before use, users equal to the readers, one output at the end, aten
+  /// targets with schemas. Throws GraphError naming the node.
+  void lint() const;
+
+  /// The namespace that names this graph's nodes.
+  Namespace& names() { return names_; }
+
+ private:
+  friend class Node;
+  /// New nodes go before this one; nullptr appends.
+  Node* insert_before_ = nullptr;
+  NodeList nodes_;
+  Namespace names_;
+};
+
+/// torch.fx's `str(graph)`: `graph():` and one line per node.
+std::string to_string(const Graph& graph);
+/// torch.fx's `node.format_node()`.
+std::string to_string(const Node& node);
+std::ostream& operator<<(std::ostream& os, const Graph& graph);
+std::ostream& operator<<(std::ostream& os, const Node& node);
+
+}  // namespace tdfx
+
+template <>
+struct fmt::formatter<tdfx::Graph> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const tdfx::Graph& graph, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(graph), ctx);
+  }
+};

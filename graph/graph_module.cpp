@@ -1,0 +1,418 @@
+#include "graph/graph_module.h"
+
+#include <c10/util/Exception.h>
+
+#include <unordered_map>
+
+#include "core/error.h"
+#include "graph/fx_face.h"
+
+namespace tdfx {
+namespace detail {
+
+/// Where a call's argument comes from at run time.
+struct Source {
+  enum class Kind { kConstant, kSlot, kTensorList, kOptionalTensorList, kTuple };
+  Kind kind = Kind::kConstant;
+  c10::IValue constant;
+  int slot = -1;
+  std::vector<Source> items;  // lists and tuples
+
+  c10::IValue materialize(const std::vector<c10::IValue>& slots) const {
+    switch (kind) {
+      case Kind::kConstant:
+        return constant;
+      case Kind::kSlot:
+        return slots[static_cast<size_t>(slot)];
+      case Kind::kTensorList: {
+        c10::List<at::Tensor> list;
+        list.reserve(items.size());
+        for (const auto& item : items) list.push_back(item.materialize(slots).toTensor());
+        return list;
+      }
+      case Kind::kOptionalTensorList: {
+        c10::List<c10::optional<at::Tensor>> list;
+        for (const auto& item : items) {
+          auto value = item.materialize(slots);
+          list.push_back(value.isNone() ? c10::nullopt : c10::optional<at::Tensor>(value.toTensor()));
+        }
+        return list;
+      }
+      case Kind::kTuple: {
+        std::vector<c10::IValue> values;
+        values.reserve(items.size());
+        for (const auto& item : items) values.push_back(item.materialize(slots));
+        return c10::ivalue::Tuple::create(std::move(values));
+      }
+    }
+    return {};
+  }
+};
+
+struct Plan;
+
+/// One node's work.
+struct Step {
+  enum class Kind { kPlaceholder, kConstant, kAten, kGetItem, kCallModule, kOutput };
+  Kind kind = Kind::kConstant;
+  const Node* node = nullptr;
+  int out = -1;
+  std::vector<Source> sources;
+  const c10::OperatorHandle* op = nullptr;
+  size_t returns = 1;
+  c10::IValue constant;         // get_attr value
+  c10::IValue key;              // getitem: int index or string key
+  std::shared_ptr<Plan> body;   // call_module
+  std::vector<int> release;     // slots whose last read is this step
+};
+
+struct Plan {
+  std::vector<Step> steps;
+  size_t slot_count = 0;
+  std::vector<int> placeholders;
+  Source output;
+  bool has_output = false;
+
+  c10::IValue run(std::vector<c10::IValue> inputs) const;
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::Plan;
+using detail::Source;
+using detail::Step;
+
+std::string key_string(const NestedKey& key) { return key.repr(); }
+
+c10::IValue constant_value(const Node& node, const Argument& arg, const c10::TypePtr& type) {
+  struct Visitor {
+    const Node& node;
+    const c10::TypePtr& type;
+    c10::IValue operator()(None) const { return {}; }
+    c10::IValue operator()(bool v) const { return v; }
+    c10::IValue operator()(int64_t v) const {
+      const auto kind = type ? type->kind() : c10::TypeKind::IntType;
+      if (kind == c10::TypeKind::FloatType) return static_cast<double>(v);
+      if (auto opt = type ? type->cast<c10::OptionalType>() : nullptr) {
+        if (opt->getElementType()->kind() == c10::TypeKind::FloatType) return static_cast<double>(v);
+      }
+      return v;
+    }
+    c10::IValue operator()(double v) const { return v; }
+    c10::IValue operator()(const std::string& v) const { return v; }
+    c10::IValue operator()(const NestedKey& v) const { return key_string(v); }
+    c10::IValue operator()(c10::ScalarType v) const { return v; }
+    c10::IValue operator()(const c10::Device& v) const { return v; }
+    c10::IValue operator()(Node*) const { throw InternalError("node in constant"); }
+    c10::IValue operator()(const ArgumentList& v) const {
+      bool all_int = true, all_double = true, all_bool = true;
+      for (const auto& item : v.items) {
+        all_int &= item.is<int64_t>();
+        all_double &= item.is<double>() || item.is<int64_t>();
+        all_bool &= item.is<bool>();
+      }
+      if (v.items.empty() || all_int) {
+        c10::List<int64_t> list;
+        for (const auto& item : v.items) list.push_back(item.as<int64_t>());
+        return list;
+      }
+      if (all_bool) {
+        c10::List<bool> list;
+        for (const auto& item : v.items) list.push_back(item.as<bool>());
+        return list;
+      }
+      if (all_double) {
+        c10::List<double> list;
+        for (const auto& item : v.items) {
+          list.push_back(item.is<double>() ? item.as<double>() : static_cast<double>(item.as<int64_t>()));
+        }
+        return list;
+      }
+      fail<GraphError>("%{}: cannot pass the list {} to an operator", node.name(), fx_str(v));
+    }
+  };
+  return std::visit(Visitor{node, type}, arg.value);
+}
+
+bool has_nodes(const Argument& arg) {
+  bool found = false;
+  for_each_node(arg, [&](Node*) { found = true; });
+  return found;
+}
+
+class Compiler {
+ public:
+  Compiler(torch::nn::Module& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
+
+  std::shared_ptr<Plan> compile(const Graph& graph) {
+    auto plan = std::make_shared<Plan>();
+    const auto nodes = graph.node_list();
+    for (size_t i = 0; i < nodes.size(); ++i) slots_[nodes[i]] = static_cast<int>(i);
+    plan->slot_count = nodes.size();
+    for (const Node* node : nodes) plan->steps.push_back(compile_node(*node, *plan));
+    add_releases(*plan);
+    return plan;
+  }
+
+ private:
+  Source source(const Node& node, const Argument& arg, const c10::TypePtr& type) {
+    if (Node* input = arg.node()) {
+      Source s;
+      s.kind = Source::Kind::kSlot;
+      s.slot = slots_.at(input);
+      return s;
+    }
+    if (arg.is<ArgumentList>() && has_nodes(arg)) {
+      Source s;
+      c10::TypePtr element;
+      if (auto list_type = type ? type->cast<c10::ListType>() : nullptr) {
+        element = list_type->getElementType();
+      }
+      if (element && element->kind() == c10::TypeKind::TensorType) {
+        s.kind = Source::Kind::kTensorList;
+      } else if (element && element->kind() == c10::TypeKind::OptionalType) {
+        s.kind = Source::Kind::kOptionalTensorList;
+      } else {
+        s.kind = Source::Kind::kTuple;
+      }
+      for (const auto& item : arg.as<ArgumentList>().items) s.items.push_back(source(node, item, element));
+      return s;
+    }
+    Source s;
+    s.constant = constant_value(node, arg, type);
+    return s;
+  }
+
+  c10::IValue resolve_attribute(const Node& node) {
+    const std::string path = prefix_ + node.target().str();
+    if (const auto* p = root_.named_parameters(true).find(path)) return *p;
+    if (const auto* b = root_.named_buffers(true).find(path)) return *b;
+    fail<GraphError>("get_attr %{}: the module has no parameter or buffer '{}'", node.name(), path);
+  }
+
+  Step compile_node(const Node& node, Plan& plan) {
+    Step step;
+    step.node = &node;
+    step.out = slots_.at(&node);
+    switch (node.op()) {
+      case OpCode::kPlaceholder:
+        step.kind = Step::Kind::kPlaceholder;
+        plan.placeholders.push_back(step.out);
+        break;
+      case OpCode::kGetAttr:
+        step.kind = Step::Kind::kConstant;
+        step.constant = resolve_attribute(node);
+        break;
+      case OpCode::kOutput:
+        step.kind = Step::Kind::kOutput;
+        plan.output = source(node, node.args().at(0), nullptr);
+        plan.has_output = true;
+        step.sources.push_back(plan.output);
+        break;
+      case OpCode::kCallFunction:
+        if (node.target().is_getitem()) {
+          compile_getitem(node, step);
+        } else {
+          compile_aten(node, step);
+        }
+        break;
+      case OpCode::kCallModule: {
+        if (!node.body()) {
+          fail<GraphError>("call_module %{} ({}) has no body graph to run", node.name(),
+                           node.target().str());
+        }
+        step.kind = Step::Kind::kCallModule;
+        step.body = Compiler(root_, prefix_ + node.target().str() + ".").compile(*node.body());
+        if (step.body->placeholders.size() != node.args().size()) {
+          fail<GraphError>("call_module %{} passes {} arguments; its body takes {}", node.name(),
+                           node.args().size(), step.body->placeholders.size());
+        }
+        for (const auto& arg : node.args()) step.sources.push_back(source(node, arg, nullptr));
+        break;
+      }
+      case OpCode::kCallMethod:
+        fail<GraphError>("call_method %{} ('{}') cannot run: tdfx runs aten operators", node.name(),
+                         node.target().str());
+    }
+    return step;
+  }
+
+  void compile_getitem(const Node& node, Step& step) {
+    step.kind = Step::Kind::kGetItem;
+    if (node.args().size() != 2 || !node.args()[0].node()) {
+      fail<GraphError>("getitem %{} needs (node, index or key) arguments", node.name());
+    }
+    step.sources.push_back(source(node, node.args()[0], nullptr));
+    const Argument& index = node.args()[1];
+    if (index.is<int64_t>()) {
+      step.key = index.as<int64_t>();
+    } else if (index.is<NestedKey>()) {
+      step.key = key_string(index.as<NestedKey>());
+    } else if (index.is<std::string>()) {
+      step.key = key_string(NestedKey(index.as<std::string>()));
+    } else {
+      fail<GraphError>("getitem %{}: index {} is neither an int nor a key", node.name(),
+                       fx_str(index));
+    }
+  }
+
+  void compile_aten(const Node& node, Step& step) {
+    step.kind = Step::Kind::kAten;
+    step.op = &node.target().handle();
+    const auto& schema = node.target().schema();
+    const Args full = schema_arguments(node);
+    const auto& formals = schema.arguments();
+    for (size_t i = 0; i < formals.size(); ++i) {
+      if (full[i].is<None>() && formals[i].default_value()) {
+        Source s;
+        s.constant = *formals[i].default_value();
+        step.sources.push_back(std::move(s));
+      } else {
+        step.sources.push_back(source(node, full[i], formals[i].type()));
+      }
+    }
+    step.returns = schema.returns().size();
+  }
+
+  // Each slot is released after its last reader, as FX's generated code does.
+  static void add_releases(Plan& plan) {
+    std::vector<int> last_reader(plan.slot_count, -1);
+    std::function<void(const Source&, int)> mark = [&](const Source& s, int step) {
+      if (s.kind == Source::Kind::kSlot) last_reader[static_cast<size_t>(s.slot)] = step;
+      for (const auto& item : s.items) mark(item, step);
+    };
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      for (const auto& s : plan.steps[i].sources) mark(s, static_cast<int>(i));
+    }
+    for (size_t slot = 0; slot < plan.slot_count; ++slot) {
+      const int reader = last_reader[slot];
+      if (reader >= 0 && plan.steps[static_cast<size_t>(reader)].kind != Step::Kind::kOutput) {
+        plan.steps[static_cast<size_t>(reader)].release.push_back(static_cast<int>(slot));
+      }
+    }
+  }
+
+  torch::nn::Module& root_;
+  std::string prefix_;
+  std::unordered_map<const Node*, int> slots_;
+};
+
+c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, const Node& node) {
+  if (key.isInt()) {
+    const int64_t index = key.toInt();
+    if (container.isList()) {
+      const auto list = container.toListRef();
+      const auto size = static_cast<int64_t>(list.size());
+      if (index < -size || index >= size) {
+        fail<RunError>("index {} out of range for a list of {} values", index, size);
+      }
+      return list[static_cast<size_t>(index < 0 ? index + size : index)];
+    }
+    if (container.isTuple()) {
+      const auto& elements = container.toTupleRef().elements();
+      const auto size = static_cast<int64_t>(elements.size());
+      if (index < -size || index >= size) {
+        fail<RunError>("index {} out of range for a tuple of {} values", index, size);
+      }
+      return elements[static_cast<size_t>(index < 0 ? index + size : index)];
+    }
+  } else if (container.isGenericDict()) {
+    const auto dict = container.toGenericDict();
+    auto it = dict.find(key);
+    if (it == dict.end()) fail<KeyError>("key {} not found in the input", key.toStringRef());
+    return it->value();
+  }
+  (void)node;
+  fail<RunError>("cannot index a {} with {}", container.tagKind(), key.tagKind());
+}
+
+}  // namespace
+
+namespace detail {
+
+c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
+  if (inputs.size() != placeholders.size()) {
+    fail<RunError>("the graph takes {} inputs ({} given)", placeholders.size(), inputs.size());
+  }
+  std::vector<c10::IValue> slots(slot_count);
+  for (size_t i = 0; i < placeholders.size(); ++i) {
+    slots[static_cast<size_t>(placeholders[i])] = std::move(inputs[i]);
+  }
+  std::vector<c10::IValue> stack;
+  for (const Step& step : steps) {
+    try {
+      switch (step.kind) {
+        case Step::Kind::kPlaceholder:
+          break;
+        case Step::Kind::kConstant:
+          slots[static_cast<size_t>(step.out)] = step.constant;
+          break;
+        case Step::Kind::kAten: {
+          stack.clear();
+          for (const auto& s : step.sources) stack.push_back(s.materialize(slots));
+          step.op->callBoxed(&stack);
+          if (step.returns == 1) {
+            slots[static_cast<size_t>(step.out)] = std::move(stack[0]);
+          } else {
+            slots[static_cast<size_t>(step.out)] = c10::ivalue::Tuple::create(std::move(stack));
+            stack = {};
+          }
+          break;
+        }
+        case Step::Kind::kGetItem:
+          slots[static_cast<size_t>(step.out)] =
+              run_getitem(step.sources[0].materialize(slots), step.key, *step.node);
+          break;
+        case Step::Kind::kCallModule: {
+          std::vector<c10::IValue> args;
+          for (const auto& s : step.sources) args.push_back(s.materialize(slots));
+          slots[static_cast<size_t>(step.out)] = step.body->run(std::move(args));
+          break;
+        }
+        case Step::Kind::kOutput:
+          return output.materialize(slots);
+      }
+    } catch (const c10::Error& e) {
+      throw RunError(fmt::format("while executing {}: {}", describe(*step.node),
+                                 e.what_without_backtrace()));
+    } catch (const std::exception& e) {
+      throw RunError(fmt::format("while executing {}: {}", describe(*step.node), e.what()));
+    }
+    for (int slot : step.release) slots[static_cast<size_t>(slot)] = c10::IValue();
+  }
+  return {};
+}
+
+}  // namespace detail
+
+GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph)
+    : root_(std::move(root)), graph_(std::move(graph)) {
+  recompile();
+}
+
+GraphModule::~GraphModule() = default;
+GraphModule::GraphModule(GraphModule&&) noexcept = default;
+GraphModule& GraphModule::operator=(GraphModule&&) noexcept = default;
+
+void GraphModule::recompile() {
+  graph_.lint();
+  static torch::nn::Module empty_root;
+  torch::nn::Module& root = root_ ? *root_ : empty_root;
+  auto plan = Compiler(root, "").compile(graph_);
+  plan_ = std::make_unique<detail::Plan>(std::move(*plan));
+}
+
+c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) const {
+  return plan_->run(std::move(inputs));
+}
+
+std::vector<c10::IValue> GraphModule::run(std::vector<c10::IValue> inputs) const {
+  c10::IValue out = forward(std::move(inputs));
+  if (out.isTuple()) return out.toTupleRef().elements().vec();
+  if (out.isList()) return out.toListRef().vec();
+  return {out};
+}
+
+}  // namespace tdfx

@@ -1,0 +1,61 @@
+#pragma once
+
+/// \file
+/// GraphModule: runs a Graph. Aten nodes are called through the c10
+/// dispatcher with operator handles cached at compile time; a flat plan
+/// (value slots, constant arguments, release points) is built once, so a call
+/// costs little more than the ops themselves.
+
+#include <ATen/core/ivalue.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tdfx {
+
+namespace detail {
+struct Plan;
+}
+
+/// A graph together with the module its get_attr and call_module nodes refer
+/// to. `forward` runs the graph, not the module's own forward.
+///
+///     GraphModule gm(root, std::move(graph));
+///     auto outputs = gm.run({x});   // one value per placeholder, in order
+class GraphModule {
+ public:
+  /// Compiles `graph` against `root`; get_attr targets are parameter or
+  /// buffer paths of `root` (`0.module.fc1.weight`). Throws GraphError naming
+  /// the node when a target cannot be resolved or an argument does not fit.
+  GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph);
+  ~GraphModule();
+  GraphModule(GraphModule&&) noexcept;
+  GraphModule& operator=(GraphModule&&) noexcept;
+
+  const Graph& graph() const { return graph_; }
+  /// The graph for editing; call recompile() afterwards.
+  Graph& mutable_graph() { return graph_; }
+  /// Lints the graph and rebuilds the plan after edits.
+  void recompile();
+  const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
+
+  /// Runs the graph on one value per placeholder; returns the output value
+  /// (a tuple output stays a tuple). Errors are RunError naming the node.
+  c10::IValue forward(std::vector<c10::IValue> inputs) const;
+  /// forward() with the output flattened to a list of values.
+  std::vector<c10::IValue> run(std::vector<c10::IValue> inputs) const;
+
+ private:
+  std::shared_ptr<torch::nn::Module> root_;
+  Graph graph_;
+  std::unique_ptr<detail::Plan> plan_;
+};
+
+/// A one-line description of a node for error messages:
+/// `%relu = torch.relu(%_0_fc1)`.
+std::string describe(const Node& node);
+
+}  // namespace tdfx

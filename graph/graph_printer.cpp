@@ -1,0 +1,93 @@
+// torch.fx's text form of graphs and nodes (`str(graph)`, `node.format_node()`).
+#include <ostream>
+
+#include "core/error.h"
+#include "graph/fx_face.h"
+#include "graph/graph.h"
+#include "graph/graph_module.h"
+
+namespace tdfx {
+namespace detail_printer {
+
+std::string format_args(const Args& args) { return fx_str(tuple(args)); }
+
+std::string format_kwargs(const Kwargs& kwargs) {
+  std::string out = "{";
+  for (size_t i = 0; i < kwargs.size(); ++i) {
+    out += (i ? ", " : "") + kwargs[i].first + ": " + fx_str(kwargs[i].second);
+  }
+  return out + "}";
+}
+
+}  // namespace detail_printer
+
+using detail_printer::format_args;
+using detail_printer::format_kwargs;
+
+std::string to_string(const Node& node) {
+  const std::string head =
+      fmt::format("%{} : [#users={}] = {}", node.name(), node.users().size(), to_string(node.op()));
+  switch (node.op()) {
+    case OpCode::kPlaceholder:
+    case OpCode::kGetAttr:
+      return fmt::format("{}[target={}]", head, node.target().str());
+    case OpCode::kOutput:
+      return "return " + fx_repr(node.args().at(0));
+    case OpCode::kCallFunction: {
+      const FxCall call = fx_call(node);
+      return fmt::format("{}[target={}](args = {}, kwargs = {})", head, call.target,
+                         format_args(call.args), format_kwargs(call.kwargs));
+    }
+    case OpCode::kCallMethod:
+    case OpCode::kCallModule:
+      return fmt::format("{}[target={}](args = {}, kwargs = {})", head, node.target().str(),
+                         format_args(node.args()), format_kwargs(node.kwargs()));
+  }
+  throw InternalError("unknown op code");
+}
+
+std::string to_string(const Graph& graph) {
+  std::string out = "graph():";
+  for (const Node* node : graph.nodes()) out += "\n    " + to_string(*node);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Graph& graph) { return os << to_string(graph); }
+std::ostream& operator<<(std::ostream& os, const Node& node) { return os << to_string(node); }
+
+
+std::string describe(const Node& node) {
+  switch (node.op()) {
+    case OpCode::kPlaceholder:
+      return fmt::format("%{} = placeholder {}", node.name(), node.target().str());
+    case OpCode::kGetAttr:
+      return fmt::format("%{} = self.{}", node.name(), node.target().str());
+    case OpCode::kOutput:
+      return "return " + fx_str(node.args().at(0));
+    case OpCode::kCallFunction: {
+      std::string target = node.target().str();
+      Args args = node.args();
+      Kwargs kwargs = node.kwargs();
+      try {
+        FxCall call = fx_call(node);
+        target = call.target;
+        args = call.args;
+        kwargs = call.kwargs;
+      } catch (const Error&) {
+        // A node whose arguments do not fit its schema still gets described.
+      }
+      std::string inner = format_args(args);
+      inner = inner.substr(1, inner.size() - 2);
+      if (!args.empty() && inner.back() == ',') inner.pop_back();
+      for (const auto& [key, arg] : kwargs) inner += (inner.empty() ? "" : ", ") + key + "=" + fx_str(arg);
+      return fmt::format("%{} = {}({})", node.name(), target, inner);
+    }
+    case OpCode::kCallMethod:
+    case OpCode::kCallModule:
+      return fmt::format("%{} = {}[{}]{}", node.name(), to_string(node.op()), node.target().str(),
+                         format_args(node.args()));
+  }
+  return "%" + node.name();
+}
+
+}  // namespace tdfx

@@ -1,0 +1,101 @@
+#include "graph/namespace.h"
+
+#include <cctype>
+
+namespace tdfx {
+namespace {
+
+// Python 3.11's keyword.kwlist and dir(builtins), and torch.fx's
+// _custom_builtins: names a generated forward must not shadow.
+const std::unordered_set<std::string>& reserved_names() {
+  static const std::unordered_set<std::string> names = {
+      "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
+      "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
+      "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try",
+      "while", "with", "yield",
+      // builtins
+      "ArithmeticError", "AssertionError", "AttributeError", "BaseException",
+      "BaseExceptionGroup", "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning",
+      "ChildProcessError", "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError",
+      "ConnectionResetError", "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning",
+      "EnvironmentError", "Exception", "ExceptionGroup", "FileExistsError", "FileNotFoundError",
+      "FloatingPointError", "FutureWarning", "GeneratorExit", "IOError", "ImportError",
+      "ImportWarning", "IndentationError", "IndexError", "InterruptedError", "IsADirectoryError",
+      "KeyError", "KeyboardInterrupt", "LookupError", "MemoryError", "ModuleNotFoundError",
+      "NameError", "NotADirectoryError", "NotImplemented", "NotImplementedError", "OSError",
+      "OverflowError", "PendingDeprecationWarning", "PermissionError", "ProcessLookupError",
+      "RecursionError", "ReferenceError", "ResourceWarning", "RuntimeError", "RuntimeWarning",
+      "StopAsyncIteration", "StopIteration", "SyntaxError", "SyntaxWarning", "SystemError",
+      "SystemExit", "TabError", "TimeoutError", "TypeError", "UnboundLocalError",
+      "UnicodeDecodeError", "UnicodeEncodeError", "UnicodeError", "UnicodeTranslateError",
+      "UnicodeWarning", "UserWarning", "ValueError", "Warning", "ZeroDivisionError",
+      "__build_class__", "__debug__", "__doc__", "__import__", "__loader__", "__name__",
+      "__package__", "__spec__", "abs", "aiter", "all", "anext", "any", "ascii", "bin", "bool",
+      "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod", "compile", "complex",
+      "copyright", "credits", "delattr", "dict", "dir", "divmod", "enumerate", "eval", "exec",
+      "exit", "filter", "float", "format", "frozenset", "getattr", "globals", "hasattr", "hash",
+      "help", "hex", "id", "input", "int", "isinstance", "issubclass", "iter", "len", "license",
+      "list", "locals", "map", "max", "memoryview", "min", "next", "object", "oct", "open", "ord",
+      "pow", "print", "property", "quit", "range", "repr", "reversed", "round", "set", "setattr",
+      "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple", "type", "vars", "zip",
+      // torch.fx's custom builtins
+      "inf", "nan", "NoneType", "torch", "device", "fx_pytree", "pytree"};
+  return names;
+}
+
+}  // namespace
+
+bool Namespace::is_reserved(const std::string& name) { return reserved_names().count(name) > 0; }
+
+std::string Namespace::create_name(std::string_view raw) {
+  // Runs of characters illegal in an identifier become one '_'.
+  std::string candidate;
+  bool in_illegal_run = false;
+  for (const char c : raw) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || c == '_') {
+      candidate += c;
+      in_illegal_run = false;
+    } else if (!in_illegal_run) {
+      candidate += '_';
+      in_illegal_run = true;
+    }
+  }
+  if (candidate.empty()) candidate = "_";
+  if (std::isdigit(static_cast<unsigned char>(candidate[0]))) candidate = "_" + candidate;
+
+  // A trailing "_<digits>" is a counter to continue from.
+  std::string base = candidate;
+  long long num = 0;
+  const auto underscore = candidate.rfind('_');
+  if (underscore != std::string::npos && underscore + 1 < candidate.size()) {
+    const std::string digits = candidate.substr(underscore + 1);
+    bool all_digits = true;
+    for (const char c : digits) all_digits &= std::isdigit(static_cast<unsigned char>(c)) != 0;
+    if (all_digits && digits.size() < 18) {
+      base = candidate.substr(0, underscore);
+      num = std::stoll(digits);
+      candidate = base + "_" + std::to_string(num);
+    }
+  }
+  while (used_.count(candidate) || is_reserved(candidate)) {
+    ++num;
+    candidate = base + "_" + std::to_string(num);
+  }
+  used_.insert(candidate);
+  return candidate;
+}
+
+std::string snake_case(std::string_view name) {
+  std::string out;
+  bool prev_lower = false;
+  for (const char c : name) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (prev_lower && std::isupper(byte)) out += '_';
+    out += static_cast<char>(std::tolower(byte));
+    prev_lower = std::islower(byte) != 0;
+  }
+  return out;
+}
+
+}  // namespace tdfx

@@ -1,0 +1,41 @@
+#pragma once
+
+/// \file
+/// Namespace: hands out unique Python identifiers by torch.fx's rules.
+
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+namespace tdfx {
+
+/// Makes names unique the way torch.fx's `_Namespace.create_name` does:
+/// illegal characters become `_`, a leading digit gets a `_` prefix, a
+/// trailing `_<n>` is taken as a counter, and Python keywords, builtins and
+/// FX's own globals (`torch`, `inf`, ...) are never handed out.
+///
+///     Namespace ns;
+///     ns.create_name("add");    // "add"
+///     ns.create_name("add");    // "add_1"
+///     ns.create_name("0.fc");   // "_0_fc"
+///     ns.create_name("input");  // "input_1" (a builtin)
+class Namespace {
+ public:
+  /// A fresh name derived from `candidate`, recorded as used.
+  std::string create_name(std::string_view candidate);
+  /// Records `name` as used without changing it.
+  void reserve(const std::string& name) { used_.insert(name); }
+  /// True when `name` was handed out or reserved.
+  bool contains(const std::string& name) const { return used_.count(name) > 0; }
+
+  /// True for Python keywords, builtins and FX's reserved globals.
+  static bool is_reserved(const std::string& name);
+
+ private:
+  std::unordered_set<std::string> used_;
+};
+
+/// torch.fx's `_snake_case`: `LayerNorm` → `layer_norm`.
+std::string snake_case(std::string_view name);
+
+}  // namespace tdfx

@@ -1,0 +1,111 @@
+#pragma once
+
+/// \file
+/// Node: one operation of a Graph, in torch.fx's vocabulary.
+
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/argument.h"
+#include "graph/target.h"
+
+namespace tdfx {
+
+class Graph;
+
+/// What a node does; prints with its torch.fx spelling (`call_function`).
+enum class OpCode { kPlaceholder, kGetAttr, kCallFunction, kCallMethod, kCallModule, kOutput };
+
+/// The torch.fx spelling of `op`: "placeholder", "get_attr", ...
+std::string_view to_string(OpCode op);
+
+/// What is known of the value a node produces, when it is a tensor.
+struct TensorMeta {
+  std::optional<c10::ScalarType> dtype;
+  std::optional<std::vector<int64_t>> shape;
+  std::optional<c10::Device> device;
+};
+
+/// Facts attached to a node by the tracer and passes.
+struct NodeMeta {
+  /// Set when the node produces one tensor.
+  TensorMeta tensor;
+  /// Path of the module whose forward produced the node ("module.0.module"), "" at the root.
+  std::string module_path;
+  /// That module's description (`Linear(in_features=3, out_features=4, bias=true)`).
+  std::string module_type;
+};
+
+/// One operation of a Graph. Owned by its graph; `Node*` is a non-owning
+/// handle that stays valid until the node is erased. Its users are kept up to
+/// date by the graph: every edit of args goes through the node's setters.
+class Node {
+ public:
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  OpCode op() const { return op_; }
+  const Target& target() const { return target_; }
+  const Args& args() const { return args_; }
+  const Kwargs& kwargs() const { return kwargs_; }
+  /// The nodes that read this one, in the order they started to.
+  const std::vector<Node*>& users() const { return users_; }
+  /// Every distinct node read by args and kwargs, in order of appearance.
+  std::vector<Node*> input_nodes() const;
+  /// The graph that owns this node.
+  Graph& graph() const { return *graph_; }
+
+  NodeMeta& meta() { return meta_; }
+  const NodeMeta& meta() const { return meta_; }
+
+  /// For call_module: the module's op-level body, a graph whose placeholders
+  /// are the call's arguments and whose get_attr targets are relative to the
+  /// module. Null when unknown.
+  const std::shared_ptr<const Graph>& body() const { return body_; }
+  void set_body(std::shared_ptr<const Graph> body) { body_ = std::move(body); }
+
+  /// Replaces the positional arguments, updating users.
+  void set_args(Args args);
+  /// Replaces the keyword arguments, updating users.
+  void set_kwargs(Kwargs kwargs);
+  /// Replaces one positional argument, updating users.
+  void set_arg(size_t index, Argument arg);
+  /// Makes every read of `old_input` in this node read `new_input`.
+  void replace_input_with(Node* old_input, Node* new_input);
+  /// Makes every user of this node read `replacement` instead; returns those users.
+  ///
+  ///     before: %b = relu(%a); %c = neg(%b)      b.replace_all_uses_with(a)
+  ///     after:  %b = relu(%a); %c = neg(%a)      (%b now has no users)
+  std::vector<Node*> replace_all_uses_with(Node* replacement);
+
+  /// The keyword argument `name`, or nullptr.
+  const Argument* kwarg(std::string_view name) const;
+
+ private:
+  friend class Graph;
+  Node(Graph* graph, std::string name, OpCode op, Target target);
+
+  void add_uses();
+  void remove_uses();
+
+  Graph* graph_;
+  std::string name_;
+  OpCode op_;
+  Target target_;
+  Args args_;
+  Kwargs kwargs_;
+  std::vector<Node*> users_;
+  NodeMeta meta_;
+  std::shared_ptr<const Graph> body_;
+  std::list<std::unique_ptr<Node>>::iterator position_;
+};
+
+}  // namespace tdfx

@@ -1,0 +1,40 @@
+#include "graph/target.h"
+
+#include "core/error.h"
+
+namespace tdfx {
+
+Target::Target(std::string name) : name_(std::move(name)) {}
+
+Target Target::aten(const std::string& qualified_name) {
+  const auto dot = qualified_name.find('.');
+  const std::string op = qualified_name.substr(0, dot);
+  const std::string overload = dot == std::string::npos ? "" : qualified_name.substr(dot + 1);
+  auto handle = c10::Dispatcher::singleton().findOp({op, overload == "default" ? "" : overload});
+  if (!handle) {
+    fail<GraphError>("unknown operator {}: the dispatcher has no such schema", qualified_name);
+  }
+  Target target;
+  target.kind_ = Kind::kAten;
+  target.overload_ = overload == "default" ? "" : overload;
+  target.name_ = target.overload_.empty() ? op : op + "." + target.overload_;
+  const auto colon = op.find("::");
+  target.op_name_ = colon == std::string::npos ? op : op.substr(colon + 2);
+  target.handle_ = *handle;
+  return target;
+}
+
+Target Target::getitem() {
+  Target target("operator.getitem");
+  target.kind_ = Kind::kGetItem;
+  return target;
+}
+
+const c10::FunctionSchema& Target::schema() const { return handle().schema(); }
+
+const c10::OperatorHandle& Target::handle() const {
+  if (!handle_) throw InternalError("target " + name_ + " is not an aten operator");
+  return *handle_;
+}
+
+}  // namespace tdfx
