@@ -18,7 +18,8 @@ std::string format_target(const std::string& base, const std::string& path) {
   while (start <= path.size()) {
     const auto dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    out = is_python_identifier(part) ? out + "." + part : fmt::format("getattr({}, \"{}\")", out, part);
+    out = is_python_identifier(part) ? out + "." + part
+                                     : fmt::format("getattr({}, \"{}\")", out, part);
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -28,7 +29,8 @@ std::string format_target(const std::string& base, const std::string& path) {
 std::string format_call_args(const Args& args, const Kwargs& kwargs) {
   std::string out;
   for (const auto& arg : args) out += (out.empty() ? "" : ", ") + fx_repr(arg);
-  for (const auto& [key, arg] : kwargs) out += (out.empty() ? "" : ", ") + key + " = " + fx_repr(arg);
+  for (const auto& [key, arg] : kwargs)
+    out += (out.empty() ? "" : ", ") + key + " = " + fx_repr(arg);
   return out;
 }
 
@@ -87,7 +89,8 @@ Statement statement(const Node& node, const CodeOptions& options) {
               args};
     }
     case OpCode::kCallMethod: {
-      if (node.args().empty()) fail<GraphError>("call_method %{} has no self argument", node.name());
+      if (node.args().empty())
+        fail<GraphError>("call_method %{} has no self argument", node.name());
       const Args rest(node.args().begin() + 1, node.args().end());
       Args reads = node.args();
       for (const auto& [key, arg] : node.kwargs()) reads.push_back(arg);
@@ -216,8 +219,8 @@ std::string python_code(const Graph& graph, const CodeOptions& options) {
 
 std::string print_readable(const Graph& graph, CodeOptions options) {
   const Body body = generate_body(graph, options);
-  std::string out = fmt::format("class {}(torch.nn.Module):\n    {}\n", options.class_name,
-                                signature(body));
+  std::string out =
+      fmt::format("class {}(torch.nn.Module):\n    {}\n", options.class_name, signature(body));
   for (const auto& line : body.lines) out += (line.empty() ? "" : "        " + line) + "\n";
   return out + "        ";
 }

@@ -21,10 +21,10 @@ namespace tdfx {
 ///     NestedKey b = {"some", "key"};    // prints ('some', 'key'), joined("_") == "some_key"
 class NestedKey {
  public:
-  NestedKey(const char* key);                            // NOLINT(google-explicit-constructor)
-  NestedKey(std::string key);                            // NOLINT(google-explicit-constructor)
-  NestedKey(std::string_view key);                       // NOLINT(google-explicit-constructor)
-  NestedKey(std::initializer_list<std::string> parts);   // NOLINT(google-explicit-constructor)
+  NestedKey(const char* key);                           // NOLINT(google-explicit-constructor)
+  NestedKey(std::string key);                           // NOLINT(google-explicit-constructor)
+  NestedKey(std::string_view key);                      // NOLINT(google-explicit-constructor)
+  NestedKey(std::initializer_list<std::string> parts);  // NOLINT(google-explicit-constructor)
   explicit NestedKey(std::vector<std::string> parts);
 
   /// The parts, outermost first.

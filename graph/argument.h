@@ -41,18 +41,18 @@ struct Argument {
   Value value;
 
   Argument() : value(None{}) {}
-  Argument(None) : value(None{}) {}                          // NOLINT
-  Argument(bool v) : value(v) {}                             // NOLINT
-  Argument(int v) : value(int64_t{v}) {}                     // NOLINT
-  Argument(int64_t v) : value(v) {}                          // NOLINT
-  Argument(double v) : value(v) {}                           // NOLINT
-  Argument(const char* v) : value(std::string(v)) {}         // NOLINT
-  Argument(std::string v) : value(std::move(v)) {}           // NOLINT
-  Argument(NestedKey v) : value(std::move(v)) {}             // NOLINT
-  Argument(c10::ScalarType v) : value(v) {}                  // NOLINT
-  Argument(c10::Device v) : value(v) {}                      // NOLINT
-  Argument(Node* v) : value(v) {}                            // NOLINT
-  Argument(ArgumentList v) : value(std::move(v)) {}          // NOLINT
+  Argument(None) : value(None{}) {}                   // NOLINT
+  Argument(bool v) : value(v) {}                      // NOLINT
+  Argument(int v) : value(int64_t{v}) {}              // NOLINT
+  Argument(int64_t v) : value(v) {}                   // NOLINT
+  Argument(double v) : value(v) {}                    // NOLINT
+  Argument(const char* v) : value(std::string(v)) {}  // NOLINT
+  Argument(std::string v) : value(std::move(v)) {}    // NOLINT
+  Argument(NestedKey v) : value(std::move(v)) {}      // NOLINT
+  Argument(c10::ScalarType v) : value(v) {}           // NOLINT
+  Argument(c10::Device v) : value(v) {}               // NOLINT
+  Argument(Node* v) : value(v) {}                     // NOLINT
+  Argument(ArgumentList v) : value(std::move(v)) {}   // NOLINT
 
   template <typename T>
   bool is() const {

@@ -19,16 +19,25 @@ struct PythonOperator {
 // aten operators that torch.fx shows as Python operators.
 const std::unordered_map<std::string, PythonOperator>& python_operators() {
   static const std::unordered_map<std::string, PythonOperator> table = {
-      {"add", {"add", "{} + {}", 2}},        {"sub", {"sub", "{} - {}", 2}},
-      {"mul", {"mul", "{} * {}", 2}},        {"div", {"truediv", "{} / {}", 2}},
+      {"add", {"add", "{} + {}", 2}},
+      {"sub", {"sub", "{} - {}", 2}},
+      {"mul", {"mul", "{} * {}", 2}},
+      {"div", {"truediv", "{} / {}", 2}},
       {"floor_divide", {"floordiv", "{} // {}", 2}},
-      {"remainder", {"mod", "{} % {}", 2}},  {"pow", {"pow", "{} ** {}", 2}},
-      {"matmul", {"matmul", "{} @ {}", 2}},  {"bitwise_and", {"and_", "{} & {}", 2}},
-      {"bitwise_or", {"or_", "{} | {}", 2}}, {"bitwise_xor", {"xor", "{} ^ {}", 2}},
-      {"eq", {"eq", "{} == {}", 2}},         {"ne", {"ne", "{} != {}", 2}},
-      {"lt", {"lt", "{} < {}", 2}},          {"gt", {"gt", "{} > {}", 2}},
-      {"le", {"le", "{} <= {}", 2}},         {"ge", {"ge", "{} >= {}", 2}},
-      {"neg", {"neg", "-{}", 1}},            {"bitwise_not", {"invert", "~{}", 1}},
+      {"remainder", {"mod", "{} % {}", 2}},
+      {"pow", {"pow", "{} ** {}", 2}},
+      {"matmul", {"matmul", "{} @ {}", 2}},
+      {"bitwise_and", {"and_", "{} & {}", 2}},
+      {"bitwise_or", {"or_", "{} | {}", 2}},
+      {"bitwise_xor", {"xor", "{} ^ {}", 2}},
+      {"eq", {"eq", "{} == {}", 2}},
+      {"ne", {"ne", "{} != {}", 2}},
+      {"lt", {"lt", "{} < {}", 2}},
+      {"gt", {"gt", "{} > {}", 2}},
+      {"le", {"le", "{} <= {}", 2}},
+      {"ge", {"ge", "{} >= {}", 2}},
+      {"neg", {"neg", "-{}", 1}},
+      {"bitwise_not", {"invert", "~{}", 1}},
   };
   return table;
 }
@@ -93,8 +102,8 @@ Args schema_arguments(const Node& node) {
                          formals[i].name(), node.target().str());
       }
     } else {
-      fail<GraphError>("%{} gives no value for argument '{}' of {}", node.name(),
-                       formals[i].name(), node.target().str());
+      fail<GraphError>("%{} gives no value for argument '{}' of {}", node.name(), formals[i].name(),
+                       node.target().str());
     }
   }
   return full;
@@ -105,7 +114,8 @@ bool equals_default(const Argument& arg, const c10::IValue& value) {
   if (value.isBool()) return arg.is<bool>() && arg.as<bool>() == value.toBool();
   if (value.isInt()) {
     if (arg.is<int64_t>()) return arg.as<int64_t>() == value.toInt();
-    if (arg.is<c10::ScalarType>()) return static_cast<int64_t>(arg.as<c10::ScalarType>()) == value.toInt();
+    if (arg.is<c10::ScalarType>())
+      return static_cast<int64_t>(arg.as<c10::ScalarType>()) == value.toInt();
     return false;
   }
   if (value.isDouble()) {
@@ -113,7 +123,8 @@ bool equals_default(const Argument& arg, const c10::IValue& value) {
     if (arg.is<int64_t>()) return static_cast<double>(arg.as<int64_t>()) == value.toDouble();
     return false;
   }
-  if (value.isString()) return arg.is<std::string>() && arg.as<std::string>() == value.toStringRef();
+  if (value.isString())
+    return arg.is<std::string>() && arg.as<std::string>() == value.toStringRef();
   if (value.isIntList()) {
     if (!arg.is<ArgumentList>()) return false;
     const auto& items = arg.as<ArgumentList>().items;
@@ -166,39 +177,67 @@ FxCall fx_call(const Node& node) {
 
 std::string dtype_repr(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Float: return "torch.float32";
-    case c10::ScalarType::Double: return "torch.float64";
-    case c10::ScalarType::Half: return "torch.float16";
-    case c10::ScalarType::BFloat16: return "torch.bfloat16";
-    case c10::ScalarType::ComplexHalf: return "torch.complex32";
-    case c10::ScalarType::ComplexFloat: return "torch.complex64";
-    case c10::ScalarType::ComplexDouble: return "torch.complex128";
-    case c10::ScalarType::Long: return "torch.int64";
-    case c10::ScalarType::Int: return "torch.int32";
-    case c10::ScalarType::Short: return "torch.int16";
-    case c10::ScalarType::Char: return "torch.int8";
-    case c10::ScalarType::Byte: return "torch.uint8";
-    case c10::ScalarType::Bool: return "torch.bool";
-    default: return std::string("torch.") + c10::toString(dtype);
+    case c10::ScalarType::Float:
+      return "torch.float32";
+    case c10::ScalarType::Double:
+      return "torch.float64";
+    case c10::ScalarType::Half:
+      return "torch.float16";
+    case c10::ScalarType::BFloat16:
+      return "torch.bfloat16";
+    case c10::ScalarType::ComplexHalf:
+      return "torch.complex32";
+    case c10::ScalarType::ComplexFloat:
+      return "torch.complex64";
+    case c10::ScalarType::ComplexDouble:
+      return "torch.complex128";
+    case c10::ScalarType::Long:
+      return "torch.int64";
+    case c10::ScalarType::Int:
+      return "torch.int32";
+    case c10::ScalarType::Short:
+      return "torch.int16";
+    case c10::ScalarType::Char:
+      return "torch.int8";
+    case c10::ScalarType::Byte:
+      return "torch.uint8";
+    case c10::ScalarType::Bool:
+      return "torch.bool";
+    default:
+      return std::string("torch.") + c10::toString(dtype);
   }
 }
 
 std::string dtype_short(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Float: return "f32";
-    case c10::ScalarType::Double: return "f64";
-    case c10::ScalarType::Half: return "f16";
-    case c10::ScalarType::BFloat16: return "bf16";
-    case c10::ScalarType::ComplexHalf: return "c32";
-    case c10::ScalarType::ComplexFloat: return "c64";
-    case c10::ScalarType::ComplexDouble: return "c128";
-    case c10::ScalarType::Long: return "i64";
-    case c10::ScalarType::Int: return "i32";
-    case c10::ScalarType::Short: return "i16";
-    case c10::ScalarType::Char: return "i8";
-    case c10::ScalarType::Byte: return "u8";
-    case c10::ScalarType::Bool: return "b8";
-    default: return c10::toString(dtype);
+    case c10::ScalarType::Float:
+      return "f32";
+    case c10::ScalarType::Double:
+      return "f64";
+    case c10::ScalarType::Half:
+      return "f16";
+    case c10::ScalarType::BFloat16:
+      return "bf16";
+    case c10::ScalarType::ComplexHalf:
+      return "c32";
+    case c10::ScalarType::ComplexFloat:
+      return "c64";
+    case c10::ScalarType::ComplexDouble:
+      return "c128";
+    case c10::ScalarType::Long:
+      return "i64";
+    case c10::ScalarType::Int:
+      return "i32";
+    case c10::ScalarType::Short:
+      return "i16";
+    case c10::ScalarType::Char:
+      return "i8";
+    case c10::ScalarType::Byte:
+      return "u8";
+    case c10::ScalarType::Bool:
+      return "b8";
+    default:
+      return c10::toString(dtype);
   }
 }
 

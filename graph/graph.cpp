@@ -64,12 +64,13 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   for (const auto& arg : args) for_each_node(arg, check_owned);
   for (const auto& [key, arg] : kwargs) for_each_node(arg, check_owned);
 
-  const std::string name = names_.create_name(name_hint.empty() ? default_name(op, target)
-                                                                : name_hint);
+  const std::string name =
+      names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
   std::unique_ptr<Node> node(new Node(this, name, op, std::move(target)));
   Node* raw = node.get();
-  auto where = insert_before_ ? insert_before_->position_ : nodes_.end();
-  if (op == OpCode::kOutput) where = nodes_.end();
+  // Appending goes before an existing output node, which stays last.
+  Node* before = insert_before_ ? insert_before_ : output_node();
+  auto where = (before && op != OpCode::kOutput) ? before->position_ : nodes_.end();
   raw->position_ = nodes_.insert(where, std::move(node));
   raw->args_ = std::move(args);
   raw->kwargs_ = std::move(kwargs);
@@ -159,8 +160,7 @@ Node* Graph::node_copy(const Node& node, const std::function<Node*(Node*)>& arg_
   return copy;
 }
 
-Argument Graph::graph_copy(const Graph& other,
-                           std::unordered_map<const Node*, Node*>& value_map) {
+Argument Graph::graph_copy(const Graph& other, std::unordered_map<const Node*, Node*>& value_map) {
   auto lookup = [&](Node* n) -> Node* {
     auto it = value_map.find(n);
     if (it == value_map.end()) throw InternalError("graph_copy: %" + n->name() + " not copied yet");
@@ -230,8 +230,8 @@ void Graph::lint() const {
       }
       const auto& users = input->users_;
       if (std::count(users.begin(), users.end(), node) != 1) {
-        fail<GraphError>("lint: %{} reads %{} but is not listed once among its users",
-                         node->name_, input->name_);
+        fail<GraphError>("lint: %{} reads %{} but is not listed once among its users", node->name_,
+                         input->name_);
       }
     }
     for (Node* user : node->users_) {

@@ -76,8 +76,8 @@ class Graph {
   /// The nodes as a vector, for reverse walks and indexing.
   std::vector<Node*> node_list() const;
 
-  /// Creates a node at the insert point (the end, unless a guard says
-  /// otherwise). Its name is `name_hint` made unique, or derived from the
+  /// Creates a node at the insert point (the end, before any output node,
+  /// unless a guard says otherwise). Its name is `name_hint` made unique, or derived from the
   /// target as torch.fx does (`relu`, `getitem`, `_0_fc1`).
   Node* create_node(OpCode op, Target target, Args args = {}, Kwargs kwargs = {},
                     const std::string& name_hint = "");

@@ -34,7 +34,8 @@ struct Source {
         c10::List<c10::optional<at::Tensor>> list;
         for (const auto& item : items) {
           auto value = item.materialize(slots);
-          list.push_back(value.isNone() ? c10::nullopt : c10::optional<at::Tensor>(value.toTensor()));
+          list.push_back(value.isNone() ? c10::nullopt
+                                        : c10::optional<at::Tensor>(value.toTensor()));
         }
         return list;
       }
@@ -60,10 +61,10 @@ struct Step {
   std::vector<Source> sources;
   const c10::OperatorHandle* op = nullptr;
   size_t returns = 1;
-  c10::IValue constant;         // get_attr value
-  c10::IValue key;              // getitem: int index or string key
-  std::shared_ptr<Plan> body;   // call_module
-  std::vector<int> release;     // slots whose last read is this step
+  c10::IValue constant;        // get_attr value
+  c10::IValue key;             // getitem: int index or string key
+  std::shared_ptr<Plan> body;  // call_module
+  std::vector<int> release;    // slots whose last read is this step
 };
 
 struct Plan {
@@ -96,7 +97,8 @@ c10::IValue constant_value(const Node& node, const Argument& arg, const c10::Typ
       const auto kind = type ? type->kind() : c10::TypeKind::IntType;
       if (kind == c10::TypeKind::FloatType) return static_cast<double>(v);
       if (auto opt = type ? type->cast<c10::OptionalType>() : nullptr) {
-        if (opt->getElementType()->kind() == c10::TypeKind::FloatType) return static_cast<double>(v);
+        if (opt->getElementType()->kind() == c10::TypeKind::FloatType)
+          return static_cast<double>(v);
       }
       return v;
     }
@@ -126,7 +128,8 @@ c10::IValue constant_value(const Node& node, const Argument& arg, const c10::Typ
       if (all_double) {
         c10::List<double> list;
         for (const auto& item : v.items) {
-          list.push_back(item.is<double>() ? item.as<double>() : static_cast<double>(item.as<int64_t>()));
+          list.push_back(item.is<double>() ? item.as<double>()
+                                           : static_cast<double>(item.as<int64_t>()));
         }
         return list;
       }
@@ -177,7 +180,8 @@ class Compiler {
       } else {
         s.kind = Source::Kind::kTuple;
       }
-      for (const auto& item : arg.as<ArgumentList>().items) s.items.push_back(source(node, item, element));
+      for (const auto& item : arg.as<ArgumentList>().items)
+        s.items.push_back(source(node, item, element));
       return s;
     }
     Source s;
@@ -375,8 +379,8 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
           return output.materialize(slots);
       }
     } catch (const c10::Error& e) {
-      throw RunError(fmt::format("while executing {}: {}", describe(*step.node),
-                                 e.what_without_backtrace()));
+      throw RunError(
+          fmt::format("while executing {}: {}", describe(*step.node), e.what_without_backtrace()));
     } catch (const std::exception& e) {
       throw RunError(fmt::format("while executing {}: {}", describe(*step.node), e.what()));
     }

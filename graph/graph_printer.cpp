@@ -55,7 +55,6 @@ std::string to_string(const Graph& graph) {
 std::ostream& operator<<(std::ostream& os, const Graph& graph) { return os << to_string(graph); }
 std::ostream& operator<<(std::ostream& os, const Node& node) { return os << to_string(node); }
 
-
 std::string describe(const Node& node) {
   switch (node.op()) {
     case OpCode::kPlaceholder:
@@ -79,7 +78,8 @@ std::string describe(const Node& node) {
       std::string inner = format_args(args);
       inner = inner.substr(1, inner.size() - 2);
       if (!args.empty() && inner.back() == ',') inner.pop_back();
-      for (const auto& [key, arg] : kwargs) inner += (inner.empty() ? "" : ", ") + key + "=" + fx_str(arg);
+      for (const auto& [key, arg] : kwargs)
+        inner += (inner.empty() ? "" : ", ") + key + "=" + fx_str(arg);
       return fmt::format("%{} = {}({})", node.name(), target, inner);
     }
     case OpCode::kCallMethod:

@@ -14,30 +14,30 @@ const std::unordered_set<std::string>& reserved_names() {
       "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try",
       "while", "with", "yield",
       // builtins
-      "ArithmeticError", "AssertionError", "AttributeError", "BaseException",
-      "BaseExceptionGroup", "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning",
-      "ChildProcessError", "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError",
-      "ConnectionResetError", "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning",
-      "EnvironmentError", "Exception", "ExceptionGroup", "FileExistsError", "FileNotFoundError",
-      "FloatingPointError", "FutureWarning", "GeneratorExit", "IOError", "ImportError",
-      "ImportWarning", "IndentationError", "IndexError", "InterruptedError", "IsADirectoryError",
-      "KeyError", "KeyboardInterrupt", "LookupError", "MemoryError", "ModuleNotFoundError",
-      "NameError", "NotADirectoryError", "NotImplemented", "NotImplementedError", "OSError",
-      "OverflowError", "PendingDeprecationWarning", "PermissionError", "ProcessLookupError",
-      "RecursionError", "ReferenceError", "ResourceWarning", "RuntimeError", "RuntimeWarning",
-      "StopAsyncIteration", "StopIteration", "SyntaxError", "SyntaxWarning", "SystemError",
-      "SystemExit", "TabError", "TimeoutError", "TypeError", "UnboundLocalError",
-      "UnicodeDecodeError", "UnicodeEncodeError", "UnicodeError", "UnicodeTranslateError",
-      "UnicodeWarning", "UserWarning", "ValueError", "Warning", "ZeroDivisionError",
-      "__build_class__", "__debug__", "__doc__", "__import__", "__loader__", "__name__",
-      "__package__", "__spec__", "abs", "aiter", "all", "anext", "any", "ascii", "bin", "bool",
-      "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod", "compile", "complex",
-      "copyright", "credits", "delattr", "dict", "dir", "divmod", "enumerate", "eval", "exec",
-      "exit", "filter", "float", "format", "frozenset", "getattr", "globals", "hasattr", "hash",
-      "help", "hex", "id", "input", "int", "isinstance", "issubclass", "iter", "len", "license",
-      "list", "locals", "map", "max", "memoryview", "min", "next", "object", "oct", "open", "ord",
-      "pow", "print", "property", "quit", "range", "repr", "reversed", "round", "set", "setattr",
-      "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple", "type", "vars", "zip",
+      "ArithmeticError", "AssertionError", "AttributeError", "BaseException", "BaseExceptionGroup",
+      "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning", "ChildProcessError",
+      "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
+      "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning", "EnvironmentError",
+      "Exception", "ExceptionGroup", "FileExistsError", "FileNotFoundError", "FloatingPointError",
+      "FutureWarning", "GeneratorExit", "IOError", "ImportError", "ImportWarning",
+      "IndentationError", "IndexError", "InterruptedError", "IsADirectoryError", "KeyError",
+      "KeyboardInterrupt", "LookupError", "MemoryError", "ModuleNotFoundError", "NameError",
+      "NotADirectoryError", "NotImplemented", "NotImplementedError", "OSError", "OverflowError",
+      "PendingDeprecationWarning", "PermissionError", "ProcessLookupError", "RecursionError",
+      "ReferenceError", "ResourceWarning", "RuntimeError", "RuntimeWarning", "StopAsyncIteration",
+      "StopIteration", "SyntaxError", "SyntaxWarning", "SystemError", "SystemExit", "TabError",
+      "TimeoutError", "TypeError", "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError",
+      "UnicodeError", "UnicodeTranslateError", "UnicodeWarning", "UserWarning", "ValueError",
+      "Warning", "ZeroDivisionError", "__build_class__", "__debug__", "__doc__", "__import__",
+      "__loader__", "__name__", "__package__", "__spec__", "abs", "aiter", "all", "anext", "any",
+      "ascii", "bin", "bool", "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod",
+      "compile", "complex", "copyright", "credits", "delattr", "dict", "dir", "divmod", "enumerate",
+      "eval", "exec", "exit", "filter", "float", "format", "frozenset", "getattr", "globals",
+      "hasattr", "hash", "help", "hex", "id", "input", "int", "isinstance", "issubclass", "iter",
+      "len", "license", "list", "locals", "map", "max", "memoryview", "min", "next", "object",
+      "oct", "open", "ord", "pow", "print", "property", "quit", "range", "repr", "reversed",
+      "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple",
+      "type", "vars", "zip",
       // torch.fx's custom builtins
       "inf", "nan", "NoneType", "torch", "device", "fx_pytree", "pytree"};
   return names;
@@ -78,10 +78,16 @@ std::string Namespace::create_name(std::string_view raw) {
       candidate = base + "_" + std::to_string(num);
     }
   }
+  const bool from_base = num == 0;
+  auto& highest = highest_suffix_[base];
   while (used_.count(candidate) || is_reserved(candidate)) {
     ++num;
+    // Names are never freed, so when counting up from the bare base every
+    // suffix up to the highest handed out that way is taken: skip them.
+    if (from_base && num <= highest) num = highest + 1;
     candidate = base + "_" + std::to_string(num);
   }
+  if (from_base && num > highest) highest = num;
   used_.insert(candidate);
   return candidate;
 }

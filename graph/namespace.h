@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace tdfx {
@@ -33,6 +34,9 @@ class Namespace {
 
  private:
   std::unordered_set<std::string> used_;
+  /// Per base name, the highest suffix handed out while counting up from the
+  /// bare base: keeps naming a long chain of `relu`s linear.
+  std::unordered_map<std::string, long long> highest_suffix_;
 };
 
 /// torch.fx's `_snake_case`: `LayerNorm` → `layer_norm`.

@@ -18,7 +18,7 @@ class Target {
   enum class Kind { kName, kAten, kGetItem };
 
   /// A plain name: placeholder name, module path, attribute path, method name.
-  Target(std::string name = "");  // NOLINT(google-explicit-constructor)
+  Target(std::string name = "");                           // NOLINT(google-explicit-constructor)
   Target(const char* name) : Target(std::string(name)) {}  // NOLINT(google-explicit-constructor)
 
   /// An aten operator by its schema name, `aten::softmax.int` or

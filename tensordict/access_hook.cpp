@@ -1,0 +1,23 @@
+#include "tensordict/access_hook.h"
+
+namespace tdfx {
+namespace {
+
+thread_local KeyAccessHook* installed_hook = nullptr;
+
+}  // namespace
+
+std::optional<at::Tensor> KeyAccessHook::on_missing(const TensorDict& /*td*/,
+                                                    const NestedKey& /*key*/) {
+  return std::nullopt;
+}
+
+ScopedKeyAccessHook::ScopedKeyAccessHook(KeyAccessHook* hook) : previous_(installed_hook) {
+  installed_hook = hook;
+}
+
+ScopedKeyAccessHook::~ScopedKeyAccessHook() { installed_hook = previous_; }
+
+KeyAccessHook* current_key_access_hook() { return installed_hook; }
+
+}  // namespace tdfx

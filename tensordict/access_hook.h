@@ -1,0 +1,54 @@
+#pragma once
+
+/// \file
+/// A thread-local observer of TensorDict key reads and writes. The tracer installs one while it
+/// records a module, so that `td.get(key)` can become a getitem node or a placeholder; the
+/// TensorDict itself knows nothing about tracing.
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+#include "core/nested_key.h"
+
+namespace tdfx {
+
+class TensorDict;
+
+/// Observes key reads and writes of every TensorDict on this thread while installed.
+class KeyAccessHook {
+ public:
+  virtual ~KeyAccessHook() = default;
+  /// Called by TensorDict::get(key) with the stored tensor; returns the tensor the caller sees.
+  virtual at::Tensor on_read(const TensorDict& td, const NestedKey& key,
+                             const at::Tensor& stored) = 0;
+  /// Called by TensorDict::set(key, value) before storing.
+  virtual void on_write(const TensorDict& td, const NestedKey& key, const at::Tensor& value) = 0;
+  /// Called by get() for a key that is missing; may return a tensor to use instead (e.g. a
+  /// placeholder). Default: nullopt → KeyError.
+  virtual std::optional<at::Tensor> on_missing(const TensorDict& td, const NestedKey& key);
+};
+
+/// Installs `hook` for the current thread for the scope's lifetime (restores the previous one).
+///
+///     {
+///       ScopedKeyAccessHook scope(&recorder);   // td.get / td.set now call recorder
+///       module->forward(td);
+///     }                                          // previous hook (usually none) is back
+class ScopedKeyAccessHook {
+ public:
+  /// Installs `hook` (may be nullptr to disable hooks inside the scope).
+  explicit ScopedKeyAccessHook(KeyAccessHook* hook);
+  /// Restores the hook that was installed before.
+  ~ScopedKeyAccessHook();
+  ScopedKeyAccessHook(const ScopedKeyAccessHook&) = delete;
+  ScopedKeyAccessHook& operator=(const ScopedKeyAccessHook&) = delete;
+
+ private:
+  KeyAccessHook* previous_;
+};
+
+/// The hook installed on this thread, or nullptr.
+KeyAccessHook* current_key_access_hook();
+
+}  // namespace tdfx

@@ -1,0 +1,204 @@
+// The IR: naming, editing, copying, dead code and lint.
+#include <doctest/doctest.h>
+
+#include "core/error.h"
+#include "graph/graph.h"
+#include "tests/graph/graphs.h"
+
+using namespace tdfx;
+
+namespace {
+Target relu() { return Target::aten("aten::relu"); }
+}  // namespace
+
+TEST_CASE("graph: names follow torch.fx's rules") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  CHECK(g.call_function(relu(), {x})->name() == "relu");
+  CHECK(g.call_function(relu(), {x})->name() == "relu_1");
+  CHECK(g.call_module("0.module.fc1", {x})->name() == "_0_module_fc1");
+  CHECK(g.placeholder("input")->name() == "input_1");
+  CHECK(g.get_attr("linear.weight")->name() == "linear_weight");
+  CHECK(g.create_node(OpCode::kCallFunction, relu(), {x}, {}, "relu_1")->name() == "relu_2");
+  CHECK(g.create_node(OpCode::kCallFunction, relu(), {x}, {}, "sum")->name() == "sum_1");
+  g.lint();
+}
+
+TEST_CASE("graph: op codes print their torch.fx spelling") {
+  CHECK(to_string(OpCode::kPlaceholder) == "placeholder");
+  CHECK(to_string(OpCode::kGetAttr) == "get_attr");
+  CHECK(to_string(OpCode::kCallFunction) == "call_function");
+  CHECK(to_string(OpCode::kCallMethod) == "call_method");
+  CHECK(to_string(OpCode::kCallModule) == "call_module");
+  CHECK(to_string(OpCode::kOutput) == "output");
+}
+
+TEST_CASE("graph: users are kept up to date by edits") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(relu(), {x});
+  Node* b = g.call_function(Target::aten("aten::mul.Tensor"), {a, a});
+  CHECK(a->users() == std::vector<Node*>{b});
+  CHECK(x->users() == std::vector<Node*>{a});
+  b->replace_input_with(a, x);
+  CHECK(a->users().empty());
+  CHECK(x->users() == std::vector<Node*>{a, b});
+  b->set_args({a, x});
+  CHECK(a->users() == std::vector<Node*>{b});
+  g.output(b);
+  g.lint();
+}
+
+TEST_CASE("graph: replace_all_uses_with moves every user") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(relu(), {x});
+  Node* b = g.call_function(Target::aten("aten::neg"), {a});
+  Node* out = g.output(tuple({a, b}));
+  const auto changed = a->replace_all_uses_with(x);
+  CHECK(changed == std::vector<Node*>{b, out});
+  CHECK(a->users().empty());
+  g.erase_node(a);
+  g.lint();
+  CHECK(g.size() == 3);
+}
+
+TEST_CASE("graph: erase_node rejects a node with users") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(relu(), {x});
+  g.output(a);
+  CHECK_THROWS_WITH_AS(g.erase_node(a), doctest::Contains("%relu"), GraphError);
+  CHECK_THROWS_WITH_AS(g.erase_node(a), doctest::Contains("%output"), GraphError);
+  g.lint();
+}
+
+TEST_CASE("graph: insert points place new nodes and are restored") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* b = g.call_function(relu(), {x});
+  g.output(b);
+  {
+    auto guard = g.inserting_before(b);
+    Node* n1 = g.call_function(Target::aten("aten::neg"), {x});
+    Node* n2 = g.call_function(Target::aten("aten::neg"), {n1});
+    b->set_args({n2});
+  }
+  {
+    auto guard = g.inserting_after(x);
+    g.call_function(Target::aten("aten::sigmoid"), {x});
+  }
+  Node* tail = g.call_function(Target::aten("aten::tanh"), {x});
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  CHECK(names ==
+        std::vector<std::string>{"x", "sigmoid", "neg", "neg_1", "relu", "tanh", "output"});
+  (void)tail;
+  g.lint();
+}
+
+TEST_CASE("graph: a second output node is rejected") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.output(x);
+  CHECK_THROWS_WITH_AS(g.output(x), doctest::Contains("already has an output"), GraphError);
+}
+
+TEST_CASE("graph: unknown aten operators are rejected") {
+  CHECK_THROWS_WITH_AS(Target::aten("aten::no_such_op"), doctest::Contains("aten::no_such_op"),
+                       GraphError);
+}
+
+TEST_CASE("graph: eliminate_dead_code removes unused pure nodes and keeps mutations") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* unused_input = g.placeholder("y");
+  Node* a = g.call_function(relu(), {x});
+  Node* dead = g.call_function(Target::aten("aten::neg"), {a});
+  g.call_function(Target::aten("aten::sigmoid"), {dead});
+  g.call_function(Target::aten("aten::relu_"), {x});  // mutates x: kept
+  g.output(a);
+  CHECK(g.eliminate_dead_code() == 2);
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  CHECK(names == std::vector<std::string>{"x", "y", "relu", "relu_", "output"});
+  (void)unused_input;
+  g.lint();
+}
+
+TEST_CASE("graph: node_copy and graph_copy map arguments") {
+  Graph src = tdfx::testing::seed_sequential_graph();
+  Graph dst;
+  Node* td = dst.placeholder("tensordict");
+  std::unordered_map<const Node*, Node*> map{{*src.nodes().begin(), td}};
+  Argument out = dst.graph_copy(src, map);
+  dst.output(out);
+  dst.lint();
+  CHECK(to_string(dst) == to_string(src));
+}
+
+TEST_CASE("graph: a graph is movable and keeps its nodes") {
+  Graph g = tdfx::testing::seed_module_graph();
+  const std::string text = to_string(g);
+  Graph moved = std::move(g);
+  moved.lint();
+  CHECK(to_string(moved) == text);
+  moved.call_function(relu(), {*moved.nodes().begin()});
+  moved.lint();
+}
+
+TEST_CASE("graph: rename checks the name") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(relu(), {x});
+  g.rename(a, "_0_fc");
+  CHECK(a->name() == "_0_fc");
+  CHECK_THROWS_WITH_AS(g.rename(a, "x"), doctest::Contains("taken"), GraphError);
+  CHECK_THROWS_WITH_AS(g.rename(a, "0bad"), doctest::Contains("legal"), GraphError);
+  CHECK_THROWS_AS(g.rename(a, "list"), GraphError);
+}
+
+TEST_CASE("graph: lint rejects a node that reads a node from another graph") {
+  Graph a;
+  Graph b;
+  Node* x = a.placeholder("x");
+  CHECK_THROWS_WITH_AS(b.call_function(relu(), {x}), doctest::Contains("another graph"),
+                       GraphError);
+}
+
+TEST_CASE("graph: lint rejects a read before the definition") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(relu(), {x});
+  Node* b = g.call_function(Target::aten("aten::neg"), {x});
+  a->set_args({b});  // %relu now reads %neg, defined after it
+  CHECK_THROWS_WITH_AS(g.lint(), doctest::Contains("%relu reads %neg"), GraphError);
+}
+
+TEST_CASE("graph: lint rejects a call_function that is not an operator") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.create_node(OpCode::kCallFunction, Target("my_function"), {x});
+  CHECK_THROWS_WITH_AS(g.lint(), doctest::Contains("my_function"), GraphError);
+}
+
+TEST_CASE("graph: schema arguments are checked when printed") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* bad = g.call_function(relu(), {x}, {{"nope", 1}});
+  g.output(bad);
+  CHECK_THROWS_WITH_AS(to_string(g), doctest::Contains("'nope'"), GraphError);
+}
+
+TEST_CASE("graph: a 100000-node chain is built, printed, copied and destroyed without recursion") {
+  Graph g;
+  Node* v = g.placeholder("x");
+  for (int i = 0; i < 100000; ++i) v = g.call_function(relu(), {v});
+  g.output(v);
+  g.lint();
+  const std::string text = to_string(g);
+  CHECK(text.find("%relu_99999") != std::string::npos);
+  Graph copy = g.copy();
+  CHECK(copy.size() == g.size());
+  CHECK(g.eliminate_dead_code() == 0);
+}

@@ -1,0 +1,129 @@
+// GraphModule runs graphs with results bit-identical to calling the ops directly.
+#include <doctest/doctest.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/linear.h>
+
+#include "core/error.h"
+#include "graph/graph_module.h"
+
+using namespace tdfx;
+
+namespace {
+
+// A root with one Linear at "0.module.fc1", as a traced sequential's root.
+std::shared_ptr<torch::nn::Module> make_root() {
+  auto inner = std::make_shared<torch::nn::Module>();
+  inner->register_module("fc1", torch::nn::Linear(4, 3));
+  auto wrapper = std::make_shared<torch::nn::Module>();
+  wrapper->register_module("module", inner);
+  auto root = std::make_shared<torch::nn::Module>();
+  root->register_module("0", wrapper);
+  return root;
+}
+
+}  // namespace
+
+TEST_CASE("graph module: runs aten ops, getitem on chunks and scalars like eager code") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* mask = g.placeholder("mask");
+  Node* mul = g.call_function(Target::aten("aten::mul.Tensor"), {x, mask});
+  Node* add = g.call_function(Target::aten("aten::add.Scalar"), {mul, 0.5});
+  Node* softmax = g.call_function(Target::aten("aten::softmax.int"), {add}, {{"dim", 1}});
+  Node* chunk = g.call_function(Target::aten("aten::chunk"), {softmax, 2, -1});
+  Node* first = g.call_function(Target::getitem(), {chunk, 0});
+  Node* second = g.call_function(Target::getitem(), {chunk, -1});
+  Node* clamp = g.call_function(Target::aten("aten::clamp_min"), {second, 1e-4});
+  Node* cat = g.call_function(Target::aten("aten::cat"), {list({first, clamp}), 1});
+  g.output(tuple({cat, first}));
+  GraphModule gm(nullptr, std::move(g));
+
+  const auto xs = at::randn({5, 6});
+  const auto ms = at::randn({5, 6});
+  const auto out = gm.run({xs, ms});
+  REQUIRE(out.size() == 2);
+  const auto s = at::softmax(xs * ms + 0.5, 1);
+  const auto parts = s.chunk(2, -1);
+  const auto expected = at::cat({parts[0], parts[1].clamp_min(1e-4)}, 1);
+  CHECK(at::equal(out[0].toTensor(), expected));
+  CHECK(at::equal(out[1].toTensor(), parts[0]));
+}
+
+TEST_CASE("graph module: get_attr reads parameters and call_module runs the body graph") {
+  auto root = make_root();
+  auto body = std::make_shared<Graph>();
+  {
+    Node* input = body->placeholder("input");
+    Node* w = body->get_attr("weight");
+    Node* b = body->get_attr("bias");
+    body->output(body->call_function(Target::aten("aten::linear"), {input, w, b}));
+  }
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* fc = g.create_node(OpCode::kCallModule, Target("0.module.fc1"), {x}, {}, "_0_fc1");
+  fc->set_body(body);
+  Node* w = g.get_attr("0.module.fc1.weight");
+  Node* relu = g.call_function(Target::aten("aten::relu"), {fc});
+  g.output(tuple({relu, w}));
+  GraphModule gm(root, std::move(g));
+
+  const auto xs = at::randn({2, 4});
+  const auto out = gm.run({xs});
+  auto& linear = *root->named_modules()["0.module.fc1"]->as<torch::nn::LinearImpl>();
+  CHECK(at::equal(out[0].toTensor(), at::relu(linear.forward(xs))));
+  CHECK(out[1].toTensor().is_same(linear.weight));
+}
+
+TEST_CASE("graph module: a failing op names the node being executed") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* mul = g.call_function(Target::aten("aten::mm"), {x, y});
+  g.output(mul);
+  GraphModule gm(nullptr, std::move(g));
+  CHECK_THROWS_WITH_AS(gm.run({at::ones({2, 3}), at::ones({2, 3})}),
+                       doctest::Contains("while executing %mm = torch.mm(%x, %y)"), RunError);
+  CHECK_THROWS_WITH_AS(gm.run({at::ones({2, 3})}), doctest::Contains("takes 2 inputs"), RunError);
+}
+
+TEST_CASE("graph module: unresolvable targets are rejected at compile time") {
+  Graph g;
+  Node* w = g.get_attr("missing.weight");
+  g.output(w);
+  CHECK_THROWS_WITH_AS(GraphModule(make_root(), std::move(g)), doctest::Contains("missing.weight"),
+                       GraphError);
+  Graph h;
+  Node* x = h.placeholder("x");
+  h.output(h.call_module("0.module.fc1", {x}));
+  CHECK_THROWS_WITH_AS(GraphModule(make_root(), std::move(h)), doctest::Contains("no body"),
+                       GraphError);
+}
+
+TEST_CASE("graph module: recompile after an edit runs the edited graph") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(Target::aten("aten::relu"), {x});
+  g.output(r);
+  GraphModule gm(nullptr, std::move(g));
+  Graph& graph = gm.mutable_graph();
+  Node* out = graph.output_node();
+  Node* neg = nullptr;
+  {
+    auto guard = graph.inserting_before(out);
+    neg = graph.call_function(Target::aten("aten::neg"), {r});
+  }
+  out->set_args({neg});
+  gm.recompile();
+  const auto xs = at::randn({3});
+  CHECK(at::equal(gm.run({xs})[0].toTensor(), -at::relu(xs)));
+}
+
+TEST_CASE("graph module: a 100000-node chain runs without deep recursion") {
+  Graph g;
+  Node* v = g.placeholder("x");
+  for (int i = 0; i < 100000; ++i) v = g.call_function(Target::aten("aten::relu"), {v});
+  g.output(v);
+  GraphModule gm(nullptr, std::move(g));
+  const auto xs = at::randn({2});
+  CHECK(at::equal(gm.run({xs})[0].toTensor(), at::relu(xs)));
+}

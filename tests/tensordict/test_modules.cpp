@@ -1,0 +1,315 @@
+#include <ATen/ATen.h>
+#include <doctest/doctest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "tensordict/access_hook.h"
+#include "tensordict/modules.h"
+
+using tdfx::make_td_module;
+using tdfx::make_td_sequential;
+using tdfx::NestedKey;
+using tdfx::TensorDict;
+
+namespace {
+
+/// Seed 000's model: Linear(3, 4) → ReLU → Linear(4, 4) → NormalParamExtractor.
+tdfx::TensorDictSequentialPtr seed_model() {
+  return make_td_sequential({
+      make_td_module(torch::nn::Linear(3, 4), {"x"}, {"hidden"}),
+      make_td_module(torch::nn::ReLU(), {"hidden"}, {"hidden"}),
+      make_td_module(torch::nn::Linear(4, 4), {"hidden"}, {"latent"}),
+      make_td_module(tdfx::NormalParamExtractor(), {"latent"}, {"loc", "scale"}),
+  });
+}
+
+std::vector<std::string> reprs(const std::vector<NestedKey>& keys) {
+  std::vector<std::string> out;
+  for (const auto& key : keys) out.push_back(key.repr());
+  return out;
+}
+
+/// A user module with two inputs and two outputs, behind a TORCH_MODULE holder.
+struct AddSubImpl : torch::nn::Module {
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& a, at::Tensor b) {
+    return {a + b, a - b};
+  }
+};
+TORCH_MODULE(AddSub);
+
+}  // namespace
+
+TEST_CASE("modules: seed 000's model returns hidden, latent, loc and scale for x") {
+  auto model = seed_model();
+  CHECK(reprs(model->in_keys()) == std::vector<std::string>{"'x'"});
+  CHECK(reprs(model->out_keys()) ==
+        std::vector<std::string>{"'hidden'", "'latent'", "'loc'", "'scale'"});
+  at::manual_seed(0);
+  at::Tensor x = at::randn({1, 3});
+  std::vector<at::Tensor> out = model->call({}, {{"x", x}});
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].sizes() == at::IntArrayRef{1, 4});
+  CHECK(out[1].sizes() == at::IntArrayRef{1, 4});
+  CHECK(out[2].sizes() == at::IntArrayRef{1, 2});
+  CHECK(out[3].sizes() == at::IntArrayRef{1, 2});
+  CHECK(at::equal(out[2], out[1].chunk(2, -1)[0]));
+  CHECK((out[3] > 0).all().item<bool>());
+
+  model->select_out_keys("loc");
+  CHECK(reprs(model->selected_out_keys()) == std::vector<std::string>{"'loc'"});
+  std::vector<at::Tensor> loc = model->call({x});
+  REQUIRE(loc.size() == 1);
+  CHECK(at::equal(loc[0], out[2]));
+
+  model->reset_out_keys();
+  CHECK(model->call({}, {{"x", x}}).size() == 4);
+}
+
+TEST_CASE("modules: seed 000's parameters are named through the module children") {
+  auto model = seed_model();
+  std::set<std::string> names;
+  for (const auto& item : model->named_parameters()) names.insert(item.key());
+  CHECK(names == std::set<std::string>{"module.0.module.weight", "module.0.module.bias",
+                                       "module.2.module.weight", "module.2.module.bias"});
+  CHECK(model->children_modules().size() == 4);
+  CHECK(model->module_list()->size() == 4);
+}
+
+TEST_CASE("modules: forward on a TensorDict writes every out key") {
+  auto model = seed_model();
+  TensorDict td({1});
+  td.set("x", at::randn({1, 3}));
+  model->forward(td);
+  CHECK(reprs(td.keys()) ==
+        std::vector<std::string>{"'x'", "'hidden'", "'latent'", "'loc'", "'scale'"});
+}
+
+TEST_CASE("modules: with selected out keys forward drops unselected writes but keeps inputs") {
+  auto model =
+      make_td_sequential({make_td_module([](at::Tensor x) { return x + 1; }, {"x"}, {"hidden"}),
+                          make_td_module([](at::Tensor x) { return x * 2; }, {"hidden"}, {"y"})},
+                         std::vector<NestedKey>{"y"});
+  TensorDict td;
+  td.set("x", at::ones({2}));
+  model->forward(td);
+  CHECK(reprs(td.keys()) == std::vector<std::string>{"'x'", "'y'"});
+  TensorDict given;
+  given.set("x", at::ones({2}));
+  given.set("hidden", at::zeros({2}));
+  model->forward(given);
+  CHECK(reprs(given.keys()) == std::vector<std::string>{"'x'", "'hidden'", "'y'"});
+}
+
+TEST_CASE("modules: forward with tensordict_out leaves the input untouched") {
+  auto model = seed_model();
+  model->select_out_keys(std::vector<NestedKey>{"scale", "loc"});
+  CHECK(reprs(model->selected_out_keys()) == std::vector<std::string>{"'loc'", "'scale'"});
+  TensorDict td;
+  td.set("x", at::randn({1, 3}));
+  TensorDict out;
+  model->forward(td, out);
+  CHECK(reprs(td.keys()) == std::vector<std::string>{"'x'"});
+  CHECK(reprs(out.keys()) == std::vector<std::string>{"'loc'", "'scale'"});
+}
+
+TEST_CASE("modules: a sequence of lambdas with nested keys is called with a joined kwarg") {
+  auto model = make_td_sequential({
+      make_td_module([](at::Tensor x) { return x + 1; }, {NestedKey{"some", "key"}}, {"hidden"}),
+      make_td_module([](const at::Tensor& x) { return x - 1; }, {"hidden"},
+                     {NestedKey{"some", "output"}}),
+  });
+  model->select_out_keys(NestedKey{"some", "output"});
+  CHECK(reprs(model->in_keys()) == std::vector<std::string>{"('some', 'key')"});
+  CHECK(reprs(model->out_keys()) == std::vector<std::string>{"'hidden'", "('some', 'output')"});
+  at::Tensor x = at::randn({1, 3});
+  std::vector<at::Tensor> out = model->call({}, {{"some_key", x}});
+  REQUIRE(out.size() == 1);
+  CHECK(at::allclose(out[0], x));
+  CHECK(model->children_modules()[0]->named_children()[0].key() == "module");
+  CHECK(model->children_modules()[0]->named_children()[0].value()->name() == "Callable");
+}
+
+TEST_CASE(
+    "modules: nested sequentials compute in keys from first reads and out keys at last writes") {
+  auto ident = [](at::Tensor x) { return x; };
+  auto inner = make_td_sequential(
+      {make_td_module(ident, {"a"}, {"hidden"}), make_td_module(ident, {"hidden"}, {"hidden"})});
+  auto outer = make_td_sequential({inner, make_td_module(ident, {"hidden"}, {"latent"}),
+                                   make_td_module(ident, {"b"}, {"hidden"})});
+  CHECK(reprs(inner->in_keys()) == std::vector<std::string>{"'a'"});
+  CHECK(reprs(inner->out_keys()) == std::vector<std::string>{"'hidden'"});
+  CHECK(reprs(outer->in_keys()) == std::vector<std::string>{"'a'", "'b'"});
+  CHECK(reprs(outer->out_keys()) == std::vector<std::string>{"'latent'", "'hidden'"});
+  std::vector<at::Tensor> out = outer->call({at::zeros({1}), at::ones({1})});
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].item<float>() == 1);  // hidden holds its last value, written from b
+}
+
+TEST_CASE("modules: TensorDictModule wraps holders, shared_ptrs and multi-output modules") {
+  auto add_sub = make_td_module(AddSub(), {"a", "b"}, {"sum", "diff"});
+  auto out = add_sub->call({at::full({1}, 3.0)}, {{"b", at::full({1}, 1.0)}});
+  CHECK(out[0].item<float>() == 4);
+  CHECK(out[1].item<float>() == 2);
+  auto from_ptr = make_td_module(std::make_shared<AddSubImpl>(), {"a", "b"}, {"s", "d"});
+  CHECK(from_ptr->arity() == 2);
+  auto vec = make_td_module(
+      [](at::Tensor x) {
+        return std::vector<at::Tensor>{x, x * 2};
+      },
+      {"x"}, {"p", "q"});
+  CHECK(vec->run_inner({at::ones({1})})[1].item<float>() == 2);
+  auto ivalue = make_td_module(
+      [](at::Tensor x) {
+        return c10::IValue(c10::ivalue::Tuple::create({x, x}));
+      },
+      {"x"}, {"p", "q"});
+  CHECK(ivalue->run_inner({at::ones({1})}).size() == 2);
+  auto linear = std::make_shared<tdfx::TensorDictModule>(
+      torch::nn::Linear(2, 3), std::vector<NestedKey>{"x"}, std::vector<NestedKey>{"y"});
+  CHECK(linear->inner_ptr()->named_parameters().size() == 2);
+  CHECK(&linear->inner() == linear->inner_ptr().get());
+}
+
+TEST_CASE("modules: an output count that differs from out_keys is a ShapeError") {
+  auto mod = make_td_module(AddSub(), {"a", "b"}, {"sum"});
+  CHECK_THROWS_WITH_AS(mod->call({at::ones({1}), at::ones({1})}),
+                       doctest::Contains("returned 2 output(s) but out_keys ['sum'] has 1"),
+                       tdfx::ShapeError);
+}
+
+TEST_CASE("modules: a non-tensor output is an error naming the module and out key") {
+  auto mod = make_td_module([](at::Tensor) { return c10::IValue(3); }, {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(mod->call({at::ones({1})}),
+                       doctest::Contains("returned a Int for out key 'y'; expected a tensor"),
+                       tdfx::Error);
+  CHECK_THROWS_WITH_AS(mod->call({at::ones({1})}), doctest::Contains("TensorDictModule(module="),
+                       tdfx::Error);
+}
+
+TEST_CASE("modules: a module arity that differs from in_keys is rejected at construction") {
+  CHECK_THROWS_WITH_AS(make_td_module(AddSub(), {"a"}, {"s", "d"}),
+                       doctest::Contains("takes 2 tensor(s) but in_keys ['a'] has 1"),
+                       tdfx::ShapeError);
+}
+
+TEST_CASE("modules: call rejects too many positional inputs") {
+  auto model = seed_model();
+  CHECK_THROWS_WITH_AS(model->call({at::ones({1, 3}), at::ones({1, 3})}),
+                       doctest::Contains("takes 1 positional input(s) (in_keys ['x']) but 2"),
+                       tdfx::ShapeError);
+}
+
+TEST_CASE("modules: call rejects an unknown keyword and lists the accepted names") {
+  auto mod = make_td_module(AddSub(), {NestedKey{"in", "a"}, "b"}, {"s", "d"});
+  CHECK_THROWS_WITH_AS(mod->call({}, {{"c", at::ones({1})}}),
+                       doctest::Contains("unknown keyword argument 'c'; accepted: 'in_a', 'b'"),
+                       tdfx::KeyError);
+}
+
+TEST_CASE("modules: call rejects an input given twice") {
+  auto model = seed_model();
+  CHECK_THROWS_WITH_AS(model->call({at::ones({1, 3})}, {{"x", at::ones({1, 3})}}),
+                       doctest::Contains("input 'x' given twice (keyword 'x')"), tdfx::KeyError);
+}
+
+TEST_CASE("modules: call names a missing input") {
+  auto mod = make_td_module(AddSub(), {"a", NestedKey{"some", "b"}}, {"s", "d"});
+  CHECK_THROWS_WITH_AS(mod->call({at::ones({1})}),
+                       doctest::Contains("missing input ('some', 'b') (positional 1 or keyword "
+                                         "'some_b')"),
+                       tdfx::KeyError);
+}
+
+TEST_CASE("modules: select_out_keys rejects a key that is not an out key") {
+  auto model = seed_model();
+  CHECK_THROWS_WITH_AS(model->select_out_keys("nope"),
+                       doctest::Contains("cannot select out key 'nope'; out_keys: ['hidden', "
+                                         "'latent', 'loc', 'scale']"),
+                       tdfx::KeyError);
+}
+
+TEST_CASE("modules: a missing input key during forward is a KeyError listing the keys") {
+  auto model = seed_model();
+  TensorDict td;
+  td.set("y", at::ones({1, 3}));
+  CHECK_THROWS_WITH_AS(model->forward(td), "key 'x' not found; keys: 'y'", tdfx::KeyError);
+}
+
+TEST_CASE("modules: describe names the wrapped module and the keys") {
+  auto mod = make_td_module(tdfx::NormalParamExtractor(), {"latent"}, {"loc", "scale"});
+  CHECK(mod->describe() ==
+        "TensorDictModule(module=NormalParamExtractor(scale_mapping='biased_softplus_1.0', "
+        "scale_lb=0.0001), in_keys=['latent'], out_keys=['loc', 'scale'])");
+  CHECK(seed_model()->describe() ==
+        "TensorDictSequential(in_keys=['x'], out_keys=['hidden', 'latent', 'loc', 'scale'])");
+}
+
+TEST_CASE("modules: the access hook sees a module's reads and writes") {
+  struct Hook : tdfx::KeyAccessHook {
+    std::vector<std::string> log;
+    at::Tensor on_read(const TensorDict&, const NestedKey& k, const at::Tensor& t) override {
+      log.push_back("read " + k.repr());
+      return t;
+    }
+    void on_write(const TensorDict&, const NestedKey& k, const at::Tensor&) override {
+      log.push_back("write " + k.repr());
+    }
+  } hook;
+  auto mod = make_td_module([](at::Tensor x) { return x + 1; }, {"x"}, {"y"});
+  TensorDict td;
+  td.set("x", at::ones({1}));
+  {
+    tdfx::ScopedKeyAccessHook scope(&hook);
+    mod->forward(td);
+  }
+  CHECK(hook.log == std::vector<std::string>{"read 'x'", "write 'y'"});
+}
+
+TEST_CASE("normal_param_extractor: biased softplus matches the direct computation") {
+  tdfx::NormalParamExtractor npe;
+  CHECK(npe->bias() == 0.5254586935043335);
+  CHECK(npe->min_val() == 0.01);
+  at::Tensor x = at::randn({5, 6});
+  auto [loc, scale] = npe->forward(x);
+  auto parts = x.chunk(2, -1);
+  CHECK(at::equal(loc, parts[0]));
+  at::Tensor expected = (at::softplus(parts[1] + 0.5254586935043335, 1, 20) + 0.01).clamp_min(1e-4);
+  CHECK(at::equal(scale, expected));
+}
+
+TEST_CASE("normal_param_extractor: every scale mapping matches its formula") {
+  at::Tensor x = at::randn({3, 8}) * 5;
+  at::Tensor s = x.chunk(2, -1)[1];
+  auto scale_of = [&](const std::string& mapping, double lb = 1e-4) {
+    tdfx::NormalParamExtractor npe(
+        tdfx::NormalParamExtractorOptions().scale_mapping(mapping).scale_lb(lb));
+    return std::get<1>(npe->forward(x));
+  };
+  const double b2 =
+      at::scalar_tensor(2.0 - 0.01, at::kFloat).expm1().clamp_min(1e-6).log().item<double>();
+  const double b3 =
+      at::scalar_tensor(2.0 - 0.5, at::kFloat).expm1().clamp_min(1e-6).log().item<double>();
+  CHECK(at::equal(scale_of("biased_softplus_2"),
+                  (at::softplus(s + b2, 1, 20) + 0.01).clamp_min(1e-4)));
+  CHECK(at::equal(scale_of("biased_softplus_2.0_0.5"),
+                  (at::softplus(s + b3, 1, 20) + 0.5).clamp_min(1e-4)));
+  CHECK(at::equal(scale_of("softplus"), at::softplus(s, 1, 20).clamp_min(1e-4)));
+  CHECK(at::equal(scale_of("exp"), s.exp().clamp_min(1e-4)));
+  CHECK(at::equal(scale_of("relu"), s.relu().clamp_min(1e-4)));
+  CHECK(at::equal(scale_of("none", 0.5), s.clamp_min(0.5)));
+}
+
+TEST_CASE("normal_param_extractor: an unknown scale mapping lists the accepted ones") {
+  using tdfx::NormalParamExtractorOptions;
+  for (const std::string bad :
+       {"tanh", "biased_softplus", "biased_softplus_x", "biased_softplus_1_2_3"}) {
+    CHECK_THROWS_WITH_AS(
+        tdfx::NormalParamExtractor(NormalParamExtractorOptions().scale_mapping(bad)),
+        doctest::Contains(
+            ("unknown scale_mapping '" + bad + "'; accepted: 'biased_softplus_<bias>'").c_str()),
+        tdfx::Error);
+  }
+}
