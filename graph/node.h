@@ -41,6 +41,9 @@ struct NodeMeta {
   std::string module_path;
   /// That module's description (`Linear(in_features=3, out_features=4, bias=true)`).
   std::string module_type;
+  /// Path of the TensorDictModule whose call produced the node ("0", "0.module.1"),
+  /// "" outside any; diagrams draw one box per TensorDictModule from it.
+  std::string td_module;
 };
 
 /// One operation of a Graph. Owned by its graph; `Node*` is a non-owning
