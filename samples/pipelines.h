@@ -1,0 +1,89 @@
+#pragma once
+// The pipelines of seed 002 ("Tracing TensorDictModule"), in C++. Shared by the
+// samples and the tests.
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/modules/linear.h>
+
+#include "tensordict/modules.h"
+
+namespace tdfx::samples {
+
+/// Seed 002's first Net: one Linear, returns (logits, sigmoid(logits)).
+struct LogitsNetImpl : torch::nn::Module {
+  LogitsNetImpl() { linear = register_module("linear", torch::nn::Linear(100, 1)); }
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& x) {
+    at::Tensor logits = linear(x);
+    return {logits, at::sigmoid(logits)};
+  }
+  torch::nn::Linear linear{nullptr};
+};
+TORCH_MODULE(LogitsNet);
+
+/// Seed 002's second Net: relu(fc1(x)) then fc2.
+struct NetImpl : torch::nn::Module {
+  NetImpl(int64_t input_size = 100, int64_t hidden_size = 50, int64_t output_size = 10) {
+    fc1 = register_module("fc1", torch::nn::Linear(input_size, hidden_size));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden_size, output_size));
+  }
+  at::Tensor forward(const at::Tensor& x) { return fc2(at::relu(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Net);
+
+/// Seed 002's Masker: softmax(x * mask, dim=1).
+struct MaskerImpl : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& mask) {
+    return at::softmax(x * mask, 1);
+  }
+};
+TORCH_MODULE(Masker);
+
+/// relu(fc(x)).
+struct FCImpl : torch::nn::Module {
+  FCImpl(int64_t in, int64_t out) { fc = register_module("fc", torch::nn::Linear(in, out)); }
+  at::Tensor forward(const at::Tensor& x) { return at::relu(fc(x)); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(FC);
+
+/// softmax(fc(x), dim=1).
+struct OutputImpl : torch::nn::Module {
+  OutputImpl(int64_t in, int64_t out) { fc = register_module("fc", torch::nn::Linear(in, out)); }
+  at::Tensor forward(const at::Tensor& x) { return at::softmax(fc(x), 1); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Output);
+
+/// TensorDictModule(Net(), in_keys=["input"], out_keys=[("outputs", "logits"), ("outputs", "probabilities")]).
+inline TensorDictModulePtr seed_module() {
+  return make_td_module(LogitsNet(), {"input"},
+                        {{"outputs", "logits"}, {"outputs", "probabilities"}});
+}
+
+/// TensorDictSequential(net, masker) of seed 002.
+inline std::shared_ptr<TensorDictSequential> seed_sequential() {
+  auto net = make_td_module(Net(), {{"input", "x"}}, {{"intermediate", "x"}});
+  auto masker = make_td_module(Masker(), {{"intermediate", "x"}, {"input", "mask"}},
+                               {{"output", "probabilities"}});
+  return std::make_shared<TensorDictSequential>(std::vector<TensorDictModuleBasePtr>{net, masker});
+}
+
+/// Seq(Seq(FC(100, 50) "input"→"x", FC(50, 40) "x"→"x"), Output(40, 10) "x"→"probabilities").
+inline std::shared_ptr<TensorDictSequential> nested_sequential() {
+  auto inner = std::make_shared<TensorDictSequential>(std::vector<TensorDictModuleBasePtr>{
+      make_td_module(FC(100, 50), {"input"}, {"x"}), make_td_module(FC(50, 40), {"x"}, {"x"})});
+  return std::make_shared<TensorDictSequential>(std::vector<TensorDictModuleBasePtr>{
+      inner, make_td_module(Output(40, 10), {"x"}, {"probabilities"})});
+}
+
+/// Random inputs for the three pipelines, batch 32.
+inline TensorDict seed_module_input() { return TensorDict({{"input", at::randn({32, 100})}}, {32}); }
+inline TensorDict seed_sequential_input() {
+  return TensorDict({{{"input", "x"}, at::randn({32, 100})},
+                     {{"input", "mask"}, at::randint(0, 2, {32, 10}).to(at::kFloat)}},
+                    {32});
+}
+inline TensorDict nested_sequential_input() { return seed_module_input(); }
+
+}  // namespace tdfx::samples

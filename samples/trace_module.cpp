@@ -1,0 +1,13 @@
+// Seed 002: traces seed module and prints its graph and code.
+#include <torch/utils.h>
+
+#include "samples/pipelines.h"
+#include "samples/trace_main.h"
+
+int main() try {
+  torch::manual_seed(0);
+  return tdfx::samples::trace_and_compare(tdfx::samples::seed_module(), tdfx::samples::seed_module_input());
+} catch (const std::exception& e) {
+  std::cerr << "trace_module: " << e.what() << "\n";
+  return 1;
+}

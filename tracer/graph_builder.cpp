@@ -1,0 +1,500 @@
+#include "tracer/graph_builder.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace tdfx {
+
+bool is_builtin_leaf(const torch::nn::Module& module) {
+  static const std::set<std::string> containers = {
+      "torch::nn::Sequential", "torch::nn::ModuleList", "torch::nn::ModuleDict",
+      "torch::nn::ParameterList", "torch::nn::ParameterDict"};
+  const std::string& name = module.name();
+  return name.rfind("torch::nn::", 0) == 0 && containers.count(name) == 0;
+}
+
+namespace detail {
+namespace {
+
+namespace jit = torch::jit;
+
+std::string join_path(const std::string& a, const std::string& b) {
+  return a.empty() ? b : (b.empty() ? a : a + "." + b);
+}
+
+std::string describe_module(const torch::nn::Module& module) {
+  std::ostringstream out;
+  module.pretty_print(out);
+  std::string text = out.str();
+  if (text.rfind("torch::nn::", 0) == 0) text = text.substr(11);
+  return text;
+}
+
+std::string short_type(const torch::nn::Module& module) {
+  std::string name = module.name();
+  const auto colon = name.rfind("::");
+  return colon == std::string::npos ? name : name.substr(colon + 2);
+}
+
+// Emulates the name scopes of the tensordict prototype tracer: every
+// TensorDictModule's wrapped module is traced on its own (its own namespace),
+// then copied level by level into each enclosing sequential's graph (one
+// namespace per level), where call_module and get_attr nodes of child i are
+// renamed `_{i}_{name}`. Replaying those create_name calls in program order
+// gives exactly the names Python prints.
+class NameScopes {
+ public:
+  NameScopes(const Recording& recording)
+      : recording_(recording),
+        levels_(static_cast<size_t>(recording.level_count)),
+        inner_(recording.calls.size()) {
+    for (auto& level : levels_) level.names.reserve("tensordict");
+  }
+
+  std::string node_name(size_t call, const std::string& base, OpCode op) {
+    std::string name = inner_[call].create_name(base);
+    for (const auto& [level, child] : chain(call)) {
+      name = levels_[static_cast<size_t>(level)].names.create_name(name);
+      if (child >= 0 && (op == OpCode::kCallModule || op == OpCode::kGetAttr)) {
+        name = "_" + std::to_string(child) + "_" + name;
+      }
+    }
+    return name;
+  }
+
+  std::string read_name(size_t call, const NestedKey& key) {
+    std::string name = "getitem";
+    for (const auto& [level, child] : chain(call)) {
+      Level& scope = levels_[static_cast<size_t>(level)];
+      if (!scope.keys.insert(key).second) break;
+      name = scope.names.create_name("getitem");
+    }
+    return name;
+  }
+
+  void note_write(size_t call, const NestedKey& key) {
+    for (const auto& [level, child] : chain(call)) levels_[static_cast<size_t>(level)].keys.insert(key);
+  }
+
+ private:
+  struct Level {
+    Namespace names;
+    std::set<NestedKey> keys;
+  };
+
+  // Enclosing levels, innermost first; a root TensorDictModule has level 0 with no prefix.
+  std::vector<std::pair<int, int>> chain(size_t call) const {
+    const auto& levels = recording_.calls[call].levels;
+    if (levels.empty()) return {{0, -1}};
+    return levels;
+  }
+
+  const Recording& recording_;
+  std::vector<Level> levels_;
+  std::vector<Namespace> inner_;
+};
+
+// A run of jit nodes that one leaf module's call recorded.
+struct LeafRegion {
+  std::vector<jit::Node*> nodes;
+  std::string target;
+  std::string base_name;
+  const torch::nn::Module* module = nullptr;
+  size_t call = 0;
+  std::vector<jit::Value*> inputs;
+  std::vector<jit::Value*> outputs;
+};
+
+bool is_constant(const jit::Value* value) {
+  const jit::Node* node = value->node();
+  if (node->kind() == c10::prim::Constant) return true;
+  if (node->kind() == c10::prim::ListConstruct || node->kind() == c10::prim::TupleConstruct) {
+    for (const jit::Value* input : node->inputs()) {
+      if (!is_constant(input)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+class Builder {
+ public:
+  Builder(const Recording& recording, torch::nn::Module& root, const TraceOptions& options)
+      : recording_(recording), root_(root), options_(options), names_(recording) {
+    for (const auto& item : root.named_modules("", true)) modules_[item.key()] = item.value().get();
+  }
+
+  BuiltGraph build() {
+    for (const auto& [key, value] : recording_.outputs) escaping_.insert(value);
+    for (const auto& call : recording_.calls) {
+      for (jit::Value* v : call.outputs) escaping_.insert(v);
+    }
+    if (options_.outline_leaves) find_leaf_regions();
+    if (options_.key_style == KeyStyle::kGetItem) tensordict_ = out_.graph.placeholder("tensordict");
+    for (jit::Node* node : recording_.graph->nodes()) {
+      if (region_nodes_.count(node)) {
+        auto it = region_starts_.find(node);
+        if (it != region_starts_.end()) emit_region(regions_[it->second]);
+        continue;
+      }
+      emit(node);
+    }
+    std::vector<Argument> results;
+    for (const auto& [key, value] : recording_.outputs) {
+      results.push_back(lookup(value));
+      out_.output_keys.push_back(key);
+    }
+    out_.graph.output(tuple(std::move(results)));
+    out_.graph.lint();
+    return std::move(out_);
+  }
+
+ private:
+  bool is_leaf(const torch::nn::Module& module, const std::string& path) const {
+    if (is_builtin_leaf(module)) return true;
+    return options_.is_leaf_module && options_.is_leaf_module(module, path);
+  }
+
+  void find_leaf_regions() {
+    for (size_t c = 0; c < recording_.calls.size(); ++c) {
+      const ModuleCall& call = recording_.calls[c];
+      const torch::nn::Module& inner = *call.module->inner_ptr();
+      if (is_leaf(inner, call.inner_path) && !call.nodes.empty()) {
+        LeafRegion region;
+        region.nodes = call.nodes;
+        region.target = call.inner_path.empty() ? "module" : call.inner_path;
+        region.base_name = snake_case(short_type(inner));
+        region.module = &inner;
+        region.call = c;
+        region.inputs = call.inputs;
+        region.outputs = call.outputs;
+        add_region(std::move(region));
+        continue;
+      }
+      std::vector<std::string> chosen;
+      for (const auto& item : inner.named_modules("", false)) {
+        const std::string& sub = item.key();
+        bool inside_chosen = false;
+        for (const auto& c2 : chosen) inside_chosen |= sub.rfind(c2 + ".", 0) == 0;
+        if (inside_chosen || !is_leaf(*item.value(), join_path(call.inner_path, sub))) continue;
+        if (auto region = region_from_parameters(call, c, sub, *item.value())) {
+          chosen.push_back(sub);
+          add_region(std::move(*region));
+        }
+      }
+    }
+  }
+
+  // The contiguous run of nodes from the first to the last that reads the
+  // leaf's parameters, if it has one tensor input and one output.
+  std::optional<LeafRegion> region_from_parameters(const ModuleCall& call, size_t c,
+                                                   const std::string& sub,
+                                                   const torch::nn::Module& module) {
+    const std::string target = join_path(call.inner_path, sub);
+    std::unordered_set<const jit::Value*> params;
+    for (const auto& [value, path] : recording_.parameters) {
+      if (path.rfind(target + ".", 0) == 0) params.insert(value);
+    }
+    if (params.empty()) return std::nullopt;
+    long first = -1, last = -1;
+    for (size_t i = 0; i < call.nodes.size(); ++i) {
+      for (const jit::Value* input : call.nodes[i]->inputs()) {
+        if (params.count(input)) {
+          if (first < 0) first = static_cast<long>(i);
+          last = static_cast<long>(i);
+        }
+      }
+    }
+    if (first < 0) return std::nullopt;
+    LeafRegion region;
+    region.nodes.assign(call.nodes.begin() + first, call.nodes.begin() + last + 1);
+    std::unordered_set<const jit::Value*> defined;
+    std::unordered_set<const jit::Node*> members(region.nodes.begin(), region.nodes.end());
+    for (const jit::Node* node : region.nodes) {
+      for (const jit::Value* out : node->outputs()) defined.insert(out);
+    }
+    for (jit::Node* node : region.nodes) {
+      for (jit::Value* input : node->inputs()) {
+        if (defined.count(input) || params.count(input) || is_constant(input)) continue;
+        if (std::find(region.inputs.begin(), region.inputs.end(), input) == region.inputs.end()) {
+          region.inputs.push_back(input);
+        }
+      }
+      for (jit::Value* out : node->outputs()) {
+        bool used_outside = escaping_.count(out) > 0;
+        for (const jit::Use& use : out->uses()) used_outside |= members.count(use.user) == 0;
+        if (used_outside) region.outputs.push_back(out);
+      }
+    }
+    if (region.inputs.size() != 1 || region.outputs.size() != 1) return std::nullopt;
+    region.target = target;
+    region.base_name = sub;
+    region.module = &module;
+    region.call = c;
+    return region;
+  }
+
+  void add_region(LeafRegion region) {
+    for (jit::Node* node : region.nodes) {
+      if (region_nodes_.count(node)) return;  // overlaps an earlier region: keep it inline
+    }
+    for (jit::Node* node : region.nodes) region_nodes_.insert(node);
+    region_starts_[region.nodes.front()] = regions_.size();
+    regions_.push_back(std::move(region));
+  }
+
+  // --- emission --------------------------------------------------------------
+
+  Argument lookup(const jit::Value* value) {
+    auto it = env_.find(value);
+    if (it != env_.end()) return it->second;
+    if (auto constant = jit::toIValue(value)) return constant_argument(*constant, nullptr, value);
+    auto param = recording_.parameters.find(value);
+    if (param != recording_.parameters.end()) {
+      // A parameter read outside a leaf: a get_attr at its first use.
+      const size_t call = current_call_;
+      std::string path = param->second;
+      if (!param_prefix_.empty() && path.rfind(param_prefix_, 0) == 0) {
+        path = path.substr(param_prefix_.size());  // inside a leaf's body
+      }
+      Node* node = create(OpCode::kGetAttr, Target(path), {}, call, relative_to_call(path, call));
+      set_meta(node, value, call);
+      env_[value] = node;
+      return node;
+    }
+    fail<TraceError>("{}: a value of the trace ({}) comes from outside the module; capture "
+                     "tensors as parameters or buffers",
+                     describe_call(current_call_), value->debugName());
+  }
+
+  std::string relative_to_call(const std::string& path, size_t call) const {
+    const std::string& inner = recording_.calls[call].inner_path;
+    if (inner.empty()) return path;
+    if (path.rfind(inner + ".", 0) == 0) return path.substr(inner.size() + 1);
+    return path;
+  }
+
+  std::string describe_call(size_t call) const {
+    if (call >= recording_.calls.size()) return "the traced module";
+    return recording_.calls[call].module->describe();
+  }
+
+  Argument constant_argument(const c10::IValue& value, const c10::TypePtr& type,
+                             const jit::Value* source) {
+    bool scalar_type = false;
+    if (type) {
+      c10::TypePtr t = type;
+      if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
+      scalar_type = t->kind() == c10::TypeKind::ScalarTypeType;
+    }
+    if (value.isNone()) return None{};
+    if (value.isBool()) return value.toBool();
+    if (value.isInt()) {
+      if (scalar_type) return static_cast<c10::ScalarType>(value.toInt());
+      return value.toInt();
+    }
+    if (value.isDouble()) return value.toDouble();
+    if (value.isString()) return value.toStringRef();
+    if (value.isDevice()) return value.toDevice();
+    if (value.isIntList()) {
+      std::vector<Argument> items;
+      for (int64_t v : value.toIntVector()) items.push_back(v);
+      return list(std::move(items));
+    }
+    if (value.isDoubleList()) {
+      std::vector<Argument> items;
+      for (double v : value.toDoubleVector()) items.push_back(v);
+      return list(std::move(items));
+    }
+    if (value.isBoolList()) {
+      std::vector<Argument> items;
+      for (bool v : value.toBoolList()) items.push_back(v);
+      return list(std::move(items));
+    }
+    if (value.isTensor()) {
+      fail<TraceError>("{}: the module uses a tensor constant {}; register it as a buffer so the "
+                       "graph can name it",
+                       describe_call(current_call_), source ? source->debugName() : "");
+    }
+    fail<TraceError>("{}: cannot record a constant of kind {}", describe_call(current_call_),
+                     value.tagKind());
+  }
+
+  Node* create(OpCode op, Target target, Args args, size_t call, const std::string& base) {
+    const std::string name = call < recording_.calls.size() ? names_.node_name(call, base, op) : base;
+    Node* node = out_.graph.create_node(op, std::move(target), std::move(args), {}, name);
+    if (!first_op_) first_op_ = node;
+    return node;
+  }
+
+  void set_meta(Node* node, const jit::Value* value, size_t call) {
+    if (auto type = value->type()->cast<c10::TensorType>()) {
+      if (auto dtype = type->scalarType()) node->meta().tensor.dtype = *dtype;
+      if (auto shape = type->sizes().concrete_sizes()) node->meta().tensor.shape = *shape;
+      if (auto device = type->device()) node->meta().tensor.device = *device;
+    }
+    if (call < recording_.calls.size()) {
+      const ModuleCall& c = recording_.calls[call];
+      node->meta().td_module = c.td_path;
+      node->meta().module_path = c.inner_path;
+      node->meta().module_type = describe_module(*c.module->inner_ptr());
+    }
+  }
+
+  size_t call_of(const jit::Node* node) const {
+    auto it = recording_.node_call.find(node);
+    return it == recording_.node_call.end() ? recording_.calls.size() : it->second;
+  }
+
+  void emit(jit::Node* node) {
+    auto read = recording_.reads.find(node);
+    if (read != recording_.reads.end()) {
+      emit_read(node, read->second);
+      return;
+    }
+    current_call_ = call_of(node);
+    const auto kind = node->kind();
+    if (kind == c10::prim::Constant) return;  // folded into its users' arguments
+    if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
+      std::vector<Argument> items;
+      for (jit::Value* input : node->inputs()) items.push_back(lookup(input));
+      env_[node->output()] = ArgumentList{std::move(items), kind == c10::prim::TupleConstruct};
+      return;
+    }
+    if (kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack) {
+      Node* source = lookup(node->input()).node();
+      if (!source) fail<TraceError>("{}: cannot unpack a constant list", describe_call(current_call_));
+      for (size_t i = 0; i < node->outputs().size(); ++i) {
+        Node* item = create(OpCode::kCallFunction, Target::getitem(),
+                            {source, static_cast<int64_t>(i)}, current_call_, "getitem");
+        set_meta(item, node->outputs()[i], current_call_);
+        env_[node->outputs()[i]] = item;
+      }
+      return;
+    }
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (!schema || kind.ns() != c10::namespaces::aten) {
+      fail<TraceError>("{}: the op {} cannot be recorded (tdfx records aten operators)",
+                       describe_call(current_call_), kind.toQualString());
+    }
+    Args args;
+    const auto& formals = schema->arguments();
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      jit::Value* input = node->inputs()[i];
+      if (is_constant(input) && !env_.count(input) && input->node()->kind() == c10::prim::Constant) {
+        args.push_back(constant_argument(*jit::toIValue(input),
+                                         i < formals.size() ? formals[i].real_type() : nullptr,
+                                         input));
+      } else {
+        args.push_back(lookup(input));
+      }
+    }
+    const std::string qualified =
+        schema->name() + (schema->overload_name().empty() ? "" : "." + schema->overload_name());
+    Target target = Target::aten(qualified);
+    const std::string base = target.op_name();
+    Node* created = create(OpCode::kCallFunction, std::move(target), std::move(args),
+                           current_call_, base);
+    if (node->outputs().size() == 1) {
+      set_meta(created, node->output(), current_call_);
+      env_[node->output()] = created;
+    } else {
+      set_meta(created, node->outputs()[0], current_call_);
+      created->meta().tensor = {};
+      for (size_t i = 0; i < node->outputs().size(); ++i) {
+        Node* item = create(OpCode::kCallFunction, Target::getitem(),
+                            {created, static_cast<int64_t>(i)}, current_call_, "getitem");
+        set_meta(item, node->outputs()[i], current_call_);
+        env_[node->outputs()[i]] = item;
+      }
+    }
+  }
+
+  void emit_read(jit::Node* node, const KeyRead& read) {
+    Node* created;
+    if (options_.key_style == KeyStyle::kGetItem) {
+      created = out_.graph.create_node(OpCode::kCallFunction, Target::getitem(),
+                                       {tensordict_, read.key}, {},
+                                       names_.read_name(read.call, read.key));
+    } else {
+      // Placeholders come first, before any computation.
+      auto guard = first_op_ ? out_.graph.inserting_before(first_op_)
+                             : Graph::InsertGuard(out_.graph, nullptr);
+      created = out_.graph.placeholder(read.key.joined("_"));
+    }
+    set_meta(created, node->output(), recording_.calls.size());
+    created->meta().td_module = recording_.calls[read.call].td_path;
+    out_.input_keys.push_back(read.key);
+    env_[node->output()] = created;
+  }
+
+  void emit_region(const LeafRegion& region) {
+    current_call_ = region.call;
+    // The body: the leaf's ops on its own placeholders and parameters.
+    auto body = std::make_shared<Graph>();
+    {
+      Builder sub(recording_, root_, options_);
+      sub.current_call_ = recording_.calls.size();
+      for (size_t i = 0; i < region.inputs.size(); ++i) {
+        sub.env_[region.inputs[i]] = sub.out_.graph.placeholder("input");
+      }
+      sub.param_prefix_ = region.target + ".";
+      for (jit::Node* node : region.nodes) sub.emit(node);
+      std::vector<Argument> outs;
+      for (jit::Value* v : region.outputs) outs.push_back(sub.env_.at(v));
+      sub.out_.graph.output(outs.size() == 1 ? outs[0] : tuple(outs));
+      sub.out_.graph.lint();
+      *body = std::move(sub.out_.graph);
+    }
+    Args args;
+    for (jit::Value* input : region.inputs) args.push_back(lookup(input));
+    Node* node = create(OpCode::kCallModule, Target(region.target), std::move(args), region.call,
+                        region.base_name);
+    node->set_body(body);
+    set_meta(node, region.outputs.front(), region.call);
+    node->meta().module_path = region.target;
+    node->meta().module_type = describe_module(*region.module);
+    if (region.outputs.size() == 1) {
+      env_[region.outputs[0]] = node;
+    } else {
+      node->meta().tensor = {};
+      for (size_t i = 0; i < region.outputs.size(); ++i) {
+        Node* item = create(OpCode::kCallFunction, Target::getitem(),
+                            {node, static_cast<int64_t>(i)}, region.call, "getitem");
+        set_meta(item, region.outputs[i], region.call);
+        env_[region.outputs[i]] = item;
+      }
+    }
+  }
+
+  const Recording& recording_;
+  torch::nn::Module& root_;
+  const TraceOptions& options_;
+  NameScopes names_;
+  std::map<std::string, torch::nn::Module*> modules_;
+  BuiltGraph out_;
+  Node* tensordict_ = nullptr;
+  Node* first_op_ = nullptr;
+  size_t current_call_ = 0;
+  std::string param_prefix_;
+  std::unordered_map<const jit::Value*, Argument> env_;
+  std::unordered_set<const jit::Value*> escaping_;
+  std::vector<LeafRegion> regions_;
+  std::unordered_set<const jit::Node*> region_nodes_;
+  std::unordered_map<const jit::Node*, size_t> region_starts_;
+};
+
+}  // namespace
+
+BuiltGraph build_graph(const Recording& recording, torch::nn::Module& root,
+                       const TraceOptions& options) {
+  return Builder(recording, root, options).build();
+}
+
+}  // namespace detail
+}  // namespace tdfx

@@ -1,0 +1,30 @@
+#pragma once
+
+/// \file
+/// Builds a tdfx Graph from a Recording: aten nodes become call_function
+/// nodes with their schema, constants fold into arguments, list unpacking
+/// becomes getitem, key reads become getitem or placeholders, and the ops of
+/// leaf modules are outlined into call_module nodes that keep their body.
+/// Node names follow the tensordict prototype tracer exactly (see
+/// NameScopes in graph_builder.cpp).
+
+#include "graph/graph.h"
+#include "tracer/recorder.h"
+#include "tracer/trace_options.h"
+
+namespace tdfx::detail {
+
+/// What build_graph made besides the graph.
+struct BuiltGraph {
+  Graph graph;
+  /// The keys that the graph reads, in placeholder/getitem order.
+  std::vector<NestedKey> input_keys;
+  /// The keys the outputs are written to, in output order.
+  std::vector<NestedKey> output_keys;
+};
+
+/// Converts `recording` of a module whose graph root is `root`.
+BuiltGraph build_graph(const Recording& recording, torch::nn::Module& root,
+                       const TraceOptions& options);
+
+}  // namespace tdfx::detail

@@ -1,0 +1,64 @@
+#pragma once
+
+/// \file
+/// Recorder: runs a TensorDict module once under LibTorch's JIT tracer and
+/// keeps what the graph builder needs — the recorded jit graph, which jit
+/// nodes read which key, which TensorDictModule produced which nodes, and the
+/// traced value of every key at the end.
+
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/nested_key.h"
+#include "tensordict/modules.h"
+
+namespace tdfx::detail {
+
+/// One call of a TensorDictModule during the trace.
+struct ModuleCall {
+  const TensorDictModule* module = nullptr;
+  /// Path of the TensorDictModule from the graph root ("0", "0.module.1"), "" for a root module.
+  std::string td_path;
+  /// Path of the wrapped module from the graph root ("0.module"), "" when it is the root.
+  std::string inner_path;
+  /// For each enclosing TensorDictSequential, innermost first: its index and child index.
+  std::vector<std::pair<int, int>> levels;
+  /// The jit nodes its wrapped module recorded, in order (key reads excluded).
+  std::vector<torch::jit::Node*> nodes;
+  /// The jit values of its inputs (one per in key) and outputs (one per out key).
+  std::vector<torch::jit::Value*> inputs, outputs;
+};
+
+/// A key read recorded as a `tdfx::read` jit node.
+struct KeyRead {
+  NestedKey key = "?";
+  size_t call = 0;  // index into Recording::calls of the module that read it first
+};
+
+/// Everything one trace recorded.
+struct Recording {
+  std::shared_ptr<torch::jit::Graph> graph;
+  /// Graph inputs that are parameters or buffers, by path from the graph root.
+  std::unordered_map<const torch::jit::Value*, std::string> parameters;
+  std::unordered_map<const torch::jit::Node*, KeyRead> reads;
+  std::vector<ModuleCall> calls;
+  /// Number of TensorDictSequential levels (level 0 is the root).
+  int level_count = 1;
+  /// For each output key (selected out keys, in out_keys order), its jit value.
+  std::vector<std::pair<NestedKey, torch::jit::Value*>> outputs;
+  /// For each jit node, the index of the ModuleCall that produced it.
+  std::unordered_map<const torch::jit::Node*, size_t> node_call;
+};
+
+/// Records `module` run on `example`. `root_prefix` is how parameter paths of
+/// `module` are shown (the graph root may be a child of `module`). Throws
+/// TraceError naming the module on failure; never leaves tracing state behind.
+Recording record(TensorDictModuleBase& module, const TensorDict& example,
+                 const std::string& strip_prefix);
+
+}  // namespace tdfx::detail

@@ -1,0 +1,68 @@
+#pragma once
+
+/// \file
+/// symbolic_trace: records a TensorDictModule or TensorDictSequential into a
+/// graph that prints like torch.fx and runs with bit-identical results.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph_module.h"
+#include "tensordict/modules.h"
+#include "tracer/trace_options.h"
+
+namespace tdfx {
+
+/// A traced TensorDict module: runs the graph on a TensorDict and writes the
+/// out keys, as tensordict's prototype `TDGraphModule` does.
+///
+///     auto gm = symbolic_trace(module, example);
+///     std::cout << gm.graph() << gm.code();
+///     gm.forward(td);   // td now holds the out keys
+class TDGraphModule {
+ public:
+  TDGraphModule(GraphModule module, std::vector<NestedKey> input_keys,
+                std::vector<NestedKey> out_keys);
+
+  const Graph& graph() const { return module_.graph(); }
+  /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
+  std::string code() const;
+  /// The graph and its root module.
+  const GraphModule& graph_module() const { return module_; }
+  /// The keys the graph reads from its input TensorDict.
+  const std::vector<NestedKey>& input_keys() const { return input_keys_; }
+  /// The keys the outputs are written to, in output order.
+  const std::vector<NestedKey>& out_keys() const { return out_keys_; }
+
+  /// Runs the graph on `td`'s keys and writes the out keys into `td`.
+  TensorDict& forward(TensorDict& td) const;
+  /// Runs the graph on `td`'s keys and writes the out keys into `tensordict_out`.
+  TensorDict& forward(const TensorDict& td, TensorDict& tensordict_out) const;
+  /// Runs the graph; returns one tensor per out key.
+  std::vector<at::Tensor> run(const TensorDict& td) const;
+
+ private:
+  GraphModule module_;
+  std::vector<NestedKey> input_keys_;
+  std::vector<NestedKey> out_keys_;
+};
+
+/// Traces `module` run once on `example` (which is not modified). Key reads
+/// become `getitem(tensordict, key)` nodes, built-in torch::nn modules
+/// `call_module` nodes; the root is the wrapped module of a
+/// TensorDictModule, or the ModuleList of a TensorDictSequential, as in the
+/// tensordict prototype. The graph is specialised to the shapes the module
+/// reads as plain integers. Throws KeyError for a missing key, TraceError
+/// naming the module for anything that cannot be recorded.
+TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
+                             const TensorDict& example, TraceOptions options = {});
+
+namespace detail {
+/// The graph root symbolic_trace uses for `module`, and the prefix its
+/// parameter paths lose.
+std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
+    const std::shared_ptr<TensorDictModuleBase>& module, const TraceOptions& options);
+}  // namespace detail
+
+}  // namespace tdfx

@@ -1,0 +1,39 @@
+#pragma once
+
+/// \file
+/// Options of symbolic_trace.
+
+#include <torch/nn/module.h>
+
+#include <functional>
+#include <string>
+
+namespace tdfx {
+
+/// How a key read appears in the graph.
+enum class KeyStyle {
+  /// `getitem(tensordict, key)` at the point of the read (torch.fx style, seed 002).
+  kGetItem,
+  /// A placeholder named by the `_`-joined key (export style, seed 000).
+  kPlaceholder,
+};
+
+/// Options of symbolic_trace.
+struct TraceOptions {
+  KeyStyle key_style = KeyStyle::kGetItem;
+  /// Show leaf modules as call_module nodes (with their op-level body).
+  /// When false every op is inlined, as torch.export shows them.
+  bool outline_leaves = true;
+  /// Declares more leaf modules, as torch.fx's `Tracer.is_leaf_module`:
+  /// called with a module and its path from the graph root. Built-in
+  /// torch::nn modules other than containers are always leaves. A declared
+  /// leaf is found from the ops that read its parameters, so a user leaf
+  /// needs parameters unless a TensorDictModule wraps it directly.
+  std::function<bool(const torch::nn::Module&, const std::string&)> is_leaf_module;
+};
+
+/// True for built-in torch::nn modules other than containers
+/// (`torch::nn::Linear`, `torch::nn::ReLU`; not `torch::nn::Sequential`).
+bool is_builtin_leaf(const torch::nn::Module& module);
+
+}  // namespace tdfx
