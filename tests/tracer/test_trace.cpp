@@ -1,0 +1,204 @@
+// symbolic_trace on seed 002's pipelines: golden graph and code, bit-identical runs.
+#include <doctest/doctest.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include "core/error.h"
+#include "samples/pipelines.h"
+#include "tests/graph/golden.h"
+#include "tracer/symbolic_trace.h"
+
+using namespace tdfx;
+using namespace tdfx::samples;
+using tdfx::testing::golden;
+
+namespace {
+
+void check_golden(const TDGraphModule& gm, const std::string& name) {
+  CHECK(to_string(gm.graph()) == golden(name + ".graph.txt"));
+  CHECK(gm.code() == golden(name + ".code.txt"));
+}
+
+void check_bit_identical(const std::shared_ptr<TensorDictModuleBase>& module,
+                         const TDGraphModule& gm, const TensorDict& input) {
+  TensorDict eager(input);
+  module->forward(eager);
+  TensorDict traced(input);
+  gm.forward(traced);
+  for (const NestedKey& key : module->selected_out_keys()) {
+    CAPTURE(key);
+    CHECK(at::equal(eager.get(key), traced.get(key)));
+  }
+}
+
+std::string run_command(const std::string& command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while (pipe && (n = fread(buffer, 1, sizeof buffer, pipe.get())) > 0) text.append(buffer, n);
+  return text;
+}
+
+std::string bin_dir() {
+  const char* dir = std::getenv("TDFX_BIN_DIR");
+  return dir ? dir : "";
+}
+
+}  // namespace
+
+TEST_CASE("trace: seed 002's module prints the golden graph and code and runs bit-identically") {
+  auto module = seed_module();
+  const TensorDict input = seed_module_input();
+  TDGraphModule gm = symbolic_trace(module, input);
+  check_golden(gm, "seed_module");
+  check_bit_identical(module, gm, input);
+  gm.graph().lint();
+}
+
+TEST_CASE("trace: seed 002's sequential prints the golden graph and code and runs bit-identically") {
+  auto module = seed_sequential();
+  const TensorDict input = seed_sequential_input();
+  TDGraphModule gm = symbolic_trace(module, input);
+  check_golden(gm, "seed_sequential");
+  check_bit_identical(module, gm, input);
+  CHECK(gm.out_keys() == std::vector<NestedKey>{{"intermediate", "x"}, {"output", "probabilities"}});
+}
+
+TEST_CASE("trace: a nested sequential prints the golden graph and code and runs bit-identically") {
+  auto module = nested_sequential();
+  const TensorDict input = nested_sequential_input();
+  TDGraphModule gm = symbolic_trace(module, input);
+  check_golden(gm, "nested_sequential");
+  check_bit_identical(module, gm, input);
+}
+
+TEST_CASE("trace: the graph module runs at another batch size and writes into tensordict_out") {
+  auto module = seed_sequential();
+  TDGraphModule gm = symbolic_trace(module, seed_sequential_input());
+  TensorDict small({{{"input", "x"}, at::randn({3, 100})}, {{"input", "mask"}, at::ones({3, 10})}},
+                   {3});
+  TensorDict out({}, {3});
+  gm.forward(small, out);
+  CHECK(out.contains({"output", "probabilities"}));
+  CHECK_FALSE(small.contains({"output", "probabilities"}));
+  TensorDict eager(small);
+  module->forward(eager);
+  CHECK(at::equal(out.get({"output", "probabilities"}), eager.get({"output", "probabilities"})));
+}
+
+TEST_CASE("trace: call_module nodes keep the module's type and an op-level body") {
+  TDGraphModule gm = symbolic_trace(seed_sequential(), seed_sequential_input());
+  const Node* fc1 = nullptr;
+  for (const Node* n : gm.graph().nodes()) {
+    if (n->name() == "_0_fc1") fc1 = n;
+  }
+  REQUIRE(fc1 != nullptr);
+  CHECK(fc1->meta().module_type == "Linear(in_features=100, out_features=50, bias=true)");
+  CHECK(fc1->meta().td_module == "0");
+  REQUIRE(fc1->meta().tensor.shape);
+  CHECK(*fc1->meta().tensor.shape == std::vector<int64_t>{32, 50});
+  REQUIRE(fc1->body() != nullptr);
+  const std::string body = to_string(*fc1->body());
+  CHECK(body.find("get_attr[target=weight]") != std::string::npos);
+  CHECK(body.find("torch.addmm") != std::string::npos);
+}
+
+TEST_CASE("trace: a leaf wrapped directly and declared leaves become call_module nodes") {
+  auto seq = std::make_shared<TensorDictSequential>(std::vector<TensorDictModuleBasePtr>{
+      make_td_module(torch::nn::Linear(3, 4), {"x"}, {"hidden"}),
+      make_td_module(torch::nn::ReLU(), {"hidden"}, {"hidden"}),
+      make_td_module(Net(4, 5, 2), {"hidden"}, {"out"})});
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  TraceOptions options;
+  options.is_leaf_module = [](const torch::nn::Module& m, const std::string&) {
+    return m.name().find("NetImpl") != std::string::npos;
+  };
+  TDGraphModule gm = symbolic_trace(seq, input, options);
+  const std::string text = to_string(gm.graph());
+  CHECK(text.find("call_module[target=0.module](args = (%getitem,)") != std::string::npos);
+  CHECK(text.find("call_module[target=1.module]") != std::string::npos);
+  CHECK(text.find("call_module[target=2.module]") != std::string::npos);
+  CHECK(gm.out_keys() == std::vector<NestedKey>{"hidden", "out"});
+  check_bit_identical(seq, gm, input);
+}
+
+TEST_CASE("trace: placeholder keys are named by the joined key") {
+  TraceOptions options;
+  options.key_style = KeyStyle::kPlaceholder;
+  TDGraphModule gm = symbolic_trace(seed_sequential(), seed_sequential_input(), options);
+  const std::string text = to_string(gm.graph());
+  CHECK(text.find("%input_x : [#users=1] = placeholder[target=input_x]") != std::string::npos);
+  CHECK(text.find("%input_mask : [#users=1] = placeholder[target=input_mask]") !=
+        std::string::npos);
+}
+
+TEST_CASE("trace: a missing key names the key and the keys present") {
+  TensorDict input({{{"input", "x"}, at::randn({32, 100})}}, {32});
+  CHECK_THROWS_WITH_AS(symbolic_trace(seed_sequential(), input),
+                       doctest::Contains("key ('input', 'mask') not found"), KeyError);
+  CHECK_THROWS_WITH_AS(symbolic_trace(seed_sequential(), input),
+                       doctest::Contains("keys: ('input', 'x')"), KeyError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+}
+
+TEST_CASE("trace: a wrong number of outputs names the module and its out keys") {
+  auto module = make_td_module([](const at::Tensor& x) { return x + 1; }, {"x"}, {"a", "b"});
+  TensorDict input({{"x", at::randn({2})}});
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("['a', 'b']"), ShapeError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+}
+
+TEST_CASE("trace: a captured tensor is refused and the next trace works") {
+  const at::Tensor captured = at::ones({2});
+  auto module = make_td_module([captured](const at::Tensor& x) { return x * captured; }, {"x"},
+                               {"y"});
+  TensorDict input({{"x", at::randn({2})}});
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("tensor constant"),
+                       TraceError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+  TDGraphModule gm = symbolic_trace(seed_module(), seed_module_input());
+  check_golden(gm, "seed_module");
+}
+
+TEST_CASE("trace: two threads trace different pipelines at the same time") {
+  std::string sequential_text, nested_text;
+  std::thread a([&] {
+    for (int i = 0; i < 20; ++i) {
+      sequential_text = to_string(symbolic_trace(seed_sequential(), seed_sequential_input()).graph());
+    }
+  });
+  std::thread b([&] {
+    for (int i = 0; i < 20; ++i) {
+      nested_text = to_string(symbolic_trace(nested_sequential(), nested_sequential_input()).graph());
+    }
+  });
+  a.join();
+  b.join();
+  CHECK(sequential_text == golden("seed_sequential.graph.txt"));
+  CHECK(nested_text == golden("nested_sequential.graph.txt"));
+}
+
+TEST_CASE("trace: the samples print the golden graph and code and report bit-identical outputs") {
+  if (bin_dir().empty()) {
+    MESSAGE("TDFX_BIN_DIR not set: run through CTest");
+    return;
+  }
+  const std::vector<std::pair<std::string, std::string>> samples = {
+      {"trace_module", "seed_module"},
+      {"trace_sequential", "seed_sequential"},
+      {"trace_nested", "nested_sequential"}};
+  for (const auto& [binary, name] : samples) {
+    CAPTURE(binary);
+    const std::string out = run_command(bin_dir() + "/" + binary + " 2>&1");
+    const std::string expected =
+        golden(name + ".graph.txt") + "\n" + golden(name + ".code.txt") + "\n";
+    CHECK(out.substr(0, expected.size()) == expected);
+    CHECK(out.find("all outputs bit-identical") != std::string::npos);
+  }
+}
