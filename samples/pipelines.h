@@ -3,6 +3,7 @@
 // samples and the tests.
 
 #include <torch/nn/functional/activation.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 
 #include "tensordict/modules.h"
@@ -55,7 +56,8 @@ struct OutputImpl : torch::nn::Module {
 };
 TORCH_MODULE(Output);
 
-/// TensorDictModule(Net(), in_keys=["input"], out_keys=[("outputs", "logits"), ("outputs", "probabilities")]).
+/// TensorDictModule(Net(), in_keys=["input"], out_keys=[("outputs", "logits"), ("outputs",
+/// "probabilities")]).
 inline TensorDictModulePtr seed_module() {
   return make_td_module(LogitsNet(), {"input"},
                         {{"outputs", "logits"}, {"outputs", "probabilities"}});
@@ -78,12 +80,40 @@ inline std::shared_ptr<TensorDictSequential> nested_sequential() {
 }
 
 /// Random inputs for the three pipelines, batch 32.
-inline TensorDict seed_module_input() { return TensorDict({{"input", at::randn({32, 100})}}, {32}); }
+inline TensorDict seed_module_input() {
+  return TensorDict({{"input", at::randn({32, 100})}}, {32});
+}
 inline TensorDict seed_sequential_input() {
   return TensorDict({{{"input", "x"}, at::randn({32, 100})},
                      {{"input", "mask"}, at::randint(0, 2, {32, 10}).to(at::kFloat)}},
                     {32});
 }
 inline TensorDict nested_sequential_input() { return seed_module_input(); }
+
+}  // namespace tdfx::samples
+
+namespace tdfx::samples {
+
+/// Seed 000's model: Linear(3, 4) "x"→"hidden", ReLU, Linear(4, 4) →"latent",
+/// NormalParamExtractor →"loc", "scale".
+inline std::shared_ptr<TensorDictSequential> seed_000_model() {
+  return make_td_sequential({
+      make_td_module(torch::nn::Linear(3, 4), {"x"}, {"hidden"}),
+      make_td_module(torch::nn::ReLU(), {"hidden"}, {"hidden"}),
+      make_td_module(torch::nn::Linear(4, 4), {"hidden"}, {"latent"}),
+      make_td_module(NormalParamExtractor(), {"latent"}, {"loc", "scale"}),
+  });
+}
+
+/// Seed 000's nested-key model: ("some", "key") + 1 → "hidden", - 1 → ("some", "output"),
+/// with ("some", "output") selected.
+inline std::shared_ptr<TensorDictSequential> seed_000_nested_model() {
+  auto model = make_td_sequential({
+      make_td_module([](const at::Tensor& x) { return x + 1; }, {{"some", "key"}}, {"hidden"}),
+      make_td_module([](const at::Tensor& x) { return x - 1; }, {"hidden"}, {{"some", "output"}}),
+  });
+  model->select_out_keys(NestedKey{"some", "output"});
+  return model;
+}
 
 }  // namespace tdfx::samples

@@ -6,7 +6,8 @@
 
 int main() try {
   torch::manual_seed(0);
-  return tdfx::samples::trace_and_compare(tdfx::samples::seed_module(), tdfx::samples::seed_module_input());
+  return tdfx::samples::trace_and_compare(tdfx::samples::seed_module(),
+                                          tdfx::samples::seed_module_input());
 } catch (const std::exception& e) {
   std::cerr << "trace_module: " << e.what() << "\n";
   return 1;

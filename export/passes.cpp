@@ -1,0 +1,113 @@
+#include "export/passes.h"
+
+#include <unordered_map>
+
+#include "core/error.h"
+#include "graph/fx_face.h"
+
+namespace tdfx {
+namespace {
+
+bool is_op(const Node* node, const char* qualified) {
+  return node && node->op() == OpCode::kCallFunction && node->target().is_aten() &&
+         node->target().str() == qualified;
+}
+
+bool is_one(const Argument& arg) {
+  return (arg.is<int64_t>() && arg.as<int64_t>() == 1) ||
+         (arg.is<double>() && arg.as<double>() == 1.0);
+}
+
+// Replaces `last` by aten::linear(x, w, b) and erases the chain it ends.
+void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, Argument b,
+                         std::vector<Node*> chain) {
+  Node* linear;
+  {
+    auto guard = graph.inserting_before(last);
+    linear = graph.call_function(Target::aten("aten::linear"), {x, w, std::move(b)});
+  }
+  linear->meta() = last->meta();
+  last->replace_all_uses_with(linear);
+  for (Node* node : chain) graph.erase_node(node);  // last first
+}
+
+}  // namespace
+
+size_t fuse_linear(Graph& graph) {
+  size_t rewrites = 0;
+  for (Node* node : graph.node_list()) {
+    if (is_op(node, "aten::addmm")) {
+      // addmm(bias, x, t(w), beta=1, alpha=1)
+      const Args args = schema_arguments(*node);
+      Node* t = args[2].node();
+      if (!is_op(t, "aten::t") || t->users().size() != 1 || !is_one(args[3]) || !is_one(args[4])) {
+        continue;
+      }
+      Node* w = t->args()[0].node();
+      Node* x = args[1].node();
+      if (!w || !x) continue;
+      replace_with_linear(graph, node, x, w, args[0], {node, t});
+      ++rewrites;
+    } else if (is_op(node, "aten::add_.Tensor")) {
+      // add_(matmul(x, t(w)), bias, alpha=1)
+      const Args args = schema_arguments(*node);
+      Node* matmul = args[0].node();
+      if (!is_op(matmul, "aten::matmul") || matmul->users().size() != 1 || !is_one(args[2])) {
+        continue;
+      }
+      Node* t = matmul->args()[1].node();
+      if (!is_op(t, "aten::t") || t->users().size() != 1) continue;
+      Node* w = t->args()[0].node();
+      Node* x = matmul->args()[0].node();
+      if (!w || !x) continue;
+      replace_with_linear(graph, node, x, w, args[1], {node, matmul, t});
+      ++rewrites;
+    }
+  }
+  graph.lint();
+  return rewrites;
+}
+
+std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
+                                                                 torch::nn::Module& root) {
+  std::unordered_map<std::string, std::vector<Node*>> attributes;
+  for (Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
+  }
+  Node* first = nullptr;
+  for (Node* node : graph.nodes()) {
+    first = node;
+    break;
+  }
+  std::vector<std::pair<std::string, std::string>> lifted;
+  auto lift = [&](const std::string& path, const at::Tensor& tensor, const char* prefix) {
+    auto it = attributes.find(path);
+    if (it == attributes.end()) return;
+    std::string name = prefix + path;
+    for (char& c : name) c = c == '.' ? '_' : c;
+    Node* placeholder;
+    {
+      auto guard = first ? graph.inserting_before(first) : Graph::InsertGuard(graph, nullptr);
+      placeholder = graph.placeholder(name);
+    }
+    placeholder->meta().tensor.dtype = tensor.scalar_type();
+    placeholder->meta().tensor.shape = tensor.sizes().vec();
+    placeholder->meta().tensor.device = tensor.device();
+    for (Node* node : it->second) {
+      node->replace_all_uses_with(placeholder);
+      graph.erase_node(node);
+    }
+    attributes.erase(it);
+    lifted.emplace_back(placeholder->name(), path);
+  };
+  for (const auto& item : root.named_parameters(true)) lift(item.key(), item.value(), "p_");
+  for (const auto& item : root.named_buffers(true)) lift(item.key(), item.value(), "b_");
+  if (!attributes.empty()) {
+    fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
+                     attributes.begin()->second.front()->name(), attributes.begin()->first);
+  }
+  graph.lint();
+  return lifted;
+}
+
+}  // namespace tdfx

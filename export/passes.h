@@ -1,0 +1,30 @@
+#pragma once
+
+/// \file
+/// Graph rewrites used by export.
+
+#include <torch/nn/module.h>
+
+#include "graph/graph.h"
+
+namespace tdfx {
+
+/// Rewrites the ops LibTorch's C++ Linear records into one `aten::linear`,
+/// which computes the same values bit for bit:
+///
+///     before: %t = aten.t(%w); %addmm = aten.addmm(%b, %x, %t)        (2-D input)
+///             %t = aten.t(%w); %matmul = aten.matmul(%x, %t); %add_ = aten.add_(%matmul, %b)
+///     after:  %linear = aten.linear(%x, %w, %b)
+///
+/// Only rewrites when the intermediate values have no other users and beta and
+/// alpha are 1. Returns the number of rewrites; lint()s the graph.
+size_t fuse_linear(Graph& graph);
+
+/// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)
+/// or `b_<path>` (buffer) with dots as `_`, placed before the other
+/// placeholders, in `root`'s parameter then buffer order. Returns, in that
+/// order, (placeholder name, path) pairs. GraphError for a path `root` lacks.
+std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
+                                                                 torch::nn::Module& root);
+
+}  // namespace tdfx

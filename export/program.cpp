@@ -1,0 +1,158 @@
+#include "export/program.h"
+
+#include "codegen/python_code.h"
+#include "core/error.h"
+#include "export/passes.h"
+#include "tracer/graph_builder.h"
+#include "tracer/recorder.h"
+
+namespace tdfx {
+
+std::string_view to_string(InputKind kind) {
+  switch (kind) {
+    case InputKind::kParameter:
+      return "parameter";
+    case InputKind::kBuffer:
+      return "buffer";
+    case InputKind::kUserInput:
+      return "user_input";
+  }
+  return "?";
+}
+
+std::string GraphSignature::str() const {
+  std::string out;
+  for (const auto& in : inputs) {
+    out += fmt::format("input {} {} -> {}\n", to_string(in.kind), in.name, in.target);
+  }
+  for (const auto& o : outputs) out += fmt::format("output {} -> {}\n", o.name, o.key.repr());
+  return out;
+}
+
+ExportedModule::ExportedModule(std::shared_ptr<const GraphModule> runner,
+                               std::vector<at::Tensor> state, std::vector<std::string> user_inputs)
+    : runner_(std::move(runner)), state_(std::move(state)), user_inputs_(std::move(user_inputs)) {}
+
+std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
+  if (args.size() != user_inputs_.size()) {
+    fail<ShapeError>("the exported program takes {} user input(s) ({}); {} given",
+                     user_inputs_.size(), fmt::join(user_inputs_, ", "), args.size());
+  }
+  std::vector<c10::IValue> inputs(state_.begin(), state_.end());
+  inputs.insert(inputs.end(), args.begin(), args.end());
+  std::vector<at::Tensor> out;
+  for (auto& value : runner_->run(std::move(inputs))) out.push_back(std::move(value).toTensor());
+  return out;
+}
+
+std::vector<at::Tensor> ExportedModule::operator()(
+    const std::vector<std::pair<std::string, at::Tensor>>& kwargs) const {
+  std::vector<at::Tensor> args(user_inputs_.size());
+  std::vector<bool> given(user_inputs_.size(), false);
+  for (const auto& [name, tensor] : kwargs) {
+    auto it = std::find(user_inputs_.begin(), user_inputs_.end(), name);
+    if (it == user_inputs_.end()) {
+      fail<KeyError>("the exported program has no input '{}'; inputs: {}", name,
+                     fmt::join(user_inputs_, ", "));
+    }
+    const auto index = static_cast<size_t>(it - user_inputs_.begin());
+    if (given[index]) fail<KeyError>("input '{}' given twice", name);
+    given[index] = true;
+    args[index] = tensor;
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!given[i]) fail<KeyError>("missing input '{}' of the exported program", user_inputs_[i]);
+  }
+  return (*this)(args);
+}
+
+ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
+                                 std::map<std::string, at::Tensor> state)
+    : runner_(std::make_shared<GraphModule>(nullptr, std::move(graph))),
+      signature_(std::move(signature)),
+      state_(std::move(state)) {
+  for (const auto& in : signature_.inputs) {
+    if (in.kind != InputKind::kUserInput && !state_.count(in.name)) {
+      fail<ArchiveError>("the program's input {} has no weight", in.name);
+    }
+  }
+}
+
+ExportedModule ExportedProgram::module() const {
+  std::vector<at::Tensor> state;
+  std::vector<std::string> user_inputs;
+  for (const auto& in : signature_.inputs) {
+    if (in.kind == InputKind::kUserInput) {
+      user_inputs.push_back(in.name);
+    } else {
+      state.push_back(state_.at(in.name));
+    }
+  }
+  return ExportedModule(runner_, std::move(state), std::move(user_inputs));
+}
+
+std::string ExportedProgram::code() const {
+  CodeOptions options;
+  options.style = CodeStyle::kExport;
+  return python_code(graph(), options);
+}
+
+std::string ExportedProgram::print_readable() const {
+  CodeOptions options = readable_defaults();
+  options.style = CodeStyle::kExport;
+  return tdfx::print_readable(graph(), options);
+}
+
+ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
+                               const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+  if (!module) throw TraceError("export_program: the module is null");
+  // The example TensorDict, from keyword names joined with "_".
+  TensorDict example;
+  std::vector<std::string> accepted;
+  for (const NestedKey& key : module->in_keys()) accepted.push_back(key.joined("_"));
+  for (const auto& [name, tensor] : inputs) {
+    auto it = std::find(accepted.begin(), accepted.end(), name);
+    if (it == accepted.end()) {
+      fail<KeyError>("{}: unknown input '{}'; inputs: {}", module->describe(), name,
+                     fmt::join(accepted, ", "));
+    }
+    example.set(module->in_keys()[static_cast<size_t>(it - accepted.begin())], tensor);
+  }
+
+  detail::Recording recording = detail::record(*module, example, "");
+  TraceOptions options;
+  options.key_style = KeyStyle::kPlaceholder;
+  options.outline_leaves = false;
+  detail::BuiltGraph built = detail::build_graph(recording, *module, options);
+  Graph graph = std::move(built.graph);
+
+  fuse_linear(graph);
+  graph.eliminate_dead_code();
+  const auto lifted = lift_parameters(graph, *module);
+
+  GraphSignature signature;
+  std::map<std::string, at::Tensor> state;
+  auto parameters = module->named_parameters(true);
+  for (const auto& [name, path] : lifted) {
+    const auto* param = parameters.find(path);
+    const bool is_param = param != nullptr;
+    const at::Tensor tensor = is_param ? *param : *module->named_buffers(true).find(path);
+    signature.inputs.push_back({is_param ? InputKind::kParameter : InputKind::kBuffer, name, path});
+    state[name] = tensor;
+  }
+  for (const Node* node : graph.nodes()) {
+    if (node->op() != OpCode::kPlaceholder) continue;
+    if (state.count(node->name())) continue;
+    signature.inputs.push_back({InputKind::kUserInput, node->name(), node->target().str()});
+  }
+  const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Node* node = results[i].node();
+    signature.outputs.push_back(
+        {node ? node->name() : std::string("<constant>"), built.output_keys[i]});
+  }
+  graph.lint();
+  return ExportedProgram(std::move(graph), std::move(signature), std::move(state));
+}
+
+}  // namespace tdfx

@@ -1,0 +1,97 @@
+#pragma once
+
+/// \file
+/// ExportedProgram: a self-contained aten-level program that takes and returns
+/// plain tensors — the lifted parameters and buffers, then the user inputs by
+/// keyword name — with no TensorDict involved (seed 000).
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/graph_module.h"
+#include "tensordict/modules.h"
+
+namespace tdfx {
+
+/// What a program input is.
+enum class InputKind { kParameter, kBuffer, kUserInput };
+
+/// "parameter", "buffer", "user_input".
+std::string_view to_string(InputKind kind);
+
+/// One input of the program: its placeholder name and where it comes from.
+struct InputSpec {
+  InputKind kind;
+  /// The placeholder (`p_module_0_module_weight`, `x`).
+  std::string name;
+  /// The parameter/buffer path (`module.0.module.weight`) or the input key's joined name.
+  std::string target;
+};
+
+/// One output of the program: the node returned and the key it is written to.
+struct OutputSpec {
+  std::string name;
+  NestedKey key;
+};
+
+/// The inputs and outputs of an exported program.
+struct GraphSignature {
+  std::vector<InputSpec> inputs;
+  std::vector<OutputSpec> outputs;
+  /// One line per input and output: `parameter p_module_0_module_weight -> module.0.module.weight`.
+  std::string str() const;
+};
+
+/// A callable taking and returning plain tensors, as `ExportedProgram.module()`.
+class ExportedModule {
+ public:
+  ExportedModule(std::shared_ptr<const GraphModule> runner, std::vector<at::Tensor> state,
+                 std::vector<std::string> user_inputs);
+  /// Positional user inputs, in signature order; returns one tensor per output.
+  std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
+  /// User inputs by name (`{{"x", x}}`); every user input must be given once.
+  std::vector<at::Tensor> operator()(
+      const std::vector<std::pair<std::string, at::Tensor>>& kwargs) const;
+
+ private:
+  std::shared_ptr<const GraphModule> runner_;
+  std::vector<at::Tensor> state_;
+  std::vector<std::string> user_inputs_;
+};
+
+/// An exported program: its graph, signature and weights.
+class ExportedProgram {
+ public:
+  ExportedProgram(Graph graph, GraphSignature signature, std::map<std::string, at::Tensor> state);
+
+  const Graph& graph() const { return runner_->graph(); }
+  const GraphSignature& graph_signature() const { return signature_; }
+  /// Parameters and buffers by placeholder name.
+  const std::map<std::string, at::Tensor>& state() const { return state_; }
+  /// A callable running the program on plain tensors.
+  ExportedModule module() const;
+  /// The forward code in export style (`torch.ops.aten.linear.default(...)`).
+  std::string code() const;
+  /// The program as seed 000 prints it: annotations and `# Module:` comments.
+  std::string print_readable() const;
+
+ private:
+  std::shared_ptr<const GraphModule> runner_;
+  GraphSignature signature_;
+  std::map<std::string, at::Tensor> state_;
+};
+
+/// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)
+/// into a program whose outputs are its selected out keys. Parameters and
+/// buffers become placeholders `p_<path>`/`b_<path>` (dots as `_`); the C++
+/// Linear's `t` + `addmm` prints as `aten.linear`; computation that no
+/// output needs is removed. Throws KeyError for an unknown or missing input.
+ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
+                               const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+
+}  // namespace tdfx
