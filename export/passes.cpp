@@ -68,6 +68,32 @@ size_t fuse_linear(Graph& graph) {
   return rewrites;
 }
 
+size_t canonicalize_scalar_overloads(Graph& graph) {
+  size_t rewrites = 0;
+  for (Node* node : graph.node_list()) {
+    if (node->op() != OpCode::kCallFunction || !node->target().is_aten() ||
+        node->target().overload() != "Scalar") {
+      continue;
+    }
+    const std::string& op = node->target().op_name();
+    if (op != "add" && op != "sub" && op != "mul" && op != "div") continue;
+    Node* replacement;
+    {
+      auto guard = graph.inserting_before(node);
+      replacement = graph.create_node(OpCode::kCallFunction, Target::aten("aten::" + op + ".Tensor"),
+                                      node->args(), node->kwargs());
+    }
+    replacement->meta() = node->meta();
+    node->replace_all_uses_with(replacement);
+    const std::string name = node->name();
+    graph.erase_node(node);
+    graph.rename(replacement, name);
+    ++rewrites;
+  }
+  graph.lint();
+  return rewrites;
+}
+
 std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
                                                                  torch::nn::Module& root) {
   std::unordered_map<std::string, std::vector<Node*>> attributes;

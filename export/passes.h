@@ -20,6 +20,15 @@ namespace tdfx {
 /// alpha are 1. Returns the number of rewrites; lint()s the graph.
 size_t fuse_linear(Graph& graph);
 
+/// Spells arithmetic with a number as torch.export does, on the Tensor
+/// overload (the number becomes a wrapped 0-dim tensor when run, which
+/// computes the same values bit for bit):
+///
+///     before: %add = aten.add.Scalar(%x, 0.5)     after: %add = aten.add.Tensor(%x, 0.5)
+///
+/// Covers add, sub, mul and div. Returns the number of rewrites; lint()s the graph.
+size_t canonicalize_scalar_overloads(Graph& graph);
+
 /// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)
 /// or `b_<path>` (buffer) with dots as `_`, placed before the other
 /// placeholders, in `root`'s parameter then buffer order. Returns, in that

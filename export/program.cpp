@@ -127,6 +127,7 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   Graph graph = std::move(built.graph);
 
   fuse_linear(graph);
+  canonicalize_scalar_overloads(graph);
   graph.eliminate_dead_code();
   const auto lifted = lift_parameters(graph, *module);
 

@@ -1,5 +1,6 @@
 #include "graph/graph_module.h"
 
+#include <ATen/ScalarOps.h>
 #include <c10/util/Exception.h>
 
 #include <unordered_map>
@@ -139,6 +140,18 @@ c10::IValue constant_value(const Node& node, const Argument& arg, const c10::Typ
   return std::visit(Visitor{node, type}, arg.value);
 }
 
+bool is_number(const Argument& arg) {
+  return arg.is<int64_t>() || arg.is<double>() || arg.is<bool>();
+}
+
+at::Tensor wrapped_number(const Argument& arg) {
+  at::Tensor t = arg.is<double>()   ? at::scalar_to_tensor(at::Scalar(arg.as<double>()))
+                 : arg.is<int64_t>() ? at::scalar_to_tensor(at::Scalar(arg.as<int64_t>()))
+                                     : at::scalar_to_tensor(at::Scalar(arg.as<bool>()));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
 bool has_nodes(const Argument& arg) {
   bool found = false;
   for_each_node(arg, [&](Node*) { found = true; });
@@ -272,6 +285,13 @@ class Compiler {
       if (full[i].is<None>() && formals[i].default_value()) {
         Source s;
         s.constant = *formals[i].default_value();
+        step.sources.push_back(std::move(s));
+      } else if (formals[i].type()->kind() == c10::TypeKind::TensorType && is_number(full[i])) {
+        // A number where the schema wants a tensor: pass it as torch does for
+        // Python scalars, a 0-dim "wrapped number" that keeps scalar type
+        // promotion (so add.Tensor(x, 0.5) computes exactly add.Scalar(x, 0.5)).
+        Source s;
+        s.constant = wrapped_number(full[i]);
         step.sources.push_back(std::move(s));
       } else {
         step.sources.push_back(source(node, full[i], formals[i].type()));
