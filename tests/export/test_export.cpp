@@ -1,0 +1,100 @@
+// export_program on seed 000's models: signature, printed program, outputs.
+#include <doctest/doctest.h>
+#include <torch/utils.h>
+
+#include "core/error.h"
+#include "export/program.h"
+#include "samples/pipelines.h"
+
+using namespace tdfx;
+
+namespace {
+
+std::vector<std::string> op_sequence(const Graph& graph) {
+  std::vector<std::string> ops;
+  for (const Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kCallFunction) ops.push_back(node->target().str());
+  }
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("export: seed 000's model lifts parameters, fuses Linear and returns four outputs") {
+  auto model = samples::seed_000_model();
+  const at::Tensor x = at::randn({1, 3});
+  ExportedProgram program = export_program(model, {{"x", x}});
+  program.graph().lint();
+  CHECK(program.graph_signature().str() ==
+        "input parameter p_module_0_module_weight -> module.0.module.weight\n"
+        "input parameter p_module_0_module_bias -> module.0.module.bias\n"
+        "input parameter p_module_2_module_weight -> module.2.module.weight\n"
+        "input parameter p_module_2_module_bias -> module.2.module.bias\n"
+        "input user_input x -> x\n"
+        "output relu -> 'hidden'\n"
+        "output linear_1 -> 'latent'\n"
+        "output getitem -> 'loc'\n"
+        "output clamp_min -> 'scale'\n");
+  CHECK(op_sequence(program.graph()) ==
+        std::vector<std::string>{"aten::linear", "aten::relu", "aten::linear", "aten::chunk",
+                                 "operator.getitem", "operator.getitem", "aten::add.Tensor",
+                                 "aten::softplus", "aten::add.Tensor", "aten::clamp_min"});
+  const auto expected = model->call({}, {{"x", x}});
+  const auto got = program.module()({{"x", x}});
+  REQUIRE(got.size() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(at::equal(got[i], expected[i]));
+  CHECK(at::equal(program.module()({x})[3], expected[3]));
+}
+
+TEST_CASE("export: the readable program carries annotations and module comments") {
+  ExportedProgram program = export_program(samples::seed_000_model(), {{"x", at::randn({1, 3})}});
+  const std::string text = program.print_readable();
+  CHECK(text.find("def forward(self, p_module_0_module_weight: \"f32[4, 3]\", "
+                  "p_module_0_module_bias: \"f32[4]\", p_module_2_module_weight: \"f32[4, 4]\", "
+                  "p_module_2_module_bias: \"f32[4]\", x: \"f32[1, 3]\"):") != std::string::npos);
+  CHECK(text.find("# Module: module.0.module (Linear(in_features=3, out_features=4, bias=true))") !=
+        std::string::npos);
+  CHECK(text.find("add: \"f32[1, 2]\" = torch.ops.aten.add.Tensor(getitem_1, 0.5254586935043335);  "
+                  "getitem_1 = None") != std::string::npos);
+  CHECK(text.find("return (relu, linear_1, getitem, clamp_min)") != std::string::npos);
+}
+
+TEST_CASE("export: selecting loc removes the computation no output needs") {
+  auto model = samples::seed_000_model();
+  model->select_out_keys("loc");
+  const at::Tensor x = at::randn({1, 3});
+  ExportedProgram program = export_program(model, {{"x", x}});
+  CHECK(op_sequence(program.graph()) ==
+        std::vector<std::string>{"aten::linear", "aten::relu", "aten::linear", "aten::chunk",
+                                 "operator.getitem"});
+  CHECK(program.graph_signature().outputs.size() == 1);
+  CHECK(program.graph_signature().outputs[0].key == NestedKey("loc"));
+  CHECK(at::equal(program.module()({{"x", x}})[0], model->call({}, {{"x", x}})[0]));
+}
+
+TEST_CASE("export: a nested input key becomes the keyword some_key") {
+  auto model = samples::seed_000_nested_model();
+  const at::Tensor x = at::randn({1, 3});
+  ExportedProgram program = export_program(model, {{"some_key", x}});
+  CHECK(program.code() ==
+        "\n\n\ndef forward(self, some_key):\n"
+        "    add = torch.ops.aten.add.Tensor(some_key, 1);  some_key = None\n"
+        "    sub = torch.ops.aten.sub.Tensor(add, 1);  add = None\n"
+        "    return (sub,)\n"
+        "    ");
+  const auto out = program.module()({{"some_key", x}});
+  CHECK(at::allclose(out.at(0), x));
+  CHECK(program.graph_signature().outputs[0].key == NestedKey({"some", "output"}));
+}
+
+TEST_CASE("export: unknown and missing inputs name the input and the accepted names") {
+  auto model = samples::seed_000_model();
+  CHECK_THROWS_WITH_AS(export_program(model, {{"y", at::randn({1, 3})}}),
+                       doctest::Contains("unknown input 'y'; inputs: x"), KeyError);
+  CHECK_THROWS_WITH_AS(export_program(model, {}), doctest::Contains("key 'x' not found"), KeyError);
+  ExportedProgram program = export_program(model, {{"x", at::randn({1, 3})}});
+  CHECK_THROWS_WITH_AS(program.module()({{"z", at::randn({1, 3})}}),
+                       doctest::Contains("no input 'z'"), KeyError);
+  CHECK_THROWS_WITH_AS(program.module()(std::vector<at::Tensor>{}),
+                       doctest::Contains("takes 1 user input"), ShapeError);
+}
