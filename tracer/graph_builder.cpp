@@ -78,7 +78,8 @@ class NameScopes {
   }
 
   void note_write(size_t call, const NestedKey& key) {
-    for (const auto& [level, child] : chain(call)) levels_[static_cast<size_t>(level)].keys.insert(key);
+    for (const auto& [level, child] : chain(call))
+      levels_[static_cast<size_t>(level)].keys.insert(key);
   }
 
  private:
@@ -135,7 +136,8 @@ class Builder {
       for (jit::Value* v : call.outputs) escaping_.insert(v);
     }
     if (options_.outline_leaves) find_leaf_regions();
-    if (options_.key_style == KeyStyle::kGetItem) tensordict_ = out_.graph.placeholder("tensordict");
+    if (options_.key_style == KeyStyle::kGetItem)
+      tensordict_ = out_.graph.placeholder("tensordict");
     for (jit::Node* node : recording_.graph->nodes()) {
       if (region_nodes_.count(node)) {
         auto it = region_starts_.find(node);
@@ -267,9 +269,10 @@ class Builder {
       env_[value] = node;
       return node;
     }
-    fail<TraceError>("{}: a value of the trace ({}) comes from outside the module; capture "
-                     "tensors as parameters or buffers",
-                     describe_call(current_call_), value->debugName());
+    fail<TraceError>(
+        "{}: a value of the trace ({}) comes from outside the module; capture "
+        "tensors as parameters or buffers",
+        describe_call(current_call_), value->debugName());
   }
 
   std::string relative_to_call(const std::string& path, size_t call) const {
@@ -317,16 +320,18 @@ class Builder {
       return list(std::move(items));
     }
     if (value.isTensor()) {
-      fail<TraceError>("{}: the module uses a tensor constant {}; register it as a buffer so the "
-                       "graph can name it",
-                       describe_call(current_call_), source ? source->debugName() : "");
+      fail<TraceError>(
+          "{}: the module uses a tensor constant {}; register it as a buffer so the "
+          "graph can name it",
+          describe_call(current_call_), source ? source->debugName() : "");
     }
     fail<TraceError>("{}: cannot record a constant of kind {}", describe_call(current_call_),
                      value.tagKind());
   }
 
   Node* create(OpCode op, Target target, Args args, size_t call, const std::string& base) {
-    const std::string name = call < recording_.calls.size() ? names_.node_name(call, base, op) : base;
+    const std::string name =
+        call < recording_.calls.size() ? names_.node_name(call, base, op) : base;
     Node* node = out_.graph.create_node(op, std::move(target), std::move(args), {}, name);
     if (!first_op_) first_op_ = node;
     return node;
@@ -368,7 +373,8 @@ class Builder {
     }
     if (kind == c10::prim::ListUnpack || kind == c10::prim::TupleUnpack) {
       Node* source = lookup(node->input()).node();
-      if (!source) fail<TraceError>("{}: cannot unpack a constant list", describe_call(current_call_));
+      if (!source)
+        fail<TraceError>("{}: cannot unpack a constant list", describe_call(current_call_));
       for (size_t i = 0; i < node->outputs().size(); ++i) {
         Node* item = create(OpCode::kCallFunction, Target::getitem(),
                             {source, static_cast<int64_t>(i)}, current_call_, "getitem");
@@ -386,10 +392,10 @@ class Builder {
     const auto& formals = schema->arguments();
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       jit::Value* input = node->inputs()[i];
-      if (is_constant(input) && !env_.count(input) && input->node()->kind() == c10::prim::Constant) {
-        args.push_back(constant_argument(*jit::toIValue(input),
-                                         i < formals.size() ? formals[i].real_type() : nullptr,
-                                         input));
+      if (is_constant(input) && !env_.count(input) &&
+          input->node()->kind() == c10::prim::Constant) {
+        args.push_back(constant_argument(
+            *jit::toIValue(input), i < formals.size() ? formals[i].real_type() : nullptr, input));
       } else {
         args.push_back(lookup(input));
       }
@@ -398,8 +404,8 @@ class Builder {
         schema->name() + (schema->overload_name().empty() ? "" : "." + schema->overload_name());
     Target target = Target::aten(qualified);
     const std::string base = target.op_name();
-    Node* created = create(OpCode::kCallFunction, std::move(target), std::move(args),
-                           current_call_, base);
+    Node* created =
+        create(OpCode::kCallFunction, std::move(target), std::move(args), current_call_, base);
     if (node->outputs().size() == 1) {
       set_meta(created, node->output(), current_call_);
       env_[node->output()] = created;
@@ -418,9 +424,9 @@ class Builder {
   void emit_read(jit::Node* node, const KeyRead& read) {
     Node* created;
     if (options_.key_style == KeyStyle::kGetItem) {
-      created = out_.graph.create_node(OpCode::kCallFunction, Target::getitem(),
-                                       {tensordict_, read.key}, {},
-                                       names_.read_name(read.call, read.key));
+      created =
+          out_.graph.create_node(OpCode::kCallFunction, Target::getitem(), {tensordict_, read.key},
+                                 {}, names_.read_name(read.call, read.key));
     } else {
       // Placeholders come first, before any computation.
       auto guard = first_op_ ? out_.graph.inserting_before(first_op_)

@@ -83,16 +83,16 @@ class Recorder {
       for (size_t i = 0; i < children.size(); ++i) {
         auto child_levels = levels;
         child_levels.insert(child_levels.begin(), {level, static_cast<int>(i)});
-        visit(*children[i], join_path(join_path(path, "module"), std::to_string(i)),
-              child_levels);
+        visit(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
       }
       return;
     }
     auto* td_module = dynamic_cast<TensorDictModule*>(&module);
     if (!td_module) {
-      fail<TraceError>("{}: cannot trace this module type; tdfx traces TensorDictModule and "
-                       "TensorDictSequential",
-                       module.describe());
+      fail<TraceError>(
+          "{}: cannot trace this module type; tdfx traces TensorDictModule and "
+          "TensorDictSequential",
+          module.describe());
     }
     call(*td_module, path, std::move(levels));
   }

@@ -36,8 +36,10 @@ Graph seed_000_program() {
   Node* add = with_meta(
       g.call_function(Target::aten("aten::add.Tensor"), {scale, 0.5254586935043335}), {1, 2});
   Node* softplus = with_meta(g.call_function(Target::aten("aten::softplus"), {add, 1, 20}), {1, 2});
-  Node* add_1 = with_meta(g.call_function(Target::aten("aten::add.Tensor"), {softplus, 0.01}), {1, 2});
-  Node* clamp = with_meta(g.call_function(Target::aten("aten::clamp_min"), {add_1, 0.0001}), {1, 2});
+  Node* add_1 =
+      with_meta(g.call_function(Target::aten("aten::add.Tensor"), {softplus, 0.01}), {1, 2});
+  Node* clamp =
+      with_meta(g.call_function(Target::aten("aten::clamp_min"), {add_1, 0.0001}), {1, 2});
   for (Node* n : {chunk, loc, scale, add, softplus, add_1, clamp}) {
     n->meta().module_path = "module.3.module";
     n->meta().module_type = "NormalParamExtractor()";
@@ -88,7 +90,8 @@ TEST_CASE("readable: module comments name the module each run of lines came from
         std::string::npos);
   CHECK(text.find("):\n        # Module: module.0.module (Linear(in_features=3, out_features=4, "
                   "bias=true))\n        linear: ") != std::string::npos);
-  CHECK(text.find("\n\n        # Module: module.3.module (NormalParamExtractor())\n        chunk = ") !=
+  CHECK(text.find(
+            "\n\n        # Module: module.3.module (NormalParamExtractor())\n        chunk = ") !=
         std::string::npos);
 }
 

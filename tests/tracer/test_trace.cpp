@@ -61,13 +61,15 @@ TEST_CASE("trace: seed 002's module prints the golden graph and code and runs bi
   gm.graph().lint();
 }
 
-TEST_CASE("trace: seed 002's sequential prints the golden graph and code and runs bit-identically") {
+TEST_CASE(
+    "trace: seed 002's sequential prints the golden graph and code and runs bit-identically") {
   auto module = seed_sequential();
   const TensorDict input = seed_sequential_input();
   TDGraphModule gm = symbolic_trace(module, input);
   check_golden(gm, "seed_sequential");
   check_bit_identical(module, gm, input);
-  CHECK(gm.out_keys() == std::vector<NestedKey>{{"intermediate", "x"}, {"output", "probabilities"}});
+  CHECK(gm.out_keys() ==
+        std::vector<NestedKey>{{"intermediate", "x"}, {"output", "probabilities"}});
 }
 
 TEST_CASE("trace: a nested sequential prints the golden graph and code and runs bit-identically") {
@@ -156,8 +158,8 @@ TEST_CASE("trace: a wrong number of outputs names the module and its out keys") 
 
 TEST_CASE("trace: a captured tensor is refused and the next trace works") {
   const at::Tensor captured = at::ones({2});
-  auto module = make_td_module([captured](const at::Tensor& x) { return x * captured; }, {"x"},
-                               {"y"});
+  auto module =
+      make_td_module([captured](const at::Tensor& x) { return x * captured; }, {"x"}, {"y"});
   TensorDict input({{"x", at::randn({2})}});
   CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("tensor constant"),
                        TraceError);
@@ -170,12 +172,14 @@ TEST_CASE("trace: two threads trace different pipelines at the same time") {
   std::string sequential_text, nested_text;
   std::thread a([&] {
     for (int i = 0; i < 20; ++i) {
-      sequential_text = to_string(symbolic_trace(seed_sequential(), seed_sequential_input()).graph());
+      sequential_text =
+          to_string(symbolic_trace(seed_sequential(), seed_sequential_input()).graph());
     }
   });
   std::thread b([&] {
     for (int i = 0; i < 20; ++i) {
-      nested_text = to_string(symbolic_trace(nested_sequential(), nested_sequential_input()).graph());
+      nested_text =
+          to_string(symbolic_trace(nested_sequential(), nested_sequential_input()).graph());
     }
   });
   a.join();
