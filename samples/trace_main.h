@@ -6,14 +6,15 @@
 
 #include "codegen/python_code.h"
 #include "tensordict/modules.h"
+#include "tracer/diagram.h"
 #include "tracer/symbolic_trace.h"
 
 namespace tdfx::samples {
 
-/// Traces `module` on `input`; prints the graph, the code and the comparison.
-/// Returns the process exit code.
+/// Traces `module` on `input`; prints the graph, the code and the comparison;
+/// draws the graph to `diagram` unless it is empty. Returns the exit code.
 inline int trace_and_compare(const std::shared_ptr<TensorDictModuleBase>& module,
-                             const TensorDict& input) {
+                             const TensorDict& input, const std::string& diagram = "") {
   TDGraphModule graph_module = symbolic_trace(module, input);
   std::cout << graph_module.graph() << "\n";
   std::cout << graph_module.code() << "\n";
@@ -29,6 +30,10 @@ inline int trace_and_compare(const std::shared_ptr<TensorDictModuleBase>& module
     identical &= same;
   }
   std::cout << (identical ? "all outputs bit-identical" : "outputs differ") << "\n";
+  if (!diagram.empty()) {
+    write_diagram(graph_module, diagram);
+    std::cout << "wrote " << diagram << "\n";
+  }
   return identical ? 0 : 1;
 }
 

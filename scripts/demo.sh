@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds tdfx and runs the main job.
+# Installs what is missing, builds tdfx and runs the main job: traces seed 002's
+# pipeline, prints its graph and code, and writes trace_sequential.svg here.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j "$(nproc)"
-build/bin/seed_model
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/bootstrap.sh"
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release
+cmake --build "$root/build" -j "$(nproc)"
+"$root/build/bin/trace_sequential" trace_sequential.svg

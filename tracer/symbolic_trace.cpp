@@ -8,10 +8,11 @@
 namespace tdfx {
 
 TDGraphModule::TDGraphModule(GraphModule module, std::vector<NestedKey> input_keys,
-                             std::vector<NestedKey> out_keys)
+                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules)
     : module_(std::move(module)),
       input_keys_(std::move(input_keys)),
-      out_keys_(std::move(out_keys)) {}
+      out_keys_(std::move(out_keys)),
+      modules_(std::move(modules)) {}
 
 std::string TDGraphModule::code() const { return python_code(module_.graph()); }
 
@@ -59,9 +60,14 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   auto [root, prefix] = detail::graph_root(module, options);
   detail::Recording recording = detail::record(*module, example, prefix);
   detail::BuiltGraph built = detail::build_graph(recording, *root, options);
+  std::vector<TracedModule> modules;
+  for (const auto& call : recording.calls) {
+    modules.push_back(
+        {call.td_path, call.module->describe(), call.module->in_keys(), call.module->out_keys()});
+  }
   GraphModule graph_module(root, std::move(built.graph));
   return TDGraphModule(std::move(graph_module), std::move(built.input_keys),
-                       std::move(built.output_keys));
+                       std::move(built.output_keys), std::move(modules));
 }
 
 }  // namespace tdfx

@@ -14,6 +14,16 @@
 
 namespace tdfx {
 
+/// One TensorDictModule call of a trace: where it sits and which keys it reads and writes.
+struct TracedModule {
+  /// Its path from the graph root ("0", "0.module.1"); "" for a root module.
+  std::string path;
+  /// Its description (`TensorDictModule(module=..., in_keys=[...], out_keys=[...])`).
+  std::string label;
+  std::vector<NestedKey> in_keys;
+  std::vector<NestedKey> out_keys;
+};
+
 /// A traced TensorDict module: runs the graph on a TensorDict and writes the
 /// out keys, as tensordict's prototype `TDGraphModule` does.
 ///
@@ -23,7 +33,7 @@ namespace tdfx {
 class TDGraphModule {
  public:
   TDGraphModule(GraphModule module, std::vector<NestedKey> input_keys,
-                std::vector<NestedKey> out_keys);
+                std::vector<NestedKey> out_keys, std::vector<TracedModule> modules = {});
 
   const Graph& graph() const { return module_.graph(); }
   /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
@@ -34,6 +44,8 @@ class TDGraphModule {
   const std::vector<NestedKey>& input_keys() const { return input_keys_; }
   /// The keys the outputs are written to, in output order.
   const std::vector<NestedKey>& out_keys() const { return out_keys_; }
+  /// The TensorDictModule calls the trace went through, in order.
+  const std::vector<TracedModule>& modules() const { return modules_; }
 
   /// Runs the graph on `td`'s keys and writes the out keys into `td`.
   TensorDict& forward(TensorDict& td) const;
@@ -46,6 +58,7 @@ class TDGraphModule {
   GraphModule module_;
   std::vector<NestedKey> input_keys_;
   std::vector<NestedKey> out_keys_;
+  std::vector<TracedModule> modules_;
 };
 
 /// Traces `module` run once on `example` (which is not modified). Key reads
