@@ -76,12 +76,13 @@ json graph_to_json(const Graph& graph) {
 json signature_to_json(const GraphSignature& signature) {
   json inputs = json::array();
   for (const auto& in : signature.inputs) {
-    inputs.push_back({{"kind", std::string(to_string(in.kind))}, {"name", in.name},
-                      {"target", in.target}});
+    inputs.push_back(
+        {{"kind", std::string(to_string(in.kind))}, {"name", in.name}, {"target", in.target}});
   }
   json outputs = json::array();
   for (const auto& out : signature.outputs) {
-    outputs.push_back({{"name", out.name}, {"key", out.key.parts()}, {"is_tuple", out.key.is_tuple()}});
+    outputs.push_back(
+        {{"name", out.name}, {"key", out.key.parts()}, {"is_tuple", out.key.is_tuple()}});
   }
   return {{"inputs", inputs}, {"outputs", outputs}};
 }
@@ -110,7 +111,8 @@ const json& array(const json& object, const char* name, const std::string& where
 }
 
 NestedKey key_from_json(const json& parts, bool is_tuple, const std::string& where) {
-  if (!parts.is_array() || parts.empty()) fail<ArchiveError>("{}: a key must be a non-empty list", where);
+  if (!parts.is_array() || parts.empty())
+    fail<ArchiveError>("{}: a key must be a non-empty list", where);
   std::vector<std::string> items;
   for (const json& part : parts) {
     if (!part.is_string()) fail<ArchiveError>("{}: a key part is not a string", where);
@@ -176,7 +178,8 @@ class GraphReader {
       }
       read_meta(field(entry, "meta", where), node->meta(), where);
       if (entry.contains("body")) {
-        node->set_body(std::make_shared<Graph>(GraphReader(where + " body").read(entry["body"], depth + 1)));
+        node->set_body(
+            std::make_shared<Graph>(GraphReader(where + " body").read(entry["body"], depth + 1)));
       }
       by_name[name] = node;
     }
@@ -191,13 +194,16 @@ class GraphReader {
  private:
   static Node* create(Graph& graph, const std::string& op, const std::string& target, Args args,
                       Kwargs kwargs, const std::string& name, const std::string& where) {
-    if (op == "placeholder") return graph.create_node(OpCode::kPlaceholder, Target(target), {}, {}, name);
+    if (op == "placeholder")
+      return graph.create_node(OpCode::kPlaceholder, Target(target), {}, {}, name);
     if (op == "get_attr") return graph.create_node(OpCode::kGetAttr, Target(target), {}, {}, name);
     if (op == "call_module") {
-      return graph.create_node(OpCode::kCallModule, Target(target), std::move(args), std::move(kwargs), name);
+      return graph.create_node(OpCode::kCallModule, Target(target), std::move(args),
+                               std::move(kwargs), name);
     }
     if (op == "call_method") {
-      return graph.create_node(OpCode::kCallMethod, Target(target), std::move(args), std::move(kwargs), name);
+      return graph.create_node(OpCode::kCallMethod, Target(target), std::move(args),
+                               std::move(kwargs), name);
     }
     if (op == "output") {
       if (args.size() != 1) fail<ArchiveError>("{}: output takes one argument", where);
@@ -205,7 +211,8 @@ class GraphReader {
     }
     if (op == "call_function") {
       Target t = target == "operator.getitem" ? Target::getitem() : Target::aten(target);
-      return graph.create_node(OpCode::kCallFunction, std::move(t), std::move(args), std::move(kwargs), name);
+      return graph.create_node(OpCode::kCallFunction, std::move(t), std::move(args),
+                               std::move(kwargs), name);
     }
     fail<ArchiveError>("{}: unknown op '{}'", where, op);
   }
@@ -215,7 +222,8 @@ class GraphReader {
     if (!value.is_object() || value.size() < 1) fail<ArchiveError>("{}: malformed argument", where);
     if (value.contains("none")) return None{};
     if (value.contains("bool") && value["bool"].is_boolean()) return value["bool"].get<bool>();
-    if (value.contains("int") && value["int"].is_number_integer()) return value["int"].get<int64_t>();
+    if (value.contains("int") && value["int"].is_number_integer())
+      return value["int"].get<int64_t>();
     if (value.contains("float")) {
       const json& f = value["float"];
       if (f.is_number()) return f.get<double>();
@@ -286,20 +294,24 @@ GraphSignature signature_from_json(const json& value, const std::string& where) 
     signature.inputs.push_back({k, text(in, "name", where), text(in, "target", where)});
   }
   for (const json& out : array(value, "outputs", where)) {
-    const bool is_tuple = out.contains("is_tuple") && out["is_tuple"].is_boolean() && out["is_tuple"].get<bool>();
-    signature.outputs.push_back({text(out, "name", where), key_from_json(field(out, "key", where), is_tuple, where)});
+    const bool is_tuple =
+        out.contains("is_tuple") && out["is_tuple"].is_boolean() && out["is_tuple"].get<bool>();
+    signature.outputs.push_back(
+        {text(out, "name", where), key_from_json(field(out, "key", where), is_tuple, where)});
   }
   return signature;
 }
 
 std::string read_record(caffe2::serialize::PyTorchStreamReader& reader, const std::string& name,
                         const std::string& where) {
-  if (!reader.hasRecord(name)) fail<ArchiveError>("{}: not a tdfx archive (no record '{}')", where, name);
+  if (!reader.hasRecord(name))
+    fail<ArchiveError>("{}: not a tdfx archive (no record '{}')", where, name);
   auto [data, size] = reader.getRecord(name);
   return std::string(static_cast<const char*>(data.get()), size);
 }
 
-ExportedProgram read_archive(caffe2::serialize::PyTorchStreamReader& reader, const std::string& where) {
+ExportedProgram read_archive(caffe2::serialize::PyTorchStreamReader& reader,
+                             const std::string& where) {
   const json document = json::parse(read_record(reader, "program.json", where), nullptr, false);
   if (document.is_discarded()) fail<ArchiveError>("{}: program.json is not valid JSON", where);
   if (!document.is_object() || text(document, "format", where) != kFormat) {
@@ -307,14 +319,17 @@ ExportedProgram read_archive(caffe2::serialize::PyTorchStreamReader& reader, con
   }
   const json& version = field(document, "version", where);
   if (!version.is_number_integer() || version.get<int>() != kVersion) {
-    fail<ArchiveError>("{}: archive version {} is not supported (expected {})", where, version.dump(), kVersion);
+    fail<ArchiveError>("{}: archive version {} is not supported (expected {})", where,
+                       version.dump(), kVersion);
   }
   Graph graph = GraphReader(where).read(field(document, "nodes", where));
   GraphSignature signature = signature_from_json(field(document, "signature", where), where);
 
   const std::string weights_bytes = read_record(reader, "weights.pkl", where);
-  c10::IValue weights = torch::jit::pickle_load(std::vector<char>(weights_bytes.begin(), weights_bytes.end()));
-  if (!weights.isGenericDict()) fail<ArchiveError>("{}: weights.pkl does not hold a dictionary", where);
+  c10::IValue weights =
+      torch::jit::pickle_load(std::vector<char>(weights_bytes.begin(), weights_bytes.end()));
+  if (!weights.isGenericDict())
+    fail<ArchiveError>("{}: weights.pkl does not hold a dictionary", where);
   std::map<std::string, at::Tensor> state;
   for (const auto& item : weights.toGenericDict()) {
     if (!item.key().isString() || !item.value().isTensor()) {

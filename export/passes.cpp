@@ -80,8 +80,9 @@ size_t canonicalize_scalar_overloads(Graph& graph) {
     Node* replacement;
     {
       auto guard = graph.inserting_before(node);
-      replacement = graph.create_node(OpCode::kCallFunction, Target::aten("aten::" + op + ".Tensor"),
-                                      node->args(), node->kwargs());
+      replacement =
+          graph.create_node(OpCode::kCallFunction, Target::aten("aten::" + op + ".Tensor"),
+                            node->args(), node->kwargs());
     }
     replacement->meta() = node->meta();
     node->replace_all_uses_with(replacement);

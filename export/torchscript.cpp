@@ -52,11 +52,13 @@ std::string int_literal(int64_t value) {
 // graph runner does, so the values stay bit for bit the same.
 const c10::FunctionSchema* scalar_sibling(const c10::FunctionSchema& schema, size_t index) {
   std::string overload = schema.overload_name();
-  const auto at = overload.find("Tensor");
-  overload = overload.empty() ? "Scalar" : at == std::string::npos
-                                               ? overload
-                                               : overload.replace(at, 6, "Scalar");
-  if (overload == schema.overload_name()) return nullptr;
+  if (overload.empty()) {
+    overload = "Scalar";
+  } else if (const auto at = overload.find("Tensor"); at != std::string::npos) {
+    overload.replace(at, 6, "Scalar");
+  } else {
+    return nullptr;
+  }
   auto handle = c10::Dispatcher::singleton().findSchema({schema.name(), overload});
   if (!handle) return nullptr;
   const c10::FunctionSchema& sibling = handle->schema();
@@ -95,8 +97,8 @@ class TorchScriptPrinter {
           break;
         case OpCode::kCallFunction:
           check_local_name(node->name());
-          line(node->name() + " = " + (node->target().is_getitem() ? getitem(*node)
-                                                                    : aten_call(*node)));
+          line(node->name() + " = " +
+               (node->target().is_getitem() ? getitem(*node) : aten_call(*node)));
           break;
         case OpCode::kOutput:
           line(output(*node, result_type));
@@ -108,8 +110,8 @@ class TorchScriptPrinter {
               node->name(), to_string(node->op()), node->target().str());
       }
     }
-    std::string out = fmt::format("def forward({}) -> Tuple[{}]:\n", fmt::join(parameters, ", "),
-                                  result_type);
+    std::string out =
+        fmt::format("def forward({}) -> Tuple[{}]:\n", fmt::join(parameters, ", "), result_type);
     for (const auto& text : lines_) out += "    " + text + "\n";
     return out;
   }
@@ -157,7 +159,8 @@ class TorchScriptPrinter {
     }
     if (arg.is<double>()) return float_literal(arg.as<double>());
     if (arg.is<std::string>()) return python_repr(arg.as<std::string>());
-    if (arg.is<c10::ScalarType>()) return std::to_string(static_cast<int>(arg.as<c10::ScalarType>()));
+    if (arg.is<c10::ScalarType>())
+      return std::to_string(static_cast<int>(arg.as<c10::ScalarType>()));
     if (arg.is<c10::Device>()) {
       return fmt::format("torch.device({})", python_repr(arg.as<c10::Device>().str()));
     }
@@ -226,11 +229,13 @@ class TorchScriptPrinter {
   std::string getitem(const Node& node) {
     const Args& args = node.args();
     if (args.size() != 2 || !args[0].node() || !args[1].is<int64_t>()) {
-      fail<Error>("to_torchscript: %{} indexes {} by {}; only a list or tuple by an int is supported",
-                  node.name(), args.empty() ? "nothing" : fx_repr(args[0]),
-                  args.size() < 2 ? "nothing" : fx_repr(args[1]));
+      fail<Error>(
+          "to_torchscript: %{} indexes {} by {}; only a list or tuple by an int is supported",
+          node.name(), args.empty() ? "nothing" : fx_repr(args[0]),
+          args.size() < 2 ? "nothing" : fx_repr(args[1]));
     }
-    return fmt::format("{}[{}]", reference(node, args[0].node()), int_literal(args[1].as<int64_t>()));
+    return fmt::format("{}[{}]", reference(node, args[0].node()),
+                       int_literal(args[1].as<int64_t>()));
   }
 
   std::string output(const Node& node, std::string& result_type) {
@@ -263,8 +268,8 @@ std::string overload_str(const c10::OperatorName& name) {
 }
 
 // TorchScript picks overloads by argument types; make sure it picked the graph's.
-void check_overloads(const torch::jit::Graph& graph,
-                     const std::vector<c10::OperatorName>& expected, const std::string& source) {
+void check_overloads(const torch::jit::Graph& graph, const std::vector<c10::OperatorName>& expected,
+                     const std::string& source) {
   std::set<std::string> ops;
   for (const auto& name : expected) ops.insert(name.name);
   std::vector<std::string> resolved;

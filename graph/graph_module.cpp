@@ -158,9 +158,20 @@ bool has_nodes(const Argument& arg) {
   return found;
 }
 
+// Parameters and buffers of the root by path, gathered once per compile.
+using AttributeMap = std::unordered_map<std::string, at::Tensor>;
+
+AttributeMap attributes_of(torch::nn::Module& root) {
+  AttributeMap attributes;
+  for (const auto& item : root.named_parameters(true)) attributes[item.key()] = item.value();
+  for (const auto& item : root.named_buffers(true)) attributes[item.key()] = item.value();
+  return attributes;
+}
+
 class Compiler {
  public:
-  Compiler(torch::nn::Module& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
+  Compiler(const AttributeMap& attributes, std::string prefix)
+      : attributes_(attributes), prefix_(std::move(prefix)) {}
 
   std::shared_ptr<Plan> compile(const Graph& graph) {
     auto plan = std::make_shared<Plan>();
@@ -204,8 +215,8 @@ class Compiler {
 
   c10::IValue resolve_attribute(const Node& node) {
     const std::string path = prefix_ + node.target().str();
-    if (const auto* p = root_.named_parameters(true).find(path)) return *p;
-    if (const auto* b = root_.named_buffers(true).find(path)) return *b;
+    auto it = attributes_.find(path);
+    if (it != attributes_.end()) return it->second;
     fail<GraphError>("get_attr %{}: the module has no parameter or buffer '{}'", node.name(), path);
   }
 
@@ -241,7 +252,7 @@ class Compiler {
                            node.target().str());
         }
         step.kind = Step::Kind::kCallModule;
-        step.body = Compiler(root_, prefix_ + node.target().str() + ".").compile(*node.body());
+        step.body = Compiler(attributes_, prefix_ + node.target().str() + ".").compile(*node.body());
         if (step.body->placeholders.size() != node.args().size()) {
           fail<GraphError>("call_module %{} passes {} arguments; its body takes {}", node.name(),
                            node.args().size(), step.body->placeholders.size());
@@ -318,7 +329,7 @@ class Compiler {
     }
   }
 
-  torch::nn::Module& root_;
+  const AttributeMap& attributes_;
   std::string prefix_;
   std::unordered_map<const Node*, int> slots_;
 };
@@ -365,6 +376,7 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
     slots[static_cast<size_t>(placeholders[i])] = std::move(inputs[i]);
   }
   std::vector<c10::IValue> stack;
+  stack.reserve(16);
   for (const Step& step : steps) {
     try {
       switch (step.kind) {
@@ -422,9 +434,8 @@ GraphModule& GraphModule::operator=(GraphModule&&) noexcept = default;
 
 void GraphModule::recompile() {
   graph_.lint();
-  static torch::nn::Module empty_root;
-  torch::nn::Module& root = root_ ? *root_ : empty_root;
-  auto plan = Compiler(root, "").compile(graph_);
+  const AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
+  auto plan = Compiler(attributes, "").compile(graph_);
   plan_ = std::make_unique<detail::Plan>(std::move(*plan));
 }
 

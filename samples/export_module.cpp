@@ -4,7 +4,9 @@
 
 #include <iostream>
 
+#include "export/archive.h"
 #include "export/program.h"
+#include "export/torchscript.h"
 #include "samples/pipelines.h"
 
 namespace {
@@ -43,12 +45,20 @@ int main() try {
   std::cout << "nested output equals x: " << (at::allclose(nested_out.at(0), x) ? "yes" : "no")
             << "\n";
 
+  // Saving the exported program, and loading it back.
+  save(program, "model.pt2");
+  ExportedProgram loaded = load("model.pt2");
+  const bool loaded_same = all_equal(outputs, loaded.module()({{"x", x}}));
+  std::cout << "\nsaved model.pt2; loaded outputs equal: " << (loaded_same ? "yes" : "no") << "\n";
+  save_torchscript(program, "model.pt");
+  std::cout << "wrote model.pt (TorchScript)\n";
+
   model->select_out_keys("loc");
   ExportedProgram loc_program = export_program(model, {{"x", x}});
   std::cout << "\nafter select_out_keys('loc'):\n" << loc_program.print_readable() << "\n";
   const bool loc_same = all_equal(model->call({}, {{"x", x}}), loc_program.module()({{"x", x}}));
   std::cout << "loc output equal: " << (loc_same ? "yes" : "no") << "\n";
-  return same && loc_same ? 0 : 1;
+  return same && loaded_same && loc_same ? 0 : 1;
 } catch (const std::exception& e) {
   std::cerr << "export_module: " << e.what() << "\n";
   return 1;

@@ -10,7 +10,7 @@ RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters)
     if (traced.path.empty()) continue;  // a root module: the whole graph is its box
     options.modules.push_back({traced.path, traced.label, traced.in_keys, traced.out_keys});
   }
-  const auto& root = module.graph_module().root();
+  const auto& root = module.root();
   for (const Node* node : module.graph().nodes()) {
     if (node->op() != OpCode::kCallModule) continue;
     const std::string& target = node->target().str();

@@ -126,9 +126,7 @@ bool is_constant(const jit::Value* value) {
 class Builder {
  public:
   Builder(const Recording& recording, torch::nn::Module& root, const TraceOptions& options)
-      : recording_(recording), root_(root), options_(options), names_(recording) {
-    for (const auto& item : root.named_modules("", true)) modules_[item.key()] = item.value().get();
-  }
+      : recording_(recording), root_(root), options_(options), names_(recording) {}
 
   BuiltGraph build() {
     for (const auto& [key, value] : recording_.outputs) escaping_.insert(value);
@@ -482,7 +480,6 @@ class Builder {
   torch::nn::Module& root_;
   const TraceOptions& options_;
   NameScopes names_;
-  std::map<std::string, torch::nn::Module*> modules_;
   BuiltGraph out_;
   Node* tensordict_ = nullptr;
   Node* first_op_ = nullptr;

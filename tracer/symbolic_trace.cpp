@@ -2,26 +2,62 @@
 
 #include "codegen/python_code.h"
 #include "core/error.h"
+#include "graph/passes.h"
 #include "tracer/graph_builder.h"
 #include "tracer/recorder.h"
 
 namespace tdfx {
 
-TDGraphModule::TDGraphModule(GraphModule module, std::vector<NestedKey> input_keys,
-                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules)
-    : module_(std::move(module)),
-      input_keys_(std::move(input_keys)),
-      out_keys_(std::move(out_keys)),
-      modules_(std::move(modules)) {}
+namespace {
 
-std::string TDGraphModule::code() const { return python_code(module_.graph()); }
+// The graph that runs: bodies inlined, each getitem(tensordict, key) a placeholder.
+Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
+  Graph graph = traced.copy();
+  inline_call_modules(graph);
+  Node* tensordict = nullptr;
+  std::vector<Node*> reads;
+  for (Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kPlaceholder && node->target().str() == "tensordict")
+      tensordict = node;
+    if (tensordict && node->target().is_getitem() && node->args()[0].node() == tensordict) {
+      reads.push_back(node);
+    }
+  }
+  if (!tensordict) return graph;
+  for (Node* read : reads) {
+    Node* input;
+    {
+      auto guard = graph.inserting_before(tensordict);
+      input = graph.placeholder("key");
+    }
+    input->meta() = read->meta();
+    input_keys.push_back(read->args()[1].as<NestedKey>());
+    read->replace_all_uses_with(input);
+    graph.erase_node(read);
+  }
+  graph.erase_node(tensordict);
+  graph.lint();
+  return graph;
+}
+
+}  // namespace
+
+TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules)
+    : root_(std::move(root)),
+      graph_(std::move(graph)),
+      out_keys_(std::move(out_keys)),
+      modules_(std::move(modules)) {
+  runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
+}
+
+std::string TDGraphModule::code() const { return python_code(graph_); }
 
 std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
-  // The graph's one input is the TensorDict; its getitem nodes look keys up
-  // in a dictionary keyed as the graph module keys them.
-  c10::Dict<std::string, at::Tensor> inputs;
-  for (const NestedKey& key : input_keys_) inputs.insert(key.repr(), td.get(key));
-  auto outputs = module_.run({c10::IValue(inputs)});
+  std::vector<c10::IValue> inputs;
+  inputs.reserve(input_keys_.size());
+  for (const NestedKey& key : input_keys_) inputs.emplace_back(td.get(key));
+  auto outputs = runner_->run(std::move(inputs));
   std::vector<at::Tensor> tensors;
   tensors.reserve(outputs.size());
   for (auto& value : outputs) tensors.push_back(std::move(value).toTensor());
@@ -65,9 +101,8 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
     modules.push_back(
         {call.td_path, call.module->describe(), call.module->in_keys(), call.module->out_keys()});
   }
-  GraphModule graph_module(root, std::move(built.graph));
-  return TDGraphModule(std::move(graph_module), std::move(built.input_keys),
-                       std::move(built.output_keys), std::move(modules));
+  return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),
+                       std::move(modules));
 }
 
 }  // namespace tdfx

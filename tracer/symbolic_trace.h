@@ -32,15 +32,18 @@ struct TracedModule {
 ///     gm.forward(td);   // td now holds the out keys
 class TDGraphModule {
  public:
-  TDGraphModule(GraphModule module, std::vector<NestedKey> input_keys,
+  /// `graph` reads its keys with getitem(tensordict, key) and calls leaves
+  /// with call_module; `root` is the module its targets name.
+  TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
                 std::vector<NestedKey> out_keys, std::vector<TracedModule> modules = {});
 
-  const Graph& graph() const { return module_.graph(); }
+  /// The graph as traced (and printed).
+  const Graph& graph() const { return graph_; }
+  /// The module the graph's call_module and get_attr targets name.
+  const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
   /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
   std::string code() const;
-  /// The graph and its root module.
-  const GraphModule& graph_module() const { return module_; }
-  /// The keys the graph reads from its input TensorDict.
+  /// The keys the graph reads from its input TensorDict, in order of first read.
   const std::vector<NestedKey>& input_keys() const { return input_keys_; }
   /// The keys the outputs are written to, in output order.
   const std::vector<NestedKey>& out_keys() const { return out_keys_; }
@@ -55,10 +58,15 @@ class TDGraphModule {
   std::vector<at::Tensor> run(const TensorDict& td) const;
 
  private:
-  GraphModule module_;
-  std::vector<NestedKey> input_keys_;
+  std::shared_ptr<torch::nn::Module> root_;
+  Graph graph_;
   std::vector<NestedKey> out_keys_;
   std::vector<TracedModule> modules_;
+  std::vector<NestedKey> input_keys_;
+  /// What runs: graph_ with leaf bodies inlined and each key read turned into
+  /// a positional input (input_keys_ order), so a call builds no dictionary
+  /// and runs one flat plan.
+  std::unique_ptr<GraphModule> runner_;
 };
 
 /// Traces `module` run once on `example` (which is not modified). Key reads

@@ -1,5 +1,7 @@
 // save/load: round trips, atomic writes, and corrupt files refused cleanly.
+#include <caffe2/serialize/inline_container.h>
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -8,8 +10,6 @@
 
 #include "core/error.h"
 #include "export/archive.h"
-#include <caffe2/serialize/inline_container.h>
-#include <unistd.h>
 #include "samples/pipelines.h"
 
 using namespace tdfx;
@@ -104,7 +104,8 @@ TEST_CASE("archive: every truncated or bit-flipped copy loads correctly or is re
   for (size_t length = 0; length < bytes.size(); length += std::max<size_t>(1, bytes.size() / 97)) {
     attempt(bytes.substr(0, length));
   }
-  for (size_t position = 0; position < bytes.size(); position += std::max<size_t>(1, bytes.size() / 211)) {
+  for (size_t position = 0; position < bytes.size();
+       position += std::max<size_t>(1, bytes.size() / 211)) {
     std::string copy = bytes;
     copy[position] = static_cast<char>(copy[position] ^ 0x5a);
     attempt(copy);

@@ -64,9 +64,9 @@ TEST_CASE("export: selecting loc removes the computation no output needs") {
   model->select_out_keys("loc");
   const at::Tensor x = at::randn({1, 3});
   ExportedProgram program = export_program(model, {{"x", x}});
-  CHECK(op_sequence(program.graph()) ==
-        std::vector<std::string>{"aten::linear", "aten::relu", "aten::linear", "aten::chunk",
-                                 "operator.getitem"});
+  CHECK(op_sequence(program.graph()) == std::vector<std::string>{"aten::linear", "aten::relu",
+                                                                 "aten::linear", "aten::chunk",
+                                                                 "operator.getitem"});
   CHECK(program.graph_signature().outputs.size() == 1);
   CHECK(program.graph_signature().outputs[0].key == NestedKey("loc"));
   CHECK(at::equal(program.module()({{"x", x}})[0], model->call({}, {{"x", x}})[0]));

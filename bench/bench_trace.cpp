@@ -1,0 +1,114 @@
+// symbolic_trace's cost and the traced graph's run time.
+//
+// BM_TraceChain/N: trace time of a TensorDictSequential of N TensorDictModules, each a small
+// user module relu(fc(x)) with fc = Linear(64, 64), reading "h{i}" and writing "h{i+1}", on a
+// 16×64 input. Goal: linear in N ("us_per_module" stays flat).
+//
+// BM_Seed002_*: seed 002's pipeline (Net then Masker) at batch 32, run three ways on the same
+// Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
+// ops called directly on tensors. Goal: GraphModule no slower than Eager, within 1.1× Direct.
+// GraphModule and Eager each write into a fresh shallow copy of the input per iteration.
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
+#include <ATen/ops/softmax.h>
+#include <benchmark/benchmark.h>
+#include <torch/nn/modules/linear.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "samples/pipelines.h"
+#include "tensordict/modules.h"
+#include "tracer/symbolic_trace.h"
+
+namespace {
+
+/// relu(fc(x)), fc = Linear(64, 64): one link of the chain.
+struct ChainLinkImpl : torch::nn::Module {
+  ChainLinkImpl() { fc = register_module("fc", torch::nn::Linear(64, 64)); }
+  at::Tensor forward(const at::Tensor& x) { return at::relu(fc(x)); }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(ChainLink);
+
+/// TensorDictSequential of `length` links, link i reading "h{i}" and writing "h{i+1}".
+std::shared_ptr<tdfx::TensorDictSequential> chain(int64_t length) {
+  std::vector<tdfx::TensorDictModuleBasePtr> modules;
+  modules.reserve(static_cast<size_t>(length));
+  for (int64_t i = 0; i < length; ++i) {
+    modules.push_back(tdfx::make_td_module(ChainLink(), {"h" + std::to_string(i)},
+                                           {"h" + std::to_string(i + 1)}));
+  }
+  return std::make_shared<tdfx::TensorDictSequential>(std::move(modules));
+}
+
+void BM_TraceChain(benchmark::State& state) {
+  const int64_t length = state.range(0);
+  const auto seq = chain(length);
+  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  for (auto _ : state) {
+    auto gm = tdfx::symbolic_trace(seq, td);
+    benchmark::DoNotOptimize(gm);
+  }
+  state.SetItemsProcessed(state.iterations() * length);
+  // CPU time per module, an inverted rate: printed with its unit, in seconds in JSON.
+  state.counters["us_per_module"] = benchmark::Counter(
+      static_cast<double>(length),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TraceChain)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+/// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
+struct Seed002 {
+  Seed002() : seq(tdfx::samples::seed_sequential()), input(tdfx::samples::seed_sequential_input()) {
+    const auto& children = seq->children_modules();
+    net = std::dynamic_pointer_cast<tdfx::samples::NetImpl>(
+        std::dynamic_pointer_cast<tdfx::TensorDictModule>(children.at(0))->inner_ptr());
+    masker = std::dynamic_pointer_cast<tdfx::samples::MaskerImpl>(
+        std::dynamic_pointer_cast<tdfx::TensorDictModule>(children.at(1))->inner_ptr());
+    if (!net || !masker) throw std::runtime_error("seed 002: unexpected children");
+  }
+  std::shared_ptr<tdfx::TensorDictSequential> seq;
+  tdfx::TensorDict input;
+  std::shared_ptr<tdfx::samples::NetImpl> net;
+  std::shared_ptr<tdfx::samples::MaskerImpl> masker;
+};
+
+void BM_Seed002_GraphModule(benchmark::State& state) {
+  const Seed002 seed;
+  const auto gm = tdfx::symbolic_trace(seed.seq, seed.input);
+  for (auto _ : state) {
+    tdfx::TensorDict td(seed.input);
+    gm.forward(td);
+    benchmark::DoNotOptimize(td);
+  }
+}
+BENCHMARK(BM_Seed002_GraphModule)->Unit(benchmark::kMicrosecond);
+
+void BM_Seed002_Eager(benchmark::State& state) {
+  const Seed002 seed;
+  for (auto _ : state) {
+    tdfx::TensorDict td(seed.input);
+    seed.seq->forward(td);
+    benchmark::DoNotOptimize(td);
+  }
+}
+BENCHMARK(BM_Seed002_Eager)->Unit(benchmark::kMicrosecond);
+
+void BM_Seed002_Direct(benchmark::State& state) {
+  const Seed002 seed;
+  const at::Tensor x = seed.input.get({"input", "x"});
+  const at::Tensor mask = seed.input.get({"input", "mask"});
+  for (auto _ : state) {
+    at::Tensor hidden = seed.net->fc2(at::relu(seed.net->fc1(x)));
+    at::Tensor probabilities = at::softmax(hidden * mask, 1);
+    benchmark::DoNotOptimize(probabilities);
+  }
+}
+BENCHMARK(BM_Seed002_Direct)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,110 @@
+#include "cli/commands.h"
+
+#include <torch/utils.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "export/archive.h"
+#include "export/program.h"
+#include "samples/pipelines.h"
+#include "tracer/diagram.h"
+#include "tracer/symbolic_trace.h"
+#include "viz/render.h"
+
+namespace tdfx::cli {
+
+namespace {
+
+// ArchiveError messages from load() already start with the path; others may not.
+std::string without_path_prefix(const std::string& message, const std::string& path) {
+  const std::string prefix = path + ": ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
+ExportedProgram load_program(const std::string& path) {
+  try {
+    return load(path);
+  } catch (const ArchiveError& e) {
+    throw FileError(path, without_path_prefix(e.what(), path));
+  }
+}
+
+// Every failure to produce `path` is reported against the file, whatever its cause.
+template <typename Fn>
+void writing(const std::string& path, Fn&& fn) {
+  try {
+    fn();
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FileError(path, without_path_prefix(e.what(), path));
+  }
+  std::cout << "wrote " << path << "\n";
+}
+
+}  // namespace
+
+FileError::FileError(const std::string& path, const std::string& problem)
+    : Error(path + ": " + problem), path_(path) {}
+
+void run_demo(const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw FileError(out_dir, "cannot create the directory: " + ec.message());
+
+  torch::manual_seed(0);
+  auto sequential = samples::seed_sequential();
+  const TensorDict input = samples::seed_sequential_input();
+  TDGraphModule graph_module = symbolic_trace(sequential, input);
+  std::cout << graph_module.graph() << "\n";
+  std::cout << graph_module.code() << "\n";
+
+  const std::string svg = (std::filesystem::path(out_dir) / "trace_sequential.svg").string();
+  writing(svg, [&] { write_diagram(graph_module, svg); });
+
+  // Exported inputs are named by their in keys joined with "_".
+  ExportedProgram program =
+      export_program(sequential, {{"input_x", input.get(NestedKey{"input", "x"})},
+                                  {"input_mask", input.get(NestedKey{"input", "mask"})}});
+  const std::string pt2 = (std::filesystem::path(out_dir) / "trace_sequential.pt2").string();
+  writing(pt2, [&] { save(program, pt2); });
+}
+
+void run_show(const std::string& path, ShowWhat what) {
+  const ExportedProgram program = load_program(path);
+  switch (what) {
+    case ShowWhat::kReadable:
+      std::cout << program.print_readable() << "\n";
+      break;
+    case ShowWhat::kGraph:
+      std::cout << to_string(program.graph()) << "\n";
+      break;
+    case ShowWhat::kCode:
+      std::cout << program.code() << "\n";
+      break;
+    case ShowWhat::kSignature:
+      std::cout << program.graph_signature().str();
+      break;
+  }
+}
+
+std::string check_render_extension(const std::string& path) {
+  try {
+    format_from_extension(path);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+void run_render(const std::string& path, const std::string& out) {
+  const ExportedProgram program = load_program(path);
+  RenderOptions options;
+  for (const OutputSpec& output : program.graph_signature().outputs) {
+    options.output_keys.push_back(output.key);
+  }
+  writing(out, [&] { write(program.graph(), out, options); });
+}
+
+}  // namespace tdfx::cli

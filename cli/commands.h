@@ -1,0 +1,48 @@
+#pragma once
+
+/// \file
+/// The subcommands of the `tdfx` tool, apart from their argument parsing
+/// (main.cpp), so that each reads as the job it does.
+
+#include <string>
+
+#include "core/error.h"
+
+namespace tdfx::cli {
+
+/// A file the tool cannot read or write. main() prints `tdfx: FILE: problem`
+/// and exits with kExitFile.
+class FileError : public Error {
+ public:
+  FileError(const std::string& path, const std::string& problem);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+/// Exit codes: success, a usage error (bad arguments, or any other tdfx
+/// error), a file that cannot be read or written.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 1;
+inline constexpr int kExitFile = 2;
+
+/// Which text `tdfx show` prints.
+enum class ShowWhat { kReadable, kGraph, kCode, kSignature };
+
+/// `tdfx demo`: traces seed 002's sequential, prints its graph and code, and
+/// writes `out_dir`/trace_sequential.svg and `out_dir`/trace_sequential.pt2
+/// (creating `out_dir` if missing).
+void run_demo(const std::string& out_dir);
+
+/// `tdfx show`: loads `path` and prints the part of it named by `what`.
+void run_show(const std::string& path, ShowWhat what);
+
+/// `tdfx render`: loads `path` and draws its graph to `out` (.svg, .png,
+/// .pdf, .dot, .gv), the outputs labelled with their keys.
+void run_render(const std::string& path, const std::string& out);
+
+/// "" when `path` names a format `render` can write, otherwise why not.
+std::string check_render_extension(const std::string& path);
+
+}  // namespace tdfx::cli
