@@ -202,6 +202,18 @@ size_t Graph::eliminate_dead_code() {
 }
 
 void Graph::lint() const {
+  // Each node's inputs, computed once: checking users against them stays
+  // linear in the number of edges even for very wide nodes.
+  struct Inputs {
+    std::vector<Node*> ordered;  // for deterministic messages
+    std::unordered_set<const Node*> set;
+  };
+  std::unordered_map<const Node*, Inputs> inputs_of;
+  for (const auto& owned : nodes_) {
+    Inputs& inputs = inputs_of[owned.get()];
+    inputs.ordered = owned->input_nodes();
+    inputs.set.insert(inputs.ordered.begin(), inputs.ordered.end());
+  }
   std::unordered_map<const Node*, size_t> position;
   std::unordered_set<std::string> names;
   size_t index = 0;
@@ -222,7 +234,7 @@ void Graph::lint() const {
       fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",
                        node->name_, node->target_.str());
     }
-    for (Node* input : node->input_nodes()) {
+    for (const Node* input : inputs_of.at(node).ordered) {
       auto it = position.find(input);
       if (it == position.end()) {
         fail<GraphError>("lint: %{} reads %{}, which is not defined before it in this graph",
@@ -235,8 +247,9 @@ void Graph::lint() const {
       }
     }
     for (Node* user : node->users_) {
-      const auto inputs = user->input_nodes();
-      if (user->graph_ != this || std::find(inputs.begin(), inputs.end(), node) == inputs.end()) {
+      auto user_inputs = inputs_of.find(user);
+      if (user->graph_ != this || user_inputs == inputs_of.end() ||
+          user_inputs->second.set.count(node) == 0) {
         fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,
                          user->name_, user->name_);
       }

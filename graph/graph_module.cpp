@@ -145,7 +145,7 @@ bool is_number(const Argument& arg) {
 }
 
 at::Tensor wrapped_number(const Argument& arg) {
-  at::Tensor t = arg.is<double>()   ? at::scalar_to_tensor(at::Scalar(arg.as<double>()))
+  at::Tensor t = arg.is<double>()    ? at::scalar_to_tensor(at::Scalar(arg.as<double>()))
                  : arg.is<int64_t>() ? at::scalar_to_tensor(at::Scalar(arg.as<int64_t>()))
                                      : at::scalar_to_tensor(at::Scalar(arg.as<bool>()));
   t.unsafeGetTensorImpl()->set_wrapped_number(true);
@@ -252,7 +252,8 @@ class Compiler {
                            node.target().str());
         }
         step.kind = Step::Kind::kCallModule;
-        step.body = Compiler(attributes_, prefix_ + node.target().str() + ".").compile(*node.body());
+        step.body =
+            Compiler(attributes_, prefix_ + node.target().str() + ".").compile(*node.body());
         if (step.body->placeholders.size() != node.args().size()) {
           fail<GraphError>("call_module %{} passes {} arguments; its body takes {}", node.name(),
                            node.args().size(), step.body->placeholders.size());

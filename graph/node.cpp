@@ -1,6 +1,7 @@
 #include "graph/node.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "graph/graph.h"
@@ -30,8 +31,16 @@ Node::Node(Graph* graph, std::string name, OpCode op, Target target)
 
 std::vector<Node*> Node::input_nodes() const {
   std::vector<Node*> inputs;
+  // A set only for wide nodes (an output of a long pipeline reads thousands).
+  std::unordered_set<Node*> seen;
   auto collect = [&](Node* n) {
-    if (std::find(inputs.begin(), inputs.end(), n) == inputs.end()) inputs.push_back(n);
+    if (inputs.size() < 16) {
+      if (std::find(inputs.begin(), inputs.end(), n) != inputs.end()) return;
+    } else {
+      if (seen.empty()) seen.insert(inputs.begin(), inputs.end());
+      if (!seen.insert(n).second) return;
+    }
+    inputs.push_back(n);
   };
   for (const auto& arg : args_) for_each_node(arg, collect);
   for (const auto& [key, arg] : kwargs_) for_each_node(arg, collect);

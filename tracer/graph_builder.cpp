@@ -50,9 +50,7 @@ std::string short_type(const torch::nn::Module& module) {
 class NameScopes {
  public:
   NameScopes(const Recording& recording)
-      : recording_(recording),
-        levels_(static_cast<size_t>(recording.level_count)),
-        inner_(recording.calls.size()) {
+      : recording_(recording), levels_(static_cast<size_t>(recording.level_count)) {
     for (auto& level : levels_) level.names.reserve("tensordict");
   }
 
@@ -97,7 +95,9 @@ class NameScopes {
 
   const Recording& recording_;
   std::vector<Level> levels_;
-  std::vector<Namespace> inner_;
+  /// One namespace per TensorDictModule call, made on first use: a leaf's
+  /// body builder never needs them, and there may be thousands of calls.
+  std::unordered_map<size_t, Namespace> inner_;
 };
 
 // A run of jit nodes that one leaf module's call recorded.
@@ -129,6 +129,7 @@ class Builder {
       : recording_(recording), root_(root), options_(options), names_(recording) {}
 
   BuiltGraph build() {
+    for (const auto& [value, path] : recording_.parameters) parameters_by_path_[path] = value;
     for (const auto& [key, value] : recording_.outputs) escaping_.insert(value);
     for (const auto& call : recording_.calls) {
       for (jit::Value* v : call.outputs) escaping_.insert(v);
@@ -197,8 +198,11 @@ class Builder {
                                                    const torch::nn::Module& module) {
     const std::string target = join_path(call.inner_path, sub);
     std::unordered_set<const jit::Value*> params;
-    for (const auto& [value, path] : recording_.parameters) {
-      if (path.rfind(target + ".", 0) == 0) params.insert(value);
+    const std::string prefix = target + ".";
+    for (auto it = parameters_by_path_.lower_bound(prefix);
+         it != parameters_by_path_.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+         ++it) {
+      params.insert(it->second);
     }
     if (params.empty()) return std::nullopt;
     long first = -1, last = -1;
@@ -487,6 +491,8 @@ class Builder {
   std::string param_prefix_;
   std::unordered_map<const jit::Value*, Argument> env_;
   std::unordered_set<const jit::Value*> escaping_;
+  /// Parameter and buffer values by path, sorted so a module's are one range.
+  std::map<std::string, const jit::Value*> parameters_by_path_;
   std::vector<LeafRegion> regions_;
   std::unordered_set<const jit::Node*> region_nodes_;
   std::unordered_map<const jit::Node*, size_t> region_starts_;
