@@ -7,6 +7,9 @@ function(tdfx_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   add_library(tdfx_${name} ${ARG_SOURCES})
   add_library(tdfx::${name} ALIAS tdfx_${name})
+  # Installed as tdfx::NAME too (see cmake/install.cmake).
+  set_target_properties(tdfx_${name} PROPERTIES EXPORT_NAME ${name})
+  set_property(GLOBAL APPEND PROPERTY TDFX_LIBRARIES tdfx_${name})
   target_include_directories(tdfx_${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<INSTALL_INTERFACE:include/tdfx>)
   target_link_libraries(tdfx_${name} PUBLIC ${ARG_DEPS})
@@ -23,6 +26,8 @@ function(tdfx_add_test component)
   target_link_libraries(${target} PRIVATE doctest::doctest ${ARG_DEPS})
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
   target_precompile_headers(${target} PRIVATE ${PROJECT_SOURCE_DIR}/cmake/torch_pch.h)
+  target_compile_definitions(${target} PRIVATE TDFX_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
+                                                TDFX_BIN_DIR_DEFAULT="${CMAKE_BINARY_DIR}/bin")
   add_test(NAME ${target} COMMAND ${target})
   set_tests_properties(${target} PROPERTIES
     ENVIRONMENT "TDFX_SOURCE_DIR=${PROJECT_SOURCE_DIR};TDFX_BIN_DIR=${CMAKE_BINARY_DIR}/bin")

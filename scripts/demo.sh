@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds tdfx and runs the main job: traces seed 002's
-# pipeline, prints its graph and code, and writes trace_sequential.svg here.
+# Installs what is missing, builds tdfx and runs the main job, `tdfx demo`:
+# traces seed 002's pipeline, prints its graph and code, and writes
+# trace_sequential.svg and trace_sequential.pt2 into the current folder.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/bootstrap.sh"
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release
 cmake --build "$root/build" -j "$(nproc)"
-"$root/build/bin/trace_sequential" trace_sequential.svg
+"$root/build/bin/tdfx" demo --out .

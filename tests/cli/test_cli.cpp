@@ -10,16 +10,13 @@
 #include <random>
 #include <string>
 
-#include "tests/graph/golden.h"
+#include "tests/support/test_support.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out;  // stdout and stderr together
-};
+using Run = tdfx::testing::CommandResult;
 
 std::string tdfx_bin() {
   const char* dir = std::getenv("TDFX_BIN_DIR");
@@ -29,14 +26,7 @@ std::string tdfx_bin() {
 // Runs `tdfx ARGS` through the shell, stderr merged into the captured text.
 Run run_tdfx(const std::string& args) {
   const std::string command = "'" + tdfx_bin() + "' " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  const int raw = pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, out};
+  return tdfx::testing::run_command(command);
 }
 
 // One demo run shared by every test: tracing and exporting is the slow part.

@@ -2,9 +2,12 @@
 #include <doctest/doctest.h>
 #include <torch/utils.h>
 
+#include <filesystem>
+
 #include "core/error.h"
 #include "export/program.h"
 #include "samples/pipelines.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 
@@ -97,4 +100,31 @@ TEST_CASE("export: unknown and missing inputs name the input and the accepted na
                        doctest::Contains("no input 'z'"), KeyError);
   CHECK_THROWS_WITH_AS(program.module()(std::vector<at::Tensor>{}),
                        doctest::Contains("takes 1 user input"), ShapeError);
+}
+
+TEST_CASE("export: the export_module sample prints seed 000's op sequence and signature") {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/tdfx_export_sample";
+  std::filesystem::create_directories(dir);
+  const auto result = tdfx::testing::run_command(
+      "cd '" + dir + "' && '" + std::string(TDFX_BIN_DIR_DEFAULT) + "/export_module' 2>&1");
+  CHECK(result.status == 0);
+  const std::string& out = result.out;
+  for (const char* line :
+       {"input parameter p_module_0_module_weight -> module.0.module.weight",
+        "input user_input x -> x", "output clamp_min -> 'scale'",
+        "linear: \"f32[1, 4]\" = torch.ops.aten.linear.default(x, p_module_0_module_weight, "
+        "p_module_0_module_bias);  x = p_module_0_module_weight = p_module_0_module_bias = None",
+        "chunk = torch.ops.aten.chunk.default(linear_1, 2, -1)",
+        "add: \"f32[1, 2]\" = torch.ops.aten.add.Tensor(getitem_1, 0.5254586935043335)",
+        "clamp_min: \"f32[1, 2]\" = torch.ops.aten.clamp_min.default(add_1, 0.0001);  add_1 = None",
+        "return (relu, linear_1, getitem, clamp_min)", "exported outputs equal the model's: yes",
+        "    add = torch.ops.aten.add.Tensor(some_key, 1);  some_key = None",
+        "saved model.pt2; loaded outputs equal: yes", "return (getitem,)",
+        "loc output equal: yes"}) {
+    CAPTURE(line);
+    CHECK(out.find(line) != std::string::npos);
+  }
+  CHECK(std::filesystem::exists(dir + "/model.pt2"));
+  CHECK(std::filesystem::exists(dir + "/model.pt"));
+  std::filesystem::remove_all(dir);
 }

@@ -16,6 +16,7 @@
 #include "export/program.h"
 #include "export/torchscript.h"
 #include "samples/pipelines.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 namespace fs = std::filesystem;
@@ -93,15 +94,6 @@ ExportedProgram constants_program() {
                        {"ones", NestedKey("ones")},
                        {"mean", NestedKey("mean")}};
   return ExportedProgram(std::move(g), std::move(signature), {});
-}
-
-std::string read_command(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while (pipe && (n = fread(buffer, 1, sizeof buffer, pipe.get())) > 0) text.append(buffer, n);
-  return text;
 }
 
 void write_pickle(const fs::path& path, const std::vector<at::Tensor>& tensors) {
@@ -208,7 +200,7 @@ TEST_CASE("torchscript: Python's torch.jit.load runs the saved module with equal
       "/usr/bin/python3 " + source_dir() + "/tests/export/load_torchscript.py " +
       (dir.path / "model.pt").string() + " " + (dir.path / "inputs.pt").string() + " " +
       (dir.path / "expected.pt").string() + " 2>&1";
-  const std::string out = read_command(command);
+  const std::string out = tdfx::testing::run_command(command).out;
   if (out.rfind("skip:", 0) == 0) {
     MESSAGE("Python's torch is not installed: " << out);
     return;

@@ -2,8 +2,8 @@
 #include <doctest/doctest.h>
 
 #include "codegen/python_code.h"
-#include "tests/graph/golden.h"
 #include "tests/graph/graphs.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 using namespace tdfx::testing;

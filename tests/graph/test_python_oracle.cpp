@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "codegen/python_code.h"
-#include "tests/graph/golden.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 
@@ -18,11 +18,7 @@ namespace {
 std::map<std::string, std::string> python_reference() {
   const std::string command =
       "/usr/bin/python3 " + tdfx::testing::source_dir() + "/tests/graph/fx_reference.py 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while (pipe && (n = fread(buffer, 1, sizeof buffer, pipe.get())) > 0) text.append(buffer, n);
+  const std::string text = tdfx::testing::run_command(command).out;
   std::map<std::string, std::string> sections;
   std::string current;
   size_t pos = 0;

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "samples/pipelines.h"
-#include "tests/graph/golden.h"
+#include "tests/support/test_support.h"
 #include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
@@ -34,15 +34,6 @@ void check_bit_identical(const std::shared_ptr<TensorDictModuleBase>& module,
     CAPTURE(key);
     CHECK(at::equal(eager.get(key), traced.get(key)));
   }
-}
-
-std::string run_command(const std::string& command) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while (pipe && (n = fread(buffer, 1, sizeof buffer, pipe.get())) > 0) text.append(buffer, n);
-  return text;
 }
 
 std::string bin_dir() {
@@ -199,10 +190,29 @@ TEST_CASE("trace: the samples print the golden graph and code and report bit-ide
       {"trace_nested", "nested_sequential"}};
   for (const auto& [binary, name] : samples) {
     CAPTURE(binary);
-    const std::string out = run_command(bin_dir() + "/" + binary + " 2>&1");
+    const std::string out = tdfx::testing::run_command(bin_dir() + "/" + binary + " 2>&1").out;
     const std::string expected =
         golden(name + ".graph.txt") + "\n" + golden(name + ".code.txt") + "\n";
     CHECK(out.substr(0, expected.size()) == expected);
     CHECK(out.find("all outputs bit-identical") != std::string::npos);
   }
+}
+
+TEST_CASE("trace: a module returning a non-tensor names the module and the out key") {
+  auto module =
+      make_td_module([](const at::Tensor&) { return c10::IValue(int64_t{3}); }, {"x"}, {"y"});
+  TensorDict input({{"x", at::randn({2})}});
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("out key 'y'"), Error);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+}
+
+TEST_CASE("trace: an op that cannot be recorded names the module and the op") {
+  auto module = make_td_module(
+      [](const at::Tensor& x) { return x * torch::jit::tracer::getSizeOf(x, 0); }, {"x"}, {"y"});
+  TensorDict input({{"x", at::randn({2})}});
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("prim::NumToTensor"),
+                       TraceError);
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("TensorDictModule("),
+                       TraceError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
 }

@@ -1,0 +1,29 @@
+# `cmake --install` lays out headers under include/tdfx, the libraries, the
+# `tdfx` command, and a package config so that another project can write
+#   find_package(tdfx REQUIRED)
+#   target_link_libraries(app PRIVATE tdfx::tdfx)
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# tdfx::tdfx: every component, for consumers that want the whole library.
+add_library(tdfx_library INTERFACE)
+add_library(tdfx::tdfx ALIAS tdfx_library)
+get_property(tdfx_libraries GLOBAL PROPERTY TDFX_LIBRARIES)
+target_link_libraries(tdfx_library INTERFACE ${tdfx_libraries})
+set_target_properties(tdfx_library PROPERTIES EXPORT_NAME tdfx)
+
+install(TARGETS ${tdfx_libraries} tdfx_library EXPORT tdfxTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS tdfx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(component core tensordict graph codegen viz tracer export)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${component}
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(EXPORT tdfxTargets NAMESPACE tdfx:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tdfx)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tdfxConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/tdfxConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tdfx)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/tdfxConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/tdfxConfig.cmake ${CMAKE_BINARY_DIR}/tdfxConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tdfx)

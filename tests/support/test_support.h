@@ -1,0 +1,56 @@
+#pragma once
+// Helpers shared by the tests: the reference texts in tests/golden/ and
+// running a command (a sample, the tdfx tool, Python) to capture its output.
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace tdfx::testing {
+
+/// The repository root: $TDFX_SOURCE_DIR (set by CTest) or the configured path.
+inline std::string source_dir() {
+  const char* dir = std::getenv("TDFX_SOURCE_DIR");
+  return dir ? dir : TDFX_SOURCE_DIR_DEFAULT;
+}
+
+/// The whole file at `path`; throws when it cannot be read.
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A reference text from tests/golden/.
+inline std::string golden(const std::string& name) {
+  return read_text(source_dir() + "/tests/golden/" + name);
+}
+
+/// What a command printed and how it exited.
+struct CommandResult {
+  int status;  // the exit code, or -1 when killed by a signal
+  std::string out;
+};
+
+/// Runs `command` through the shell; returns its stdout (redirect stderr in
+/// the command to capture it too) and exit code.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult result{-1, ""};
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  const int raw = pclose(pipe);
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return result;
+}
+
+}  // namespace tdfx::testing
