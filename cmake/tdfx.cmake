@@ -29,6 +29,10 @@ function(tdfx_add_test component)
   target_compile_definitions(${target} PRIVATE TDFX_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
                                                 TDFX_BIN_DIR_DEFAULT="${CMAKE_BINARY_DIR}/bin")
   add_test(NAME ${target} COMMAND ${target})
-  set_tests_properties(${target} PROPERTIES
-    ENVIRONMENT "TDFX_SOURCE_DIR=${PROJECT_SOURCE_DIR};TDFX_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  set(environment "TDFX_SOURCE_DIR=${PROJECT_SOURCE_DIR};TDFX_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  if(TDFX_SANITIZE)
+    # Third-party libraries' process-lifetime allocations are not tdfx's leaks.
+    list(APPEND environment "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0")
+  endif()
+  set_tests_properties(${target} PROPERTIES ENVIRONMENT "${environment}")
 endfunction()
