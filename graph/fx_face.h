@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "core/dtype_names.h"
 #include "graph/node.h"
 
 namespace tdfx {
@@ -42,9 +43,5 @@ bool equals_default(const Argument& arg, const c10::IValue& value);
 std::string fx_str(const Argument& arg);
 /// An argument as torch.fx's generated code prints it (`x`, `('input', 'x')`).
 std::string fx_repr(const Argument& arg);
-/// `torch.float32` for a dtype.
-std::string dtype_repr(c10::ScalarType dtype);
-/// torch's short dtype name for annotations: `f32`, `i64`, `b8`.
-std::string dtype_short(c10::ScalarType dtype);
 
 }  // namespace tdfx

@@ -156,8 +156,6 @@ std::ostream& operator<<(std::ostream& os, const TensorDict& td);
 
 /// Python's `torch.Size([3, 4])` for a shape.
 std::string torch_size_repr(at::IntArrayRef sizes);
-/// Python's `torch.float32` for a dtype.
-std::string torch_dtype_repr(at::ScalarType dtype);
 
 }  // namespace tdfx
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/dtype_names.h"
 #include "tensordict/tensordict.h"
 
 namespace tdfx {
@@ -26,47 +27,14 @@ std::string indent(const std::string& text, const std::string& prefix) {
 
 std::string tensor_repr(const at::Tensor& t) {
   return fmt::format("Tensor(shape={}, device={}, dtype={}, is_shared={})",
-                     torch_size_repr(t.sizes()), t.device().str(),
-                     torch_dtype_repr(t.scalar_type()), t.is_cuda() ? "True" : "False");
+                     torch_size_repr(t.sizes()), t.device().str(), dtype_repr(t.scalar_type()),
+                     t.is_cuda() ? "True" : "False");
 }
 
 }  // namespace
 
 std::string torch_size_repr(at::IntArrayRef sizes) {
   return fmt::format("torch.Size([{}])", fmt::join(sizes, ", "));
-}
-
-std::string torch_dtype_repr(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat:
-      return "torch.float32";
-    case at::kDouble:
-      return "torch.float64";
-    case at::kHalf:
-      return "torch.float16";
-    case at::kBFloat16:
-      return "torch.bfloat16";
-    case at::kLong:
-      return "torch.int64";
-    case at::kInt:
-      return "torch.int32";
-    case at::kShort:
-      return "torch.int16";
-    case at::kChar:
-      return "torch.int8";
-    case at::kByte:
-      return "torch.uint8";
-    case at::kBool:
-      return "torch.bool";
-    case at::kComplexHalf:
-      return "torch.complex32";
-    case at::kComplexFloat:
-      return "torch.complex64";
-    case at::kComplexDouble:
-      return "torch.complex128";
-    default:
-      return std::string("torch.") + c10::toString(dtype);
-  }
 }
 
 std::string TensorDict::repr() const {
