@@ -1,7 +1,6 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -266,14 +265,10 @@ TEST_CASE("viz: a long pipeline writes keys beside their producers, not into the
   CHECK(small_dot.find("\"key_2\" -> \"output\" [style=dashed]") != std::string::npos);
 }
 
-TEST_CASE("viz: a chain of 100 TensorDictModules renders to SVG in under 2 s") {
+// Its speed is measured in bench/bench_viz.cpp, not asserted here.
+TEST_CASE("viz: a chain of 100 TensorDictModules renders to SVG with every node and key") {
   auto chain = testing::module_chain(100);
-  const auto start = std::chrono::steady_clock::now();
   const std::string svg = render(chain.graph, Format::kSvg, chain.options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  MESSAGE("100-module chain: " << seconds << " s, " << svg.size() << " bytes");
-  CHECK(seconds < 2.0);
   const auto doc = parse_xml(svg);
   REQUIRE_MESSAGE(doc.error.empty(), doc.error);
   const std::string text = doc.all_text();
