@@ -11,6 +11,9 @@
 namespace tdfx {
 namespace {
 
+constexpr const char* kWordCharacters =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_";
+
 // torch.fx's _format_target: `self.a.b`, or getattr(...) for non-identifiers.
 std::string format_target(const std::string& base, const std::string& path) {
   std::string out = base;
@@ -18,8 +21,13 @@ std::string format_target(const std::string& base, const std::string& path) {
   while (start <= path.size()) {
     const auto dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    out = is_python_identifier(part) ? out + "." + part
-                                     : fmt::format("getattr({}, \"{}\")", out, part);
+    if (is_python_identifier(part) && !is_python_keyword(part)) {
+      out += "." + part;
+    } else if (!part.empty() && part.find_first_not_of(kWordCharacters) == std::string::npos) {
+      out = fmt::format("getattr({}, \"{}\")", out, part);  // FX's spelling: `getattr(self, "0")`
+    } else {
+      out = fmt::format("getattr({}, {})", out, python_repr(part));  // any other text, escaped
+    }
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -49,16 +57,30 @@ std::string fill_operator(const std::string& pattern, const Args& operands) {
   return out;
 }
 
-// Export style keeps every argument positional, dropping trailing defaults.
-Args export_args(const Node& node) {
-  Args full = schema_arguments(node);
+// Export style: positional arguments up to the last one that differs from its
+// default, then the keyword-only ones that differ, by name (Python cannot
+// pass those positionally: `aten.div.Tensor_mode(x, y, rounding_mode = 'floor')`).
+struct ExportCall {
+  Args args;
+  Kwargs kwargs;
+};
+
+ExportCall export_call(const Node& node) {
+  const Args full = schema_arguments(node);
   const auto& formals = node.target().schema().arguments();
-  while (!full.empty()) {
-    const auto& formal = formals[full.size() - 1];
-    if (!formal.default_value() || !equals_default(full.back(), *formal.default_value())) break;
-    full.pop_back();
+  auto is_default = [&](size_t i) {
+    return formals[i].default_value() && equals_default(full[i], *formals[i].default_value());
+  };
+  ExportCall call;
+  size_t positional = 0;
+  while (positional < full.size() && !formals[positional].kwarg_only()) ++positional;
+  size_t kept = positional;
+  while (kept > 0 && is_default(kept - 1)) --kept;
+  call.args.assign(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(kept));
+  for (size_t i = positional; i < full.size(); ++i) {
+    if (!is_default(i)) call.kwargs.emplace_back(formals[i].name(), full[i]);
   }
-  return full;
+  return call;
 }
 
 // The right-hand side of a node's assignment, and the arguments whose last
@@ -81,12 +103,14 @@ Statement statement(const Node& node, const CodeOptions& options) {
         return {fmt::format("{}({})", call.target, format_call_args(call.args, call.kwargs)),
                 reads};
       }
-      const Args args = export_args(node);
+      const ExportCall call = export_call(node);
+      Args reads = call.args;
+      for (const auto& [key, arg] : call.kwargs) reads.push_back(arg);
       const std::string overload =
           node.target().overload().empty() ? "default" : node.target().overload();
       return {fmt::format("torch.ops.aten.{}.{}({})", node.target().op_name(), overload,
-                          format_call_args(args, {})),
-              args};
+                          format_call_args(call.args, call.kwargs)),
+              reads};
     }
     case OpCode::kCallMethod: {
       if (node.args().empty())
@@ -160,7 +184,8 @@ Body generate_body(const Graph& graph, const CodeOptions& options) {
         if (!first_statement) body.lines.emplace_back();
         std::string comment = "# Module: " + current_module;
         if (!node.meta().module_type.empty()) comment += " (" + node.meta().module_type + ")";
-        body.lines.push_back(comment);
+        // A comment ends at a line break: one in a module description must not end it.
+        body.lines.push_back(escape_controls(comment));
       }
     }
     first_statement = false;

@@ -45,4 +45,13 @@ std::string dtype_short(c10::ScalarType dtype) {
   return row ? row->short_name : c10::toString(dtype);
 }
 
+std::string dtype_name(c10::ScalarType dtype) { return dtype_repr(dtype).substr(6); }
+
+std::optional<c10::ScalarType> dtype_from_name(std::string_view name) {
+  for (const auto& row : kDtypeNames) {
+    if (std::string_view(row.repr).substr(6) == name) return row.dtype;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tdfx

@@ -8,6 +8,37 @@
 
 namespace tdfx {
 
+namespace {
+
+// Python's escape of a control character: `\n`, `\t`, `\r`, else `\x01`.
+void append_escaped_control(std::string& out, char c) {
+  if (c == '\n') {
+    out += "\\n";
+  } else if (c == '\t') {
+    out += "\\t";
+  } else if (c == '\r') {
+    out += "\\r";
+  } else {
+    out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+  }
+}
+
+}  // namespace
+
+std::string escape_controls(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      append_escaped_control(out, c);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string python_repr(std::string_view text) {
   const bool has_single = text.find('\'') != std::string_view::npos;
   const bool has_double = text.find('"') != std::string_view::npos;
@@ -18,14 +49,8 @@ std::string python_repr(std::string_view text) {
     if (c == quote || c == '\\') {
       out += '\\';
       out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
     } else if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
+      append_escaped_control(out, c);
     } else {
       out += c;  // UTF-8 bytes pass through, as Python prints printable text.
     }
@@ -89,6 +114,19 @@ bool is_python_identifier(std::string_view name) {
     if (!std::isalnum(byte) && c != '_') return false;
   }
   return true;
+}
+
+bool is_python_keyword(std::string_view name) {
+  // Python 3.11's keyword.kwlist.
+  static constexpr std::string_view kKeywords[] = {
+      "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+  for (const std::string_view keyword : kKeywords) {
+    if (keyword == name) return true;
+  }
+  return false;
 }
 
 }  // namespace tdfx

@@ -15,6 +15,10 @@ namespace tdfx {
 /// `\r` and other control characters. `python_repr("a")` → `'a'`.
 std::string python_repr(std::string_view text);
 
+/// `text` with every control character (C0 and DEL) written as Python
+/// escapes it (`\n`, `\x01`): one line, safe in a comment or a label.
+std::string escape_controls(std::string_view text);
+
 /// `repr(x)` of a Python float: the shortest text that reads back as the same
 /// double, with `.0` on integral values and Python's exponent rules
 /// (`1.0`, `0.0001`, `1e-05`, `1e+16`, `inf`, `nan`).
@@ -23,5 +27,9 @@ std::string python_float_repr(double value);
 /// True when `name` is a Python identifier (ASCII letters, digits, `_`, not
 /// starting with a digit).
 bool is_python_identifier(std::string_view name);
+
+/// True for Python's keywords (`in`, `def`, `None`): identifiers that cannot
+/// name a parameter or variable.
+bool is_python_keyword(std::string_view name);
 
 }  // namespace tdfx

@@ -1,16 +1,23 @@
 #include "export/archive.h"
 
-#include <caffe2/serialize/inline_container.h>
-#include <torch/csrc/jit/serialization/pickle.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "core/dtype_names.h"
 #include "core/error.h"
+#include "core/file_io.h"
+#include "core/python_repr.h"
+#include "export/op_policy.h"
+#include "export/zip.h"
+#include "graph/namespace.h"
 
 namespace tdfx {
 namespace {
@@ -18,7 +25,12 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kFormat = "tdfx.exported_program";
-constexpr int kVersion = 1;
+constexpr int64_t kVersion = 2;
+constexpr const char* kProgramRecord = "program.json";
+// Bounds on what a program document may nest, far above anything tdfx writes.
+constexpr int kMaxJsonDepth = 64;
+constexpr int kMaxArgumentDepth = 16;
+constexpr int kMaxBodyDepth = 8;
 
 // --- to JSON ------------------------------------------------------------------
 
@@ -35,7 +47,7 @@ json argument_to_json(const Argument& arg) {
     json operator()(const NestedKey& v) const {
       return {{"key", v.parts()}, {"is_tuple", v.is_tuple()}};
     }
-    json operator()(c10::ScalarType v) const { return {{"dtype", static_cast<int>(v)}}; }
+    json operator()(c10::ScalarType v) const { return {{"dtype", dtype_name(v)}}; }
     json operator()(const c10::Device& v) const { return {{"device", v.str()}}; }
     json operator()(Node* v) const { return {{"node", v->name()}}; }
     json operator()(const ArgumentList& v) const {
@@ -58,7 +70,7 @@ json graph_to_json(const Graph& graph) {
                  {"module_type", node->meta().module_type},
                  {"td_module", node->meta().td_module}};
     const TensorMeta& tensor = node->meta().tensor;
-    if (tensor.dtype) meta["dtype"] = static_cast<int>(*tensor.dtype);
+    if (tensor.dtype) meta["dtype"] = dtype_name(*tensor.dtype);
     if (tensor.shape) meta["shape"] = *tensor.shape;
     if (tensor.device) meta["device"] = tensor.device->str();
     json entry = {{"name", node->name()},
@@ -85,6 +97,68 @@ json signature_to_json(const GraphSignature& signature) {
         {{"name", out.name}, {"key", out.key.parts()}, {"is_tuple", out.key.is_tuple()}});
   }
   return {{"inputs", inputs}, {"outputs", outputs}};
+}
+
+// --- checks on untrusted JSON ---------------------------------------------------
+
+// The deepest nesting of brackets in a JSON text, found without recursion
+// before any parser or printer that recurses sees the text.
+int json_depth(std::string_view text) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// What a JSON value is, for messages: untrusted values are never printed whole.
+std::string describe(const json& value) {
+  if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
+  if (value.is_string()) {
+    const auto& s = value.get_ref<const std::string&>();
+    return python_repr(s.size() > 40 ? s.substr(0, 40) + "..." : s);
+  }
+  return std::string("a JSON ") + value.type_name();
+}
+
+// Names and strings that reach printed code and diagrams: no control
+// characters, whatever the printers do with them.
+const std::string& printable(const std::string& text, const std::string& what,
+                             const std::string& where) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      fail<ArchiveError>("{}: {} {} holds a control character", where, what, python_repr(text));
+    }
+  }
+  return text;
+}
+
+bool is_module_path(const std::string& path) {
+  size_t start = 0;
+  while (true) {
+    const auto dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits && !is_python_identifier(part)) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
 }
 
 // --- from JSON ----------------------------------------------------------------
@@ -116,7 +190,7 @@ NestedKey key_from_json(const json& parts, bool is_tuple, const std::string& whe
   std::vector<std::string> items;
   for (const json& part : parts) {
     if (!part.is_string()) fail<ArchiveError>("{}: a key part is not a string", where);
-    items.push_back(part.get<std::string>());
+    items.push_back(printable(part.get<std::string>(), "key part", where));
   }
   if (items.size() == 1 && !is_tuple) return NestedKey(items[0]);
   if (items.size() == 1) return NestedKey({items[0]});
@@ -124,20 +198,32 @@ NestedKey key_from_json(const json& parts, bool is_tuple, const std::string& whe
 }
 
 c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
-  if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
-      value.get<int64_t>() >= static_cast<int64_t>(c10::ScalarType::NumOptions)) {
-    fail<ArchiveError>("{}: invalid dtype {}", where, value.dump());
-  }
-  return static_cast<c10::ScalarType>(value.get<int>());
+  const auto dtype = value.is_string() ? dtype_from_name(value.get<std::string>()) : std::nullopt;
+  if (!dtype) fail<ArchiveError>("{}: invalid dtype {}", where, describe(value));
+  return *dtype;
 }
 
 c10::Device device_from_json(const json& value, const std::string& where) {
-  if (!value.is_string()) fail<ArchiveError>("{}: a device must be a string", where);
-  try {
-    return c10::Device(value.get<std::string>());
-  } catch (const c10::Error&) {
-    fail<ArchiveError>("{}: invalid device '{}'", where, value.get<std::string>());
+  // Loaded programs run on the CPU; a device argument may only say so.
+  if (!value.is_string() || value.get<std::string>() != "cpu") {
+    fail<ArchiveError>("{}: invalid device {} (loaded programs run on 'cpu')", where,
+                       describe(value));
   }
+  return c10::Device(c10::kCPU);
+}
+
+std::vector<int64_t> shape_from_json(const json& value, const std::string& where) {
+  if (!value.is_array() || value.size() > 64) {
+    fail<ArchiveError>("{}: a shape must be a list of at most 64 sizes", where);
+  }
+  std::vector<int64_t> shape;
+  for (const json& d : value) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0) {
+      fail<ArchiveError>("{}: a size is not a non-negative int: {}", where, describe(d));
+    }
+    shape.push_back(d.get<int64_t>());
+  }
+  return shape;
 }
 
 class GraphReader {
@@ -145,7 +231,7 @@ class GraphReader {
   explicit GraphReader(std::string where) : where_(std::move(where)) {}
 
   Graph read(const json& nodes, int depth = 0) {
-    if (depth > 8) fail<ArchiveError>("{}: bodies nested too deeply", where_);
+    if (depth > kMaxBodyDepth) fail<ArchiveError>("{}: bodies nested too deeply", where_);
     if (!nodes.is_array()) fail<ArchiveError>("{}: 'nodes' is not a list", where_);
     Graph graph;
     std::unordered_map<std::string, Node*> by_name;
@@ -153,17 +239,27 @@ class GraphReader {
       const json& entry = nodes[i];
       const std::string where = fmt::format("{}: node {}", where_, i);
       const std::string name = text(entry, "name", where);
+      if (!is_python_identifier(name) || Namespace::is_reserved(name)) {
+        fail<ArchiveError>("{}: node name {} is not a legal, unreserved identifier", where,
+                           python_repr(name));
+      }
       const std::string op = text(entry, "op", where);
       const std::string target_text = text(entry, "target", where);
-      auto arg = [&](const json& value) { return argument(value, by_name, where); };
+      auto arg = [&](const json& value) { return argument(value, by_name, where, 0); };
       Args args;
       for (const json& value : array(entry, "args", where)) args.push_back(arg(value));
       Kwargs kwargs;
+      std::unordered_set<std::string> kwarg_names;
       for (const json& pair : array(entry, "kwargs", where)) {
         if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string()) {
           fail<ArchiveError>("{}: a keyword argument must be [name, value]", where);
         }
-        kwargs.emplace_back(pair[0].get<std::string>(), arg(pair[1]));
+        const std::string kwarg = pair[0].get<std::string>();
+        if (!is_python_identifier(kwarg) || !kwarg_names.insert(kwarg).second) {
+          fail<ArchiveError>("{}: keyword argument {} is not an identifier or repeats", where,
+                             python_repr(kwarg));
+        }
+        kwargs.emplace_back(kwarg, arg(pair[1]));
       }
       Node* node = nullptr;
       try {
@@ -174,7 +270,7 @@ class GraphReader {
         fail<ArchiveError>("{}: {}", where, e.what());
       }
       if (node->name() != name) {
-        fail<ArchiveError>("{}: node name '{}' is invalid or used twice", where, name);
+        fail<ArchiveError>("{}: node name '{}' is used twice", where, name);
       }
       read_meta(field(entry, "meta", where), node->meta(), where);
       if (entry.contains("body")) {
@@ -194,19 +290,25 @@ class GraphReader {
  private:
   static Node* create(Graph& graph, const std::string& op, const std::string& target, Args args,
                       Kwargs kwargs, const std::string& name, const std::string& where) {
-    if (op == "placeholder")
+    if (op == "placeholder") {
+      if (!is_python_identifier(target) || is_python_keyword(target)) {
+        fail<ArchiveError>("{}: placeholder target {} is not an identifier (or is a keyword)",
+                           where, python_repr(target));
+      }
       return graph.create_node(OpCode::kPlaceholder, Target(target), {}, {}, name);
-    if (op == "get_attr") return graph.create_node(OpCode::kGetAttr, Target(target), {}, {}, name);
+    }
     if (op == "call_module") {
+      if (!is_module_path(target)) {
+        fail<ArchiveError>("{}: call_module target {} is not a module path", where,
+                           python_repr(target));
+      }
       return graph.create_node(OpCode::kCallModule, Target(target), std::move(args),
                                std::move(kwargs), name);
     }
-    if (op == "call_method") {
-      return graph.create_node(OpCode::kCallMethod, Target(target), std::move(args),
-                               std::move(kwargs), name);
-    }
     if (op == "output") {
-      if (args.size() != 1) fail<ArchiveError>("{}: output takes one argument", where);
+      if (args.size() != 1 || !kwargs.empty()) {
+        fail<ArchiveError>("{}: output takes one argument", where);
+      }
       return graph.create_node(OpCode::kOutput, Target("output"), std::move(args), {}, name);
     }
     if (op == "call_function") {
@@ -214,13 +316,17 @@ class GraphReader {
       return graph.create_node(OpCode::kCallFunction, std::move(t), std::move(args),
                                std::move(kwargs), name);
     }
-    fail<ArchiveError>("{}: unknown op '{}'", where, op);
+    // get_attr and call_method cannot run without a module: refused here.
+    fail<ArchiveError>("{}: op {} cannot appear in a loaded program", where, python_repr(op));
   }
 
   Argument argument(const json& value, const std::unordered_map<std::string, Node*>& nodes,
-                    const std::string& where) {
-    if (!value.is_object() || value.size() < 1) fail<ArchiveError>("{}: malformed argument", where);
-    if (value.contains("none")) return None{};
+                    const std::string& where, int depth) {
+    if (depth > kMaxArgumentDepth) fail<ArchiveError>("{}: arguments nested too deeply", where);
+    if (!value.is_object() || value.size() != 1 + (value.contains("is_tuple") ? 1 : 0)) {
+      fail<ArchiveError>("{}: malformed argument ({})", where, describe(value));
+    }
+    if (value.contains("none") && value["none"].is_null()) return None{};
     if (value.contains("bool") && value["bool"].is_boolean()) return value["bool"].get<bool>();
     if (value.contains("int") && value["int"].is_number_integer())
       return value["int"].get<int64_t>();
@@ -242,36 +348,30 @@ class GraphReader {
     if (value.contains("node") && value["node"].is_string()) {
       auto it = nodes.find(value["node"].get<std::string>());
       if (it == nodes.end()) {
-        fail<ArchiveError>("{}: reads node '{}', which is not defined before it", where,
-                           value["node"].get<std::string>());
+        fail<ArchiveError>("{}: reads node {}, which is not defined before it", where,
+                           describe(value["node"]));
       }
       return it->second;
     }
     for (const char* kind : {"list", "tuple"}) {
       if (value.contains(kind) && value[kind].is_array()) {
         ArgumentList items{{}, std::string(kind) == "tuple"};
-        for (const json& item : value[kind]) items.items.push_back(argument(item, nodes, where));
+        for (const json& item : value[kind]) {
+          items.items.push_back(argument(item, nodes, where, depth + 1));
+        }
         return items;
       }
     }
-    fail<ArchiveError>("{}: malformed argument {}", where, value.dump().substr(0, 80));
+    fail<ArchiveError>("{}: malformed argument", where);
   }
 
   static void read_meta(const json& meta, NodeMeta& out, const std::string& where) {
-    out.module_path = text(meta, "module_path", where);
-    out.module_type = text(meta, "module_type", where);
-    out.td_module = text(meta, "td_module", where);
+    out.module_path = printable(text(meta, "module_path", where), "module path", where);
+    out.module_type = printable(text(meta, "module_type", where), "module type", where);
+    out.td_module = printable(text(meta, "td_module", where), "module path", where);
     if (meta.contains("dtype")) out.tensor.dtype = dtype_from_json(meta["dtype"], where);
     if (meta.contains("device")) out.tensor.device = device_from_json(meta["device"], where);
-    if (meta.contains("shape")) {
-      if (!meta["shape"].is_array()) fail<ArchiveError>("{}: shape is not a list", where);
-      std::vector<int64_t> shape;
-      for (const json& d : meta["shape"]) {
-        if (!d.is_number_integer()) fail<ArchiveError>("{}: a dimension is not an int", where);
-        shape.push_back(d.get<int64_t>());
-      }
-      out.tensor.shape = std::move(shape);
-    }
+    if (meta.contains("shape")) out.tensor.shape = shape_from_json(meta["shape"], where);
   }
 
   std::string where_;
@@ -289,9 +389,10 @@ GraphSignature signature_from_json(const json& value, const std::string& where) 
     } else if (kind == "user_input") {
       k = InputKind::kUserInput;
     } else {
-      fail<ArchiveError>("{}: unknown input kind '{}'", where, kind);
+      fail<ArchiveError>("{}: unknown input kind {}", where, python_repr(kind));
     }
-    signature.inputs.push_back({k, text(in, "name", where), text(in, "target", where)});
+    signature.inputs.push_back(
+        {k, text(in, "name", where), printable(text(in, "target", where), "input target", where)});
   }
   for (const json& out : array(value, "outputs", where)) {
     const bool is_tuple =
@@ -302,42 +403,10 @@ GraphSignature signature_from_json(const json& value, const std::string& where) 
   return signature;
 }
 
-std::string read_record(caffe2::serialize::PyTorchStreamReader& reader, const std::string& name,
-                        const std::string& where) {
-  if (!reader.hasRecord(name))
-    fail<ArchiveError>("{}: not a tdfx archive (no record '{}')", where, name);
-  auto [data, size] = reader.getRecord(name);
-  return std::string(static_cast<const char*>(data.get()), size);
-}
-
-ExportedProgram read_archive(caffe2::serialize::PyTorchStreamReader& reader,
-                             const std::string& where) {
-  const json document = json::parse(read_record(reader, "program.json", where), nullptr, false);
-  if (document.is_discarded()) fail<ArchiveError>("{}: program.json is not valid JSON", where);
-  if (!document.is_object() || text(document, "format", where) != kFormat) {
-    fail<ArchiveError>("{}: not a tdfx exported program", where);
-  }
-  const json& version = field(document, "version", where);
-  if (!version.is_number_integer() || version.get<int>() != kVersion) {
-    fail<ArchiveError>("{}: archive version {} is not supported (expected {})", where,
-                       version.dump(), kVersion);
-  }
-  Graph graph = GraphReader(where).read(field(document, "nodes", where));
-  GraphSignature signature = signature_from_json(field(document, "signature", where), where);
-
-  const std::string weights_bytes = read_record(reader, "weights.pkl", where);
-  c10::IValue weights =
-      torch::jit::pickle_load(std::vector<char>(weights_bytes.begin(), weights_bytes.end()));
-  if (!weights.isGenericDict())
-    fail<ArchiveError>("{}: weights.pkl does not hold a dictionary", where);
-  std::map<std::string, at::Tensor> state;
-  for (const auto& item : weights.toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor()) {
-      fail<ArchiveError>("{}: weights.pkl holds a non-tensor entry", where);
-    }
-    state[item.key().toStringRef()] = item.value().toTensor();
-  }
-  // The signature must name exactly the graph's placeholders, in order.
+// The signature must describe the graph exactly: its inputs are the
+// placeholders in order, its outputs the nodes the output node returns.
+void check_signature(const Graph& graph, const GraphSignature& signature,
+                     const std::string& where) {
   std::vector<std::string> placeholders;
   for (const Node* node : graph.nodes()) {
     if (node->op() == OpCode::kPlaceholder) placeholders.push_back(node->name());
@@ -346,13 +415,184 @@ ExportedProgram read_archive(caffe2::serialize::PyTorchStreamReader& reader,
     fail<ArchiveError>("{}: the signature lists {} inputs but the graph has {} placeholders", where,
                        signature.inputs.size(), placeholders.size());
   }
+  std::unordered_set<std::string> user_targets;
   for (size_t i = 0; i < placeholders.size(); ++i) {
-    if (placeholders[i] != signature.inputs[i].name) {
-      fail<ArchiveError>("{}: signature input {} is '{}' but the placeholder is '{}'", where, i,
-                         signature.inputs[i].name, placeholders[i]);
+    const InputSpec& in = signature.inputs[i];
+    if (placeholders[i] != in.name) {
+      fail<ArchiveError>("{}: signature input {} is {} but the placeholder is '{}'", where, i,
+                         python_repr(in.name), placeholders[i]);
+    }
+    if (in.kind == InputKind::kUserInput && !user_targets.insert(in.target).second) {
+      fail<ArchiveError>("{}: two user inputs are called {}", where, python_repr(in.target));
     }
   }
-  return ExportedProgram(std::move(graph), std::move(signature), std::move(state));
+  const Node* output = graph.output_node();
+  if (!output) fail<ArchiveError>("{}: the graph has no output node", where);
+  const Argument& result = output->args().at(0);
+  if (!result.is<ArgumentList>() || result.as<ArgumentList>().items.empty()) {
+    fail<ArchiveError>("{}: the output node must return a non-empty tuple of nodes", where);
+  }
+  const auto& items = result.as<ArgumentList>().items;
+  if (items.size() != signature.outputs.size()) {
+    fail<ArchiveError>("{}: the signature lists {} outputs but the graph returns {}", where,
+                       signature.outputs.size(), items.size());
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Node* node = items[i].node();
+    if (!node || node->name() != signature.outputs[i].name) {
+      fail<ArchiveError>("{}: output {} of the signature is {} but the graph returns {}", where, i,
+                         python_repr(signature.outputs[i].name),
+                         node ? "%" + node->name() : std::string("a constant"));
+    }
+  }
+}
+
+// --- weights ------------------------------------------------------------------
+
+std::string weight_record(size_t index) { return fmt::format("weights/{}", index); }
+
+// Each weight is one record of raw bytes, C-contiguous and little-endian, and
+// one entry of `weights` in program.json saying its record, dtype and shape.
+struct WeightRecords {
+  json entries = json::array();
+  std::vector<std::pair<std::string, at::Tensor>> records;
+};
+
+WeightRecords weight_records(const ExportedProgram& program) {
+  WeightRecords out;
+  for (const InputSpec& in : program.graph_signature().inputs) {
+    if (in.kind == InputKind::kUserInput) continue;
+    at::Tensor tensor = program.state().at(in.name).detach().cpu().contiguous();
+    if (!dtype_from_name(dtype_name(tensor.scalar_type()))) {
+      fail<ArchiveError>("weight {} has dtype {}, which archives do not store", in.name,
+                         dtype_repr(tensor.scalar_type()));
+    }
+    const std::string record = weight_record(out.records.size());
+    out.entries.push_back({{"name", in.name},
+                           {"record", record},
+                           {"dtype", dtype_name(tensor.scalar_type())},
+                           {"shape", tensor.sizes().vec()}});
+    out.records.emplace_back(record, std::move(tensor));
+  }
+  return out;
+}
+
+json program_document(const ExportedProgram& program, const WeightRecords& weights) {
+  return {{"format", kFormat},
+          {"version", kVersion},
+          {"nodes", graph_to_json(program.graph())},
+          {"signature", signature_to_json(program.graph_signature())},
+          {"weights", weights.entries}};
+}
+
+std::map<std::string, at::Tensor> load_weights(const json& entries, const Graph& graph,
+                                               const GraphSignature& signature,
+                                               const detail::ZipReader& zip,
+                                               const LoadOptions& options,
+                                               const std::string& where) {
+  std::unordered_map<std::string, const Node*> placeholders;
+  for (const Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kPlaceholder) placeholders[node->name()] = node;
+  }
+  std::unordered_set<std::string> expected;
+  for (const InputSpec& in : signature.inputs) {
+    if (in.kind != InputKind::kUserInput) expected.insert(in.name);
+  }
+  std::map<std::string, at::Tensor> state;
+  std::unordered_set<std::string> records;
+  uint64_t total = 0;
+  for (const json& entry : entries) {
+    const std::string name = text(entry, "name", where + ": weights");
+    const std::string here = fmt::format("{}: weight {}", where, python_repr(name));
+    if (!expected.count(name) || state.count(name)) {
+      fail<ArchiveError>("{}: not a parameter or buffer input of the signature, or given twice",
+                         here);
+    }
+    const std::string record = text(entry, "record", here);
+    if (record == kProgramRecord || !records.insert(record).second) {
+      fail<ArchiveError>("{}: record {} is not a weight record of its own", here,
+                         python_repr(record));
+    }
+    const c10::ScalarType dtype = dtype_from_json(field(entry, "dtype", here), here);
+    const std::vector<int64_t> shape = shape_from_json(field(entry, "shape", here), here);
+    const TensorMeta& meta = placeholders.at(name)->meta().tensor;
+    if ((meta.dtype && *meta.dtype != dtype) || (meta.shape && *meta.shape != shape)) {
+      fail<ArchiveError>("{}: its dtype or shape differs from its placeholder's", here);
+    }
+    // The byte count, checked against overflow and the budget before any allocation.
+    uint64_t bytes = c10::elementSize(dtype);
+    for (const int64_t d : shape) {
+      if (d != 0 && bytes > options.memory_budget / static_cast<uint64_t>(d)) {
+        bytes = options.memory_budget + 1;
+        break;
+      }
+      bytes *= static_cast<uint64_t>(d);
+    }
+    total += bytes;
+    if (bytes > options.memory_budget || total > options.memory_budget) {
+      fail<ArchiveError>(
+          "{}: the weights need more than the memory budget of {} bytes "
+          "(LoadOptions::memory_budget)",
+          here, options.memory_budget);
+    }
+    if (zip.size(record) != bytes) {
+      fail<ArchiveError>("{}: a {} tensor of shape [{}] needs {} bytes; record {} holds {}", here,
+                         dtype_name(dtype), fmt::join(shape, ", "), bytes, python_repr(record),
+                         zip.size(record));
+    }
+    at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(dtype));
+    if (bytes > 0) zip.read_into(record, static_cast<char*>(tensor.data_ptr()), bytes);
+    if (dtype == c10::ScalarType::Bool) {
+      const auto* data = static_cast<const unsigned char*>(tensor.data_ptr());
+      if (std::any_of(data, data + bytes, [](unsigned char b) { return b > 1; })) {
+        fail<ArchiveError>("{}: a bool tensor holds bytes other than 0 and 1", here);
+      }
+    }
+    state.emplace(name, std::move(tensor));
+  }
+  for (const std::string& name : expected) {
+    if (!state.count(name)) fail<ArchiveError>("{}: input {} has no weight", where, name);
+  }
+  return state;
+}
+
+// --- the archive ----------------------------------------------------------------
+
+ExportedProgram read_archive(const detail::ByteSource& source, const std::string& where,
+                             const LoadOptions& options) {
+  const detail::ZipReader zip(source, where);
+  if (!zip.has(kProgramRecord)) {
+    fail<ArchiveError>("{}: not a tdfx archive (no record '{}')", where, kProgramRecord);
+  }
+  const std::string document_text =
+      zip.read(kProgramRecord, options.max_program_bytes, "LoadOptions::max_program_bytes");
+  if (json_depth(document_text) > kMaxJsonDepth) {
+    fail<ArchiveError>("{}: program.json nests deeper than {} levels", where, kMaxJsonDepth);
+  }
+  const json document = json::parse(document_text, nullptr, false);
+  if (document.is_discarded()) fail<ArchiveError>("{}: program.json is not valid JSON", where);
+  if (!document.is_object() || !document.contains("format") || document["format"] != kFormat) {
+    fail<ArchiveError>("{}: not a tdfx exported program", where);
+  }
+  const json& version = field(document, "version", where);
+  if (!version.is_number_integer() || version.get<int64_t>() != kVersion) {
+    fail<ArchiveError>(
+        "{}: archive format version {} is not supported; this tdfx reads version {} (export the "
+        "program again with this tdfx; version 1 archives pickled their weights)",
+        where, describe(version), kVersion);
+  }
+  Graph graph = GraphReader(where).read(field(document, "nodes", where));
+  check_program_operations(graph, options.memory_budget, where);
+  GraphSignature signature = signature_from_json(field(document, "signature", where), where);
+  check_signature(graph, signature, where);
+  auto state =
+      load_weights(array(document, "weights", where), graph, signature, zip, options, where);
+  try {
+    return ExportedProgram(std::move(graph), std::move(signature), std::move(state));
+  } catch (const Error& e) {
+    // The graph does not compile: an argument does not fit its operator's schema.
+    fail<ArchiveError>("{}: {}", where, e.what());
+  }
 }
 
 template <typename Fn>
@@ -363,61 +603,107 @@ ExportedProgram guarded(const std::string& where, Fn&& fn) {
     throw;
   } catch (const c10::Error& e) {
     fail<ArchiveError>("{}: cannot read the archive: {}", where, e.what_without_backtrace());
+  } catch (const std::bad_alloc&) {
+    fail<ArchiveError>("{}: cannot read the archive: out of memory", where);
   } catch (const std::exception& e) {
     fail<ArchiveError>("{}: cannot read the archive: {}", where, e.what());
   }
 }
 
+// Reads with pread on a regular file.
+class FileSource : public detail::ByteSource {
+ public:
+  explicit FileSource(const RegularFile& file) : file_(file) {}
+  uint64_t size() const override { return file_.size(); }
+  void read_at(uint64_t offset, char* out, size_t n) const override {
+    while (n > 0) {
+      const ssize_t got = ::pread(file_.fd(), out, n, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        fail<ArchiveError>(
+            "{}: cannot read the file: {}", file_.path(),
+            got == 0 ? "it is shorter than its directory says" : std::strerror(errno));
+      }
+      out += got;
+      offset += static_cast<uint64_t>(got);
+      n -= static_cast<size_t>(got);
+    }
+  }
+
+ private:
+  const RegularFile& file_;
+};
+
+// Reads with seek and read on a stream.
+class StreamSource : public detail::ByteSource {
+ public:
+  StreamSource(std::istream& in, std::string name) : in_(in), name_(std::move(name)) {
+    in_.seekg(0, std::ios::end);
+    const auto end = in_.tellg();
+    if (!in_ || end < 0) fail<ArchiveError>("{}: the stream cannot seek", name_);
+    size_ = static_cast<uint64_t>(end);
+  }
+  uint64_t size() const override { return size_; }
+  void read_at(uint64_t offset, char* out, size_t n) const override {
+    in_.clear();
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(out, static_cast<std::streamsize>(n));
+    if (!in_ || static_cast<size_t>(in_.gcount()) != n) {
+      fail<ArchiveError>("{}: cannot read {} bytes at offset {}", name_, n, offset);
+    }
+  }
+
+ private:
+  std::istream& in_;
+  std::string name_;
+  uint64_t size_ = 0;
+};
+
 }  // namespace
 
 std::string program_json(const ExportedProgram& program) {
-  json document = {{"format", kFormat},
-                   {"version", kVersion},
-                   {"nodes", graph_to_json(program.graph())},
-                   {"signature", signature_to_json(program.graph_signature())}};
-  return document.dump(1);
+  return program_document(program, weight_records(program)).dump(1);
+}
+
+std::string archive_bytes(const ExportedProgram& program) {
+  const WeightRecords weights = weight_records(program);
+  detail::ZipWriter zip;
+  // program.json first, so that a reader meets the document before the weights.
+  zip.add(kProgramRecord, program_document(program, weights).dump(1));
+  for (const auto& [record, tensor] : weights.records) {
+    zip.add(record, std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
+  }
+  return zip.finish();
 }
 
 void save(const ExportedProgram& program, const std::string& path) {
-  const std::string document = program_json(program);
-  c10::Dict<std::string, at::Tensor> weights;
-  for (const auto& [name, tensor] : program.state()) weights.insert(name, tensor.detach());
-  const std::vector<char> weight_bytes = torch::jit::pickle_save(weights);
-
-  std::random_device random;
-  const std::string temporary = fmt::format("{}.tmp-{:08x}", path, random());
+  std::string bytes;
   try {
-    {
-      caffe2::serialize::PyTorchStreamWriter writer(temporary);
-      writer.writeRecord("version", "1\n", 2);
-      writer.writeRecord("program.json", document.data(), document.size());
-      writer.writeRecord("weights.pkl", weight_bytes.data(), weight_bytes.size());
-      writer.writeEndOfFile();
-    }
-    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-      fail<ArchiveError>("cannot save {}: renaming the temporary file failed", path);
-    }
-  } catch (const ArchiveError&) {
-    std::remove(temporary.c_str());
-    throw;
-  } catch (const std::exception& e) {
-    std::remove(temporary.c_str());
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    fail<ArchiveError>("cannot save {}: {}", path,
-                       c10_error ? c10_error->what_without_backtrace() : e.what());
+    bytes = archive_bytes(program);
+  } catch (const ArchiveError& e) {
+    fail<ArchiveError>("{}: cannot save: {}", path, e.what());
   }
+  write_file_atomically<ArchiveError>(path, bytes);
 }
 
-ExportedProgram load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail<ArchiveError>("{}: cannot open the file", path);
-  return load(in, path);
+ExportedProgram load(const std::string& path, const LoadOptions& options) {
+  const RegularFile file = RegularFile::open<ArchiveError>(path);
+  const FileSource source(file);
+  return guarded(path, [&] { return read_archive(source, path, options); });
 }
 
-ExportedProgram load(std::istream& in, const std::string& name) {
+ExportedProgram load(std::istream& in, const std::string& name, const LoadOptions& options) {
   return guarded(name, [&] {
-    caffe2::serialize::PyTorchStreamReader reader(&in);
-    return read_archive(reader, name);
+    const StreamSource source(in, name);
+    return read_archive(source, name, options);
+  });
+}
+
+ExportedProgram load_bytes(std::string_view bytes, const std::string& name,
+                           const LoadOptions& options) {
+  return guarded(name, [&] {
+    const detail::MemorySource source(bytes);
+    return read_archive(source, name, options);
   });
 }
 

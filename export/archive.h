@@ -1,30 +1,61 @@
 #pragma once
 
 /// \file
-/// Saving and loading exported programs: one zip archive (PyTorch's stream
-/// format, readable by Python's zipfile) holding `program.json` (graph and
-/// signature) and `weights.pkl` (the parameters, loadable by `torch.load`).
+/// Saving and loading exported programs (`.pt2`). An archive is a zip of
+/// uncompressed records, readable by Python's `zipfile`:
+///
+///     program.json   {"format": "tdfx.exported_program", "version": 2,
+///                     "nodes": [...], "signature": {...},
+///                     "weights": [{"name", "record", "dtype", "shape"}, ...]}
+///     weights/0 ...  each weight's raw bytes, C-contiguous, little-endian
+///
+/// Loading trusts nothing: every size, offset and checksum of the zip, the
+/// JSON's depth and size, every name that reaches printed code, every
+/// operator (an allowlist of pure tensor operators), the signature against
+/// the graph and each weight against its record and its placeholder are
+/// checked before anything runs. No pickle is involved.
 
+#include <cstdint>
 #include <istream>
 #include <string>
+#include <string_view>
 
 #include "export/program.h"
 
 namespace tdfx {
 
-/// Writes `program` to `path` atomically: a temporary file in the same
-/// folder, renamed over `path` once complete. ArchiveError naming the path
-/// on failure, with no file left behind.
+/// Bounds on what loading an archive may cost.
+struct LoadOptions {
+  /// The largest program.json accepted, in bytes.
+  uint64_t max_program_bytes = uint64_t{64} << 20;
+  /// The most memory the weights together, or any one constant size of the
+  /// program (`aten::zeros([n, m])`), may ask for, in bytes.
+  uint64_t memory_budget = uint64_t{4} << 30;
+};
+
+/// Writes `program` to `path` atomically (see write_file_atomically): the
+/// archive is built in memory, then written beside `path` and renamed over
+/// it. ArchiveError naming the path on failure; no file is left behind and
+/// an existing file at `path` is unchanged.
 void save(const ExportedProgram& program, const std::string& path);
 
-/// Reads a program saved by save(). A missing, truncated, corrupt or foreign
-/// file raises ArchiveError saying what is wrong; it never crashes.
-ExportedProgram load(const std::string& path);
+/// Reads a program saved by save(). A missing, unreadable, non-regular,
+/// truncated, corrupt, foreign, over-budget or unsafe file raises
+/// ArchiveError saying what is wrong; it never crashes.
+ExportedProgram load(const std::string& path, const LoadOptions& options = {});
 
-/// load() from a stream; `name` is used in error messages.
-ExportedProgram load(std::istream& in, const std::string& name = "<stream>");
+/// load() from a seekable stream; `name` is used in error messages.
+ExportedProgram load(std::istream& in, const std::string& name = "<stream>",
+                     const LoadOptions& options = {});
 
-/// The graph as the archive's JSON text (no weights), for inspection.
+/// load() from the archive's bytes in memory.
+ExportedProgram load_bytes(std::string_view bytes, const std::string& name = "<memory>",
+                           const LoadOptions& options = {});
+
+/// The archive's bytes, as save() writes them.
+std::string archive_bytes(const ExportedProgram& program);
+
+/// The archive's program.json text (graph, signature, weight table), for inspection.
 std::string program_json(const ExportedProgram& program);
 
 }  // namespace tdfx

@@ -2,6 +2,7 @@
 
 #include "codegen/python_code.h"
 #include "core/error.h"
+#include "core/python_repr.h"
 #include "export/passes.h"
 #include "tracer/graph_builder.h"
 #include "tracer/recorder.h"
@@ -23,7 +24,13 @@ std::string_view to_string(InputKind kind) {
 std::string GraphSignature::str() const {
   std::string out;
   for (const auto& in : inputs) {
-    out += fmt::format("input {} {} -> {}\n", to_string(in.kind), in.name, in.target);
+    // A target is a key's text: quoted when it is not a plain dotted name, so
+    // that no character of it can start a line of its own.
+    const bool plain = !in.target.empty() && in.target.find_first_not_of(
+                                                 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
+                                                 "VWXYZ0123456789_.") == std::string::npos;
+    out += fmt::format("input {} {} -> {}\n", to_string(in.kind), in.name,
+                       plain ? in.target : python_repr(in.target));
   }
   for (const auto& o : outputs) out += fmt::format("output {} -> {}\n", o.name, o.key.repr());
   return out;
@@ -41,7 +48,13 @@ std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());
   inputs.insert(inputs.end(), args.begin(), args.end());
   std::vector<at::Tensor> out;
-  for (auto& value : runner_->run(std::move(inputs))) out.push_back(std::move(value).toTensor());
+  for (auto& value : runner_->run(std::move(inputs))) {
+    if (!value.isTensor()) {
+      fail<RunError>("output {} of the exported program is a {}, not a tensor", out.size(),
+                     value.tagKind());
+    }
+    out.push_back(std::move(value).toTensor());
+  }
   return out;
 }
 
@@ -83,7 +96,7 @@ ExportedModule ExportedProgram::module() const {
   std::vector<std::string> user_inputs;
   for (const auto& in : signature_.inputs) {
     if (in.kind == InputKind::kUserInput) {
-      user_inputs.push_back(in.name);
+      user_inputs.push_back(in.target);
     } else {
       state.push_back(state_.at(in.name));
     }
@@ -141,10 +154,17 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     signature.inputs.push_back({is_param ? InputKind::kParameter : InputKind::kBuffer, name, path});
     state[name] = tensor;
   }
+  // User placeholders come in the order their keys were read; each is
+  // called by its key's joined name, which need not be an identifier.
+  size_t next_key = 0;
   for (const Node* node : graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder) continue;
     if (state.count(node->name())) continue;
-    signature.inputs.push_back({InputKind::kUserInput, node->name(), node->target().str()});
+    if (next_key >= built.input_keys.size()) {
+      throw InternalError("export_program: more user placeholders than keys read");
+    }
+    signature.inputs.push_back(
+        {InputKind::kUserInput, node->name(), built.input_keys[next_key++].joined("_")});
   }
   const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
   for (size_t i = 0; i < results.size(); ++i) {

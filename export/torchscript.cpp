@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/python_repr.h"
 #include "graph/fx_face.h"
 
@@ -321,29 +323,16 @@ torch::jit::Module to_torchscript(const ExportedProgram& program, const std::str
 
 void save_torchscript(const ExportedProgram& program, const std::string& path) {
   const torch::jit::Module module = to_torchscript(program);
-  std::string temp = path + ".tmp-XXXXXX";
-  const int fd = mkstemp(temp.data());
-  if (fd < 0) {
-    fail<ArchiveError>("cannot save the TorchScript module to '{}': {}", path,
-                       std::strerror(errno));
-  }
-  // mkstemp makes the file private; a saved model is an ordinary file.
-  fchmod(fd, 0644);
-  close(fd);
+  // Serialised in memory first: TorchScript's own file writer aborts the
+  // process when a write fails half-way.
+  std::ostringstream bytes;
   try {
-    module.save(temp);
-  } catch (const std::exception& e) {
-    std::remove(temp.c_str());
-    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-    fail<ArchiveError>("cannot save the TorchScript module to '{}': {}", path,
-                       c10_error ? c10_error->what_without_backtrace() : e.what());
+    module.save(bytes);
+  } catch (const c10::Error& e) {
+    fail<ArchiveError>("{}: cannot save the TorchScript module: {}", path,
+                       e.what_without_backtrace());
   }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    std::remove(temp.c_str());
-    fail<ArchiveError>("cannot save the TorchScript module to '{}': {}", path,
-                       std::strerror(error));
-  }
+  write_file_atomically<ArchiveError>(path, bytes.str());
 }
 
 }  // namespace tdfx

@@ -1,20 +1,12 @@
-// libFuzzer target for the archive loader: any bytes must either load as a
-// program or be refused with tdfx::ArchiveError — no crash, no other exception.
+// libFuzzer target for the whole archive: any bytes must either load, print
+// and run, or be refused with a tdfx::Error — no crash, no other exception.
 #include <cstddef>
 #include <cstdint>
-#include <sstream>
 #include <string>
 
-#include "core/error.h"
-#include "export/archive.h"
+#include "fuzz/fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
-  try {
-    tdfx::ExportedProgram program = tdfx::load(in, "fuzz input");
-    (void)program.print_readable();
-  } catch (const tdfx::ArchiveError&) {
-    // Refused cleanly: what the loader promises.
-  }
+  tdfx::fuzz::load_print_run(std::string(reinterpret_cast<const char*>(data), size));
   return 0;
 }

@@ -54,16 +54,20 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   if (op == OpCode::kOutput && output_node() != nullptr) {
     fail<GraphError>("graph already has an output node %{}", output_node()->name());
   }
-  auto check_owned = [&](Node* n) {
-    if (n == nullptr || n->graph_ != this) {
-      fail<GraphError>("cannot create %{}: argument %{} belongs to another graph",
-                       name_hint.empty() ? default_name(op, target) : name_hint,
-                       n ? n->name() : "<null>");
-    }
-  };
-  for (const auto& arg : args) for_each_node(arg, check_owned);
-  for (const auto& [key, arg] : kwargs) for_each_node(arg, check_owned);
-
+  Node::check_arguments(
+      this, "cannot create %" + (name_hint.empty() ? default_name(op, target) : name_hint), args,
+      kwargs);
+  if (op == OpCode::kCallMethod &&
+      (!is_python_identifier(target.str()) || is_python_keyword(target.str()))) {
+    // Printed as `x.method(...)`.
+    fail<GraphError>("call_method target {} is not a method name", python_repr(target.str()));
+  }
+  if (op == OpCode::kPlaceholder &&
+      (!is_python_identifier(target.str()) || is_python_keyword(target.str()))) {
+    // The target is the forward's parameter name in printed code.
+    fail<GraphError>("placeholder target {} is not an identifier (or is a Python keyword)",
+                     python_repr(target.str()));
+  }
   const std::string name =
       names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
   std::unique_ptr<Node> node(new Node(this, name, op, std::move(target)));

@@ -2,6 +2,7 @@
 #include <ostream>
 
 #include "core/error.h"
+#include "core/python_repr.h"
 #include "graph/fx_face.h"
 #include "graph/graph.h"
 #include "graph/graph_module.h"
@@ -24,7 +25,9 @@ std::string format_kwargs(const Kwargs& kwargs) {
 using detail_printer::format_args;
 using detail_printer::format_kwargs;
 
-std::string to_string(const Node& node) {
+namespace {
+
+std::string format_node(const Node& node) {
   const std::string head =
       fmt::format("%{} : [#users={}] = {}", node.name(), node.users().size(), to_string(node.op()));
   switch (node.op()) {
@@ -46,6 +49,12 @@ std::string to_string(const Node& node) {
   throw InternalError("unknown op code");
 }
 
+}  // namespace
+
+// Names and strings are printed as torch.fx prints them, but never across a
+// line: a control character in a target or a string cannot forge a line.
+std::string to_string(const Node& node) { return escape_controls(format_node(node)); }
+
 std::string to_string(const Graph& graph) {
   std::string out = "graph():";
   for (const Node* node : graph.nodes()) out += "\n    " + to_string(*node);
@@ -55,7 +64,9 @@ std::string to_string(const Graph& graph) {
 std::ostream& operator<<(std::ostream& os, const Graph& graph) { return os << to_string(graph); }
 std::ostream& operator<<(std::ostream& os, const Node& node) { return os << to_string(node); }
 
-std::string describe(const Node& node) {
+namespace {
+
+std::string describe_node(const Node& node) {
   switch (node.op()) {
     case OpCode::kPlaceholder:
       return fmt::format("%{} = placeholder {}", node.name(), node.target().str());
@@ -89,5 +100,9 @@ std::string describe(const Node& node) {
   }
   return "%" + node.name();
 }
+
+}  // namespace
+
+std::string describe(const Node& node) { return escape_controls(describe_node(node)); }
 
 }  // namespace tdfx

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "core/python_repr.h"
+
 namespace tdfx {
 namespace {
 
@@ -47,7 +49,7 @@ const std::unordered_set<std::string>& reserved_names() {
 
 bool Namespace::is_reserved(const std::string& name) { return reserved_names().count(name) > 0; }
 
-std::string Namespace::create_name(std::string_view raw) {
+std::string identifier_from(std::string_view raw) {
   // Runs of characters illegal in an identifier become one '_'.
   std::string candidate;
   bool in_illegal_run = false;
@@ -63,6 +65,16 @@ std::string Namespace::create_name(std::string_view raw) {
   }
   if (candidate.empty()) candidate = "_";
   if (std::isdigit(static_cast<unsigned char>(candidate[0]))) candidate = "_" + candidate;
+  return candidate;
+}
+
+std::string parameter_name(std::string_view raw) {
+  std::string name = identifier_from(raw);
+  return is_python_keyword(name) ? name + "_" : name;
+}
+
+std::string Namespace::create_name(std::string_view raw) {
+  std::string candidate = identifier_from(raw);
 
   // A trailing "_<digits>" is a counter to continue from.
   std::string base = candidate;

@@ -39,6 +39,14 @@ class Namespace {
   std::unordered_map<std::string, long long> highest_suffix_;
 };
 
+/// torch.fx's name sanitising: runs of characters illegal in an identifier
+/// become one `_`, and a leading digit gets a `_` before it (`obs-1` → `obs_1`).
+std::string identifier_from(std::string_view raw);
+
+/// A name a Python function may take as a parameter: identifier_from(raw),
+/// with `_` appended to a keyword (`in` → `in_`). Builtins (`input`) stay.
+std::string parameter_name(std::string_view raw);
+
 /// torch.fx's `_snake_case`: `LayerNorm` → `layer_norm`.
 std::string snake_case(std::string_view name);
 

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/python_repr.h"
 #include "graph/graph.h"
 
 namespace tdfx {
@@ -58,13 +59,37 @@ void Node::remove_uses() {
   }
 }
 
+void Node::check_arguments(const Graph* graph, const std::string& who, const Args& args,
+                           const Kwargs& kwargs) {
+  auto check_node = [&](Node* n) {
+    if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who);
+    if (n->graph_ != graph) {
+      fail<GraphError>("{}: argument %{} belongs to another graph", who, n->name());
+    }
+  };
+  for (const auto& arg : args) for_each_node(arg, check_node);
+  for (size_t i = 0; i < kwargs.size(); ++i) {
+    const std::string& key = kwargs[i].first;
+    // Keyword names are printed as they are in code: only identifiers, once each.
+    if (!is_python_identifier(key)) {
+      fail<GraphError>("{}: keyword argument {} is not an identifier", who, python_repr(key));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (kwargs[j].first == key) fail<GraphError>("{}: keyword argument '{}' repeats", who, key);
+    }
+    for_each_node(kwargs[i].second, check_node);
+  }
+}
+
 void Node::set_args(Args args) {
+  check_arguments(graph_, "%" + name_, args, {});
   remove_uses();
   args_ = std::move(args);
   add_uses();
 }
 
 void Node::set_kwargs(Kwargs kwargs) {
+  check_arguments(graph_, "%" + name_, {}, kwargs);
   remove_uses();
   kwargs_ = std::move(kwargs);
   add_uses();
@@ -80,6 +105,9 @@ void Node::set_arg(size_t index, Argument arg) {
 }
 
 void Node::replace_input_with(Node* old_input, Node* new_input) {
+  if (new_input == nullptr || new_input->graph_ != graph_) {
+    fail<GraphError>("%{}: the replacement input is null or belongs to another graph", name_);
+  }
   auto swap = [&](Node* n) { return n == old_input ? new_input : n; };
   remove_uses();
   for (auto& arg : args_) arg = map_nodes(arg, swap);
@@ -89,6 +117,7 @@ void Node::replace_input_with(Node* old_input, Node* new_input) {
 
 std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
   if (replacement == this) return {};
+  if (replacement == nullptr) fail<GraphError>("cannot replace %{} with a null Node*", name_);
   if (&replacement->graph() != graph_) {
     fail<GraphError>("cannot replace %{} with %{}: the nodes belong to different graphs", name_,
                      replacement->name());

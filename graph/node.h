@@ -98,6 +98,10 @@ class Node {
 
   void add_uses();
   void remove_uses();
+  // GraphError unless every node argument is a non-null node of `graph` and
+  // every keyword name is an identifier given once; `who` starts the message.
+  static void check_arguments(const Graph* graph, const std::string& who, const Args& args,
+                              const Kwargs& kwargs);
 
   Graph* graph_;
   std::string name_;

@@ -433,7 +433,7 @@ class Builder {
       // Placeholders come first, before any computation.
       auto guard = first_op_ ? out_.graph.inserting_before(first_op_)
                              : Graph::InsertGuard(out_.graph, nullptr);
-      created = out_.graph.placeholder(read.key.joined("_"));
+      created = out_.graph.placeholder(parameter_name(read.key.joined("_")));
     }
     set_meta(created, node->output(), recording_.calls.size());
     created->meta().td_module = recording_.calls[read.call].td_path;

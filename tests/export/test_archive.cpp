@@ -1,19 +1,25 @@
-// save/load: round trips, atomic writes, and corrupt files refused cleanly.
-#include <caffe2/serialize/inline_container.h>
+// save/load: round trips, atomic writes, and hostile or damaged files refused cleanly.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
 #include "export/archive.h"
+#include "export/zip.h"
 #include "samples/pipelines.h"
 
 using namespace tdfx;
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 
@@ -34,6 +40,71 @@ ExportedProgram seed_program() {
   return export_program(samples::seed_000_model(), {{"x", at::randn({1, 3})}});
 }
 
+size_t files_in(const fs::path& dir) {
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file();
+  return files;
+}
+
+// The records of a saved program, for rewriting one of them.
+struct Records {
+  json document;
+  std::vector<std::pair<std::string, std::string>> weights;
+};
+
+Records records_of(const ExportedProgram& program) {
+  const std::string bytes = archive_bytes(program);
+  const tdfx::detail::MemorySource source(bytes);
+  const tdfx::detail::ZipReader zip(source, "test");
+  Records out;
+  for (const std::string& name : zip.names()) {
+    const std::string data = zip.read(name, uint64_t{1} << 30, "");
+    if (name == "program.json") {
+      out.document = json::parse(data);
+    } else {
+      out.weights.emplace_back(name, data);
+    }
+  }
+  return out;
+}
+
+std::string archive_of(const std::string& document,
+                       const std::vector<std::pair<std::string, std::string>>& weights) {
+  tdfx::detail::ZipWriter zip;
+  zip.add("program.json", document);
+  for (const auto& [name, data] : weights) zip.add(name, data);
+  return zip.finish();
+}
+
+// The message load() gives for the seed program's archive after `edit`
+// rewrote its records; "" when it loads.
+std::string refusal(const std::function<void(Records&)>& edit) {
+  Records records = records_of(seed_program());
+  edit(records);
+  try {
+    load_bytes(archive_of(records.document.dump(), records.weights), "edited.pt2");
+  } catch (const ArchiveError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The first node of the document whose target is `target`.
+json& node_with_target(json& document, const std::string& target) {
+  for (json& node : document["nodes"]) {
+    if (node["target"] == target) return node;
+  }
+  throw std::runtime_error("no node with target " + target);
+}
+
+std::string nested_list(size_t depth) {
+  std::string text;
+  for (size_t i = 0; i < depth; ++i) text += "{\"list\": [";
+  text += "{\"int\": 1}";
+  for (size_t i = 0; i < depth; ++i) text += "]}";
+  return text;
+}
+
 }  // namespace
 
 TEST_CASE("archive: a saved program loads back, prints and runs identically") {
@@ -50,83 +121,260 @@ TEST_CASE("archive: a saved program loads back, prints and runs identically") {
   const auto b = loaded.module()({{"x", x}});
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(at::equal(a[i], b[i]));
+  // Saving is deterministic: the same program gives the same bytes.
+  CHECK(archive_bytes(loaded) == read_bytes(path));
   fs::remove(path);
 }
 
-TEST_CASE("archive: saving replaces a file atomically and leaves no temporary behind") {
+TEST_CASE(
+    "archive: saving replaces a file atomically, leaves no temporary and respects the umask") {
   const fs::path dir = scratch_dir() / "atomic";
   fs::create_directories(dir);
   const fs::path path = dir / "model.pt2";
   std::ofstream(path) << "old";
+  fs::remove(path);
+  const mode_t old_mask = ::umask(027);
   save(seed_program(), path.string());
-  CHECK(read_bytes(path) != "old");
-  size_t files = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file();
-  CHECK(files == 1);
+  ::umask(old_mask);
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  CHECK((info.st_mode & 0777) == 0640);
+  std::ofstream(dir / "other") << "old";
+  save(seed_program(), (dir / "other").string());
+  CHECK(read_bytes(dir / "other") != "old");
+  CHECK(files_in(dir) == 2);
   fs::remove_all(dir);
+}
+
+TEST_CASE("archive: a file name of 255 bytes saves and loads") {
+  const fs::path path = scratch_dir() / (std::string(251, 'm') + ".pt2");
+  save(seed_program(), path.string());
+  CHECK(load(path.string()).graph_signature().inputs.size() == 5);
+  fs::remove(path);
 }
 
 TEST_CASE("archive: saving into a missing folder fails with ArchiveError and writes nothing") {
   const fs::path path = scratch_dir() / "no_such_dir" / "model.pt2";
-  CHECK_THROWS_WITH_AS(save(seed_program(), path.string()), doctest::Contains("model.pt2"),
+  CHECK_THROWS_WITH_AS(save(seed_program(), path.string()),
+                       doctest::Contains("model.pt2: cannot write the file: No such file"),
                        ArchiveError);
   CHECK_FALSE(fs::exists(path.parent_path()));
 }
 
-TEST_CASE("archive: missing, empty and foreign files are refused with ArchiveError") {
-  const fs::path dir = scratch_dir();
-  CHECK_THROWS_WITH_AS(load((dir / "absent.pt2").string()), doctest::Contains("cannot open"),
-                       ArchiveError);
-  std::ofstream(dir / "empty.pt2").close();
-  CHECK_THROWS_AS(load((dir / "empty.pt2").string()), ArchiveError);
-  std::ofstream(dir / "text.pt2") << "this is not an archive\n";
-  CHECK_THROWS_WITH_AS(load((dir / "text.pt2").string()), doctest::Contains("text.pt2"),
-                       ArchiveError);
+TEST_CASE("archive: a save that hits the file-size limit fails cleanly and keeps the old file") {
+  const fs::path dir = scratch_dir() / "fsize";
+  fs::create_directories(dir);
+  const fs::path path = dir / "model.pt2";
+  std::ofstream(path) << "old";
+  const ExportedProgram program = seed_program();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{1000, 1000};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      save(program, path.string());
+    } catch (const ArchiveError& e) {
+      const bool named = std::string(e.what()).find("File too large") != std::string::npos;
+      ::_exit(named ? 0 : 3);
+    } catch (...) {
+      ::_exit(4);
+    }
+    ::_exit(5);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(read_bytes(path) == "old");
+  CHECK(files_in(dir) == 1);
+  fs::remove_all(dir);
 }
 
-TEST_CASE("archive: every truncated or bit-flipped copy loads correctly or is refused cleanly") {
-  const fs::path path = scratch_dir() / "model.pt2";
-  save(seed_program(), path.string());
-  const std::string bytes = read_bytes(path);
+TEST_CASE("archive: missing, unreadable, non-regular and foreign files say what is wrong") {
+  const fs::path dir = scratch_dir();
+  const std::string absent = (dir / "absent.pt2").string();
+  CHECK_THROWS_WITH_AS(load(absent),
+                       (absent + ": cannot open the file: No such file or directory").c_str(),
+                       ArchiveError);
+  const std::string folder = (dir / "folder.pt2").string();
+  fs::create_directories(folder);
+  CHECK_THROWS_WITH_AS(load(folder), (folder + ": is a directory, not a regular file").c_str(),
+                       ArchiveError);
+  const std::string fifo = (dir / "fifo.pt2").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(load(fifo), (fifo + ": is a FIFO, not a regular file").c_str(),
+                       ArchiveError);
+  const std::string empty = (dir / "empty.pt2").string();
+  std::ofstream(empty).close();
+  CHECK_THROWS_WITH_AS(
+      load(empty), (empty + ": not a tdfx archive: 0 bytes is too small for a zip file").c_str(),
+      ArchiveError);
+  const std::string text = (dir / "text.pt2").string();
+  std::ofstream(text) << "this is not an archive, just some words\n";
+  CHECK_THROWS_WITH_AS(load(text),
+                       (text + ": not a tdfx archive: no zip end-of-directory record").c_str(),
+                       ArchiveError);
+  fs::remove_all(folder);
+  fs::remove(fifo);
+}
+
+TEST_CASE(
+    "archive: a truncated or bit-flipped copy is refused, or loads and runs exactly as the "
+    "original") {
+  const ExportedProgram program = seed_program();
+  const std::string bytes = archive_bytes(program);
+  const at::Tensor x = at::randn({1, 3});
+  const auto expected = program.module()({{"x", x}});
   size_t refused = 0, loaded = 0;
   auto attempt = [&](const std::string& data) {
-    std::istringstream in(data);
+    std::optional<ExportedProgram> copy;
     try {
-      ExportedProgram program = load(in, "corrupt");
-      program.module()({{"x", at::randn({1, 3})}});
-      ++loaded;
+      copy.emplace(load_bytes(data, "corrupt"));
     } catch (const ArchiveError&) {
       ++refused;
-    } catch (const Error&) {
-      ++refused;  // a well-formed archive whose program fails when run
+      return;
     }
+    // Whatever the loader accepts must be the original program.
+    ++loaded;
+    CHECK(copy->print_readable() == program.print_readable());
+    const auto got = copy->module()({{"x", x}});
+    REQUIRE(got.size() == expected.size());
+    for (size_t i = 0; i < got.size(); ++i) CHECK(at::equal(got[i], expected[i]));
   };
   for (size_t length = 0; length < bytes.size(); length += std::max<size_t>(1, bytes.size() / 97)) {
     attempt(bytes.substr(0, length));
   }
-  for (size_t position = 0; position < bytes.size();
-       position += std::max<size_t>(1, bytes.size() / 211)) {
+  for (size_t position = 0; position < bytes.size(); ++position) {
     std::string copy = bytes;
     copy[position] = static_cast<char>(copy[position] ^ 0x5a);
     attempt(copy);
   }
-  CHECK(refused > 0);
-  MESSAGE("corrupted copies: " << refused << " refused, " << loaded << " still valid");
-  fs::remove(path);
+  CHECK(refused > bytes.size() / 2);
+  MESSAGE("corrupted copies: " << refused << " refused, " << loaded
+                               << " identical to the original");
 }
 
-TEST_CASE("archive: a well-formed archive with a broken program names the problem") {
-  ExportedProgram program = seed_program();
-  std::string document = program_json(program);
-  const auto pos = document.find("aten::relu");
-  REQUIRE(pos != std::string::npos);
-  document.replace(pos, 10, "aten::nope");
-  const fs::path path = scratch_dir() / "broken.pt2";
-  {
-    caffe2::serialize::PyTorchStreamWriter writer(path.string());
-    writer.writeRecord("program.json", document.data(), document.size());
-    writer.writeEndOfFile();
-  }
-  CHECK_THROWS_WITH_AS(load(path.string()), doctest::Contains("aten::nope"), ArchiveError);
-  fs::remove(path);
+TEST_CASE("archive: compressed, overlapping and oversized records are refused before reading") {
+  const ExportedProgram program = seed_program();
+  std::string bytes = archive_bytes(program);
+  // The first local header's method field (offset 8) set to deflate.
+  std::string compressed = bytes;
+  const size_t directory = compressed.find(std::string("PK\1\2", 4));
+  compressed[directory + 10] = 8;
+  CHECK_THROWS_WITH_AS(load_bytes(compressed, "c.pt2"),
+                       "c.pt2: not a tdfx archive: record 'program.json' is compressed; tdfx "
+                       "archives store records uncompressed",
+                       ArchiveError);
+  LoadOptions small;
+  small.max_program_bytes = 100;
+  CHECK_THROWS_WITH_AS(load_bytes(bytes, "big.pt2", small),
+                       doctest::Contains("big.pt2: record 'program.json' declares"), ArchiveError);
+  CHECK_THROWS_WITH_AS(
+      load_bytes(bytes, "big.pt2", small),
+      doctest::Contains("over the limit of 100 bytes (LoadOptions::max_program_bytes)"),
+      ArchiveError);
+  LoadOptions tight;
+  tight.memory_budget = 16;
+  CHECK_THROWS_WITH_AS(
+      load_bytes(bytes, "w.pt2", tight),
+      doctest::Contains("the weights need more than the memory budget of 16 bytes"), ArchiveError);
+}
+
+TEST_CASE("archive: deep nesting is refused before any recursive parser or printer sees it") {
+  CHECK(refusal([](Records& r) {
+          r.document["nodes"][5]["args"][0] = json::parse(nested_list(20));
+        }).find("arguments nested too deeply") != std::string::npos);
+  // 40,000 levels: the JSON text itself is refused, without parsing it.
+  Records records = records_of(seed_program());
+  std::string document = records.document.dump();
+  const std::string marker = "\"version\":2";
+  document.replace(document.find(marker), marker.size(),
+                   "\"version\":" + std::string(40000, '[') + std::string(40000, ']'));
+  CHECK_THROWS_WITH_AS(load_bytes(archive_of(document, records.weights), "deep.pt2"),
+                       "deep.pt2: program.json nests deeper than 64 levels", ArchiveError);
+  document = records.document.dump();
+  document.replace(document.find(marker), marker.size(), "\"version\":[[[1]]]");
+  CHECK_THROWS_WITH_AS(load_bytes(archive_of(document, records.weights), "v.pt2"),
+                       doctest::Contains("archive format version a JSON array is not supported"),
+                       ArchiveError);
+}
+
+TEST_CASE("archive: version 1 archives are refused with both versions named") {
+  CHECK(refusal([](Records& r) { r.document["version"] = 1; }) ==
+        "edited.pt2: archive format version 1 is not supported; this tdfx reads version 2 (export "
+        "the program again with this tdfx; version 1 archives pickled their weights)");
+}
+
+TEST_CASE("archive: operators that are not pure tensor math are refused by name") {
+  CHECK(refusal([](Records& r) {
+          node_with_target(r.document, "aten::relu")["target"] = "aten::from_file";
+        }).find("calls aten::from_file, which a loaded program may not run") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          node_with_target(r.document, "aten::relu")["target"] = "aten::nope";
+        }).find("aten::nope") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          node_with_target(r.document, "aten::relu")["op"] = "call_method";
+        }).find("op 'call_method' cannot appear in a loaded program") != std::string::npos);
+  // zeros([2**40]) asks for 8 TiB.
+  CHECK(refusal([](Records& r) {
+          json& relu = node_with_target(r.document, "aten::relu");
+          relu["target"] = "aten::zeros";
+          relu["args"] = json::array({{{"list", json::array({{{"int", int64_t{1} << 40}}})}}});
+        }).find("asks for 1099511627776 elements, over the memory budget") != std::string::npos);
+}
+
+TEST_CASE("archive: names that would reach printed code unsafely are refused") {
+  CHECK(refusal([](Records& r) {
+          json& x = node_with_target(r.document, "x");
+          x["target"] = "x=__import__('os').system('echo pwned')";
+        }).find("placeholder target") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          node_with_target(r.document, "aten::relu")["name"] = "relu\nimport os";
+        }).find("is not a legal, unreserved identifier") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          node_with_target(r.document, "aten::relu")["meta"]["module_type"] = "Linear\nimport os";
+        }).find("module type 'Linear\\nimport os' holds a control character") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.document["signature"]["inputs"][4]["target"] = "x\ninput forged";
+        }).find("holds a control character") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          json& softplus = node_with_target(r.document, "aten::relu");
+          softplus["kwargs"] = json::array({json::array({"a b", {{"int", 1}}})});
+        }).find("keyword argument 'a b' is not an identifier or repeats") != std::string::npos);
+}
+
+TEST_CASE("archive: a program inconsistent with its signature or weights is refused") {
+  CHECK(refusal([](Records& r) {
+          r.document["signature"]["outputs"].erase(0);
+        }).find("the signature lists 3 outputs but the graph returns 4") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.document["nodes"].back()["args"][0] = {{"tuple", json::array({{{"none", nullptr}}})}};
+          r.document["signature"]["outputs"] = json::array({r.document["signature"]["outputs"][0]});
+        }).find("output 0 of the signature is 'relu' but the graph returns a constant") !=
+        std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.document["weights"][0]["shape"] = json::array({3, 4});
+        }).find("its dtype or shape differs from its placeholder's") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.weights[0].second.pop_back();
+        }).find("a float32 tensor of shape [4, 3] needs 48 bytes; record 'weights/0' holds 47") !=
+        std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.document["weights"].erase(1);
+        }).find("input p_module_0_module_bias has no weight") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.document["weights"][1]["record"] = "weights/0";
+        }).find("is not a weight record of its own") != std::string::npos);
+  CHECK(refusal([](Records& r) {
+          r.document["weights"][0]["shape"] = json::array({-4, -3});
+        }).find("a size is not a non-negative int: -4") != std::string::npos);
+}
+
+TEST_CASE("archive: a loaded program that fails at run time raises RunError naming the node") {
+  const std::string bytes = archive_bytes(seed_program());
+  const ExportedProgram loaded = load_bytes(bytes, "m.pt2");
+  CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 5})}}), doctest::Contains("%linear"),
+                       RunError);
 }

@@ -1,0 +1,112 @@
+#include "core/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "core/error.h"
+
+namespace tdfx {
+namespace {
+
+std::string folder_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+bool write_all(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Creates a new temporary file beside the target. The name is short (not the
+// target's name plus a suffix) so that a target name of the maximal legal
+// length still works.
+int create_temporary(const std::string& folder, std::string& temporary) {
+  std::random_device random;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    temporary = fmt::format("{}/.tdfx-{:08x}{:08x}.tmp", folder, random(), random());
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0 || errno != EEXIST) return fd;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+}  // namespace
+
+template <typename E>
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  std::string temporary;
+  const int fd = create_temporary(folder_of(path), temporary);
+  if (fd < 0) fail<E>("{}: cannot write the file: {}", path, std::strerror(errno));
+  bool ok = write_all(fd, bytes) && ::fsync(fd) == 0;
+  int error = ok ? 0 : errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    error = errno;
+  }
+  if (ok && std::rename(temporary.c_str(), path.c_str()) != 0) {
+    ok = false;
+    error = errno;
+  }
+  if (!ok) {
+    ::unlink(temporary.c_str());
+    fail<E>("{}: cannot write the file: {}", path, std::strerror(error));
+  }
+}
+
+template <typename E>
+RegularFile RegularFile::open(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) fail<E>("{}: cannot open the file: {}", path, std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fail<E>("{}: cannot read the file: {}", path, std::strerror(error));
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    const char* kind = S_ISDIR(info.st_mode)    ? "a directory"
+                       : S_ISFIFO(info.st_mode) ? "a FIFO"
+                       : S_ISSOCK(info.st_mode) ? "a socket"
+                                                : "a device";
+    fail<E>("{}: is {}, not a regular file", path, kind);
+  }
+  return RegularFile(fd, static_cast<uint64_t>(info.st_size), path);
+}
+
+RegularFile::RegularFile(int fd, uint64_t size, std::string path)
+    : fd_(fd), size_(size), path_(std::move(path)) {}
+
+RegularFile::RegularFile(RegularFile&& other) noexcept
+    : fd_(other.fd_), size_(other.size_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+}
+
+RegularFile::~RegularFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// The error types files are read and written for.
+template void write_file_atomically<Error>(const std::string&, std::string_view);
+template void write_file_atomically<ArchiveError>(const std::string&, std::string_view);
+template RegularFile RegularFile::open<Error>(const std::string&);
+template RegularFile RegularFile::open<ArchiveError>(const std::string&);
+
+}  // namespace tdfx
