@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -11,8 +12,13 @@
 namespace tdfx {
 namespace {
 
-constexpr const char* kWordCharacters =
-    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_";
+// True when `text` cannot sit between double quotes as it is.
+bool needs_escapes(std::string_view text) {
+  return std::any_of(text.begin(), text.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return c == '"' || c == '\\' || byte < 0x20 || byte == 0x7f;
+  });
+}
 
 // torch.fx's _format_target: `self.a.b`, or getattr(...) for non-identifiers.
 std::string format_target(const std::string& base, const std::string& path) {
@@ -23,7 +29,7 @@ std::string format_target(const std::string& base, const std::string& path) {
     const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
     if (is_python_identifier(part) && !is_python_keyword(part)) {
       out += "." + part;
-    } else if (!part.empty() && part.find_first_not_of(kWordCharacters) == std::string::npos) {
+    } else if (!needs_escapes(part)) {
       out = fmt::format("getattr({}, \"{}\")", out, part);  // FX's spelling: `getattr(self, "0")`
     } else {
       out = fmt::format("getattr({}, {})", out, python_repr(part));  // any other text, escaped

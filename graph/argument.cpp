@@ -7,8 +7,9 @@ Argument list(std::vector<Argument> items) { return ArgumentList{std::move(items
 Argument tuple(std::vector<Argument> items) { return ArgumentList{std::move(items), true}; }
 
 void for_each_node(const Argument& arg, const std::function<void(Node*)>& fn) {
-  if (Node* node = arg.node()) {
-    fn(node);
+  if (arg.is<Node*>()) {
+    fn(arg.as<Node*>());  // null too: graphs refuse it where arguments enter
+                          // (Node::check_arguments)
   } else if (arg.is<ArgumentList>()) {
     for (const auto& item : arg.as<ArgumentList>().items) for_each_node(item, fn);
   }

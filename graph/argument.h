@@ -76,7 +76,8 @@ using Args = std::vector<Argument>;
 /// Keyword arguments of a node, in insertion order.
 using Kwargs = std::vector<std::pair<std::string, Argument>>;
 
-/// Calls `fn` on every node referenced by `arg`, depth first, left to right.
+/// Calls `fn` on every node referenced by `arg`, depth first, left to right
+/// (a null Node* included: only arguments not yet in a graph can hold one).
 void for_each_node(const Argument& arg, const std::function<void(Node*)>& fn);
 /// A copy of `arg` with every referenced node replaced by `fn(node)`.
 Argument map_nodes(const Argument& arg, const std::function<Node*(Node*)>& fn);

@@ -125,3 +125,30 @@ TEST_CASE("readable: forward code in export style names aten overloads") {
         "    return (sub,)\n"
         "    ");
 }
+
+TEST_CASE("codegen: every name lands in printed code as valid, inert Python") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* m = g.call_module("blocks.my-layer.0.\"); import os; (\"", {x});
+  m->meta().module_path = "blocks.my-layer";
+  m->meta().module_type = "Block\nimport os";
+  Node* d =
+      g.call_function(Target::aten("aten::div.Tensor_mode"), {x, m}, {{"rounding_mode", "floor"}});
+  g.output(tuple({d}));
+  CHECK(python_code(g) ==
+        "\n\n\n"
+        "def forward(self, x):\n"
+        "    blocks_my_layer_0_import_os_ = getattr(getattr(getattr(self.blocks, \"my-layer\"), "
+        "\"0\"), '\"); import os; (\"')(x)\n"
+        "    div = torch.div(x, blocks_my_layer_0_import_os_, rounding_mode = 'floor');  x = "
+        "blocks_my_layer_0_import_os_ = None\n"
+        "    return (div,)\n"
+        "    ");
+  CodeOptions options = readable_defaults();
+  options.style = CodeStyle::kExport;
+  const std::string readable = print_readable(g, options);
+  CHECK(readable.find("        # Module: blocks.my-layer (Block\\nimport os)\n") !=
+        std::string::npos);
+  CHECK(readable.find("torch.ops.aten.div.Tensor_mode(x, blocks_my_layer_0_import_os_, "
+                      "rounding_mode = 'floor')") != std::string::npos);
+}

@@ -128,3 +128,32 @@ TEST_CASE("export: the export_module sample prints seed 000's op sequence and si
   CHECK(std::filesystem::exists(dir + "/model.pt"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "export: keys that are not Python parameter names print valid code and keep their names") {
+  auto model = make_td_sequential(
+      {make_td_module([](const at::Tensor& a, const at::Tensor& b,
+                         const at::Tensor& c) { return at::div(a + b, c, "floor"); },
+                      {"obs-1", "input", "in"}, {"out"})});
+  const at::Tensor a = at::randn({1, 3}), b = at::randn({1, 3}), c = at::rand({1, 3}) + 1;
+  ExportedProgram program = export_program(model, {{"obs-1", a}, {"input", b}, {"in", c}});
+  CHECK(
+      program.print_readable() ==
+      "class GraphModule(torch.nn.Module):\n"
+      "    def forward(self, obs_1: \"f32[1, 3]\", input: \"f32[1, 3]\", in_: \"f32[1, 3]\"):\n"
+      "        input_1 = input\n"
+      "        # Module: module.0.module (Callable())\n"
+      "        add: \"f32[1, 3]\" = torch.ops.aten.add.Tensor(obs_1, input_1);  obs_1 = input_1 = "
+      "None\n"
+      "        div: \"f32[1, 3]\" = torch.ops.aten.div.Tensor_mode(add, in_, rounding_mode = "
+      "'floor');  add = in_ = None\n"
+      "        return (div,)\n"
+      "        ");
+  CHECK(program.graph_signature().str() ==
+        "input user_input obs_1 -> 'obs-1'\n"
+        "input user_input input_1 -> input\n"
+        "input user_input in_ -> in\n"
+        "output div -> 'out'\n");
+  const auto out = program.module()({{"obs-1", a}, {"input", b}, {"in", c}});
+  CHECK(at::equal(out.at(0), at::div(a + b, c, "floor")));
+}

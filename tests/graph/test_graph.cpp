@@ -202,3 +202,67 @@ TEST_CASE("graph: a 100000-node chain is built, printed, copied and destroyed wi
   CHECK(copy.size() == g.size());
   CHECK(g.eliminate_dead_code() == 0);
 }
+
+TEST_CASE("graph: a null Node* argument is refused wherever arguments enter a graph") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(relu(), {x});
+  Node* null = nullptr;
+  CHECK_THROWS_WITH_AS(g.call_function(relu(), {null}),
+                       "cannot create %relu: an argument is a null Node*", GraphError);
+  CHECK_THROWS_WITH_AS(g.call_function(relu(), {list({x, null})}),
+                       "cannot create %relu: an argument is a null Node*", GraphError);
+  CHECK_THROWS_WITH_AS(r->set_args({null}), "%relu: an argument is a null Node*", GraphError);
+  CHECK_THROWS_WITH_AS(r->set_arg(0, null), "%relu: an argument is a null Node*", GraphError);
+  CHECK_THROWS_WITH_AS(r->set_kwargs({{"self", null}}), "%relu: an argument is a null Node*",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(x->replace_all_uses_with(nullptr), "cannot replace %x with a null Node*",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(r->replace_input_with(x, nullptr),
+                       "%relu: the replacement input is null or belongs to another graph",
+                       GraphError);
+  g.output(r);
+  g.lint();
+  CHECK(to_string(g) ==
+        "graph():\n"
+        "    %x : [#users=1] = placeholder[target=x]\n"
+        "    %relu : [#users=1] = call_function[target=torch.relu](args = (%x,), kwargs = {})\n"
+        "    return relu");
+}
+
+TEST_CASE("graph: names that reach printed code must be identifiers") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  CHECK_THROWS_WITH_AS(g.placeholder("a\nb"),
+                       "placeholder target 'a\\nb' is not an identifier (or is a Python keyword)",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(g.placeholder("in"),
+                       "placeholder target 'in' is not an identifier (or is a Python keyword)",
+                       GraphError);
+  CHECK(g.placeholder("input")->name() == "input_1");  // a builtin: a legal parameter, renamed node
+  CHECK_THROWS_WITH_AS(g.call_method("view(); import os; x.view", {x}),
+                       "call_method target 'view(); import os; x.view' is not a method name",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(g.call_function(relu(), {x}, {{"a b", 1}}),
+                       "cannot create %relu: keyword argument 'a b' is not an identifier",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(g.call_function(relu(), {x}, {{"k", 1}, {"k", 2}}),
+                       "cannot create %relu: keyword argument 'k' repeats", GraphError);
+}
+
+TEST_CASE("graph: control characters in targets and strings never start a printed line") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* m = g.call_module("layers.a\nimport os", {x});
+  Node* d = g.call_function(Target::aten("aten::div.Tensor_mode"), {x, m},
+                            {{"rounding_mode", "fl\noor"}});
+  g.output(d);
+  CHECK(to_string(g) ==
+        "graph():\n"
+        "    %x : [#users=2] = placeholder[target=x]\n"
+        "    %layers_a_import_os : [#users=1] = call_module[target=layers.a\\nimport os](args = "
+        "(%x,), kwargs = {})\n"
+        "    %div : [#users=1] = call_function[target=torch.div](args = (%x, %layers_a_import_os), "
+        "kwargs = {rounding_mode: fl\\noor})\n"
+        "    return div");
+}
