@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <ostream>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/python_repr.h"
 #include "tensordict/access_hook.h"
 
 namespace tdfx {
@@ -263,26 +266,65 @@ TensorDict TensorDict::exclude(const std::vector<NestedKey>& keys) const {
 
 TensorDict TensorDict::flatten_keys(const std::string& sep) const {
   TensorDict out(batch_size_, device_);
+  // The key each flat name came from: two keys that flatten alike would otherwise lose one
+  // tensor without a word.
+  std::unordered_map<std::string, NestedKey> source;
   for (const NestedKey& key : keys(true, true)) {
-    out.set_unhooked(NestedKey(key.joined(sep)), find_entry(key)->tensor);
+    std::string flat = key.joined(sep);
+    auto [it, fresh] = source.emplace(flat, key);
+    if (!fresh) {
+      fail<KeyError>("flatten_keys: keys {} and {} both flatten to {}", it->second.repr(),
+                     key.repr(), NestedKey(flat).repr());
+    }
+    out.set_unhooked(NestedKey(std::move(flat)), find_entry(key)->tensor);
   }
   return out;
 }
 
+namespace {
+
+/// `key`'s parts, each split at `sep`: ('a.b', 'c') → ('a', 'b', 'c').
+NestedKey split_key(const NestedKey& key, const std::string& sep) {
+  std::vector<std::string> parts;
+  for (const std::string& part : key.parts()) {
+    size_t start = 0;
+    for (size_t pos; (pos = part.find(sep, start)) != std::string::npos; start = pos + sep.size()) {
+      parts.push_back(part.substr(start, pos - start));
+    }
+    parts.push_back(part.substr(start));
+  }
+  for (const std::string& part : parts) {
+    if (part.empty()) {
+      fail<KeyError>("unflatten_keys: key {} split at {} has an empty part", key.repr(),
+                     python_repr(sep));
+    }
+  }
+  return NestedKey(std::move(parts));
+}
+
+}  // namespace
+
 TensorDict TensorDict::unflatten_keys(const std::string& sep) const {
   if (sep.empty()) fail<Error>("unflatten_keys needs a non-empty separator");
   TensorDict out(batch_size_, device_);
+  // Each new key and the key it came from, to name both keys of a clash.
+  std::map<NestedKey, NestedKey> made;
   for (const NestedKey& key : keys(true, true)) {
-    std::vector<std::string> parts;
-    for (const std::string& part : key.parts()) {
-      size_t start = 0;
-      for (size_t pos; (pos = part.find(sep, start)) != std::string::npos;
-           start = pos + sep.size()) {
-        parts.push_back(part.substr(start, pos - start));
-      }
-      parts.push_back(part.substr(start));
+    NestedKey nested = split_key(key, sep);
+    // A clash is the same key twice, or one key inside the other (a tensor holds no entries):
+    // an earlier key equal to or inside `nested` sorts right at or after it...
+    auto clash = made.lower_bound(nested);
+    if (clash != made.end() && !clash->first.starts_with(nested)) clash = made.end();
+    // ...and one `nested` is inside is one of its prefixes.
+    for (size_t n = 1; clash == made.end() && n < nested.size(); ++n) {
+      clash = made.find(prefix_of(nested, n));
     }
-    out.set_unhooked(NestedKey(std::move(parts)), find_entry(key)->tensor);
+    if (clash != made.end()) {
+      fail<KeyError>("unflatten_keys: keys {} and {} unflatten to {} and {}, which clash",
+                     clash->second.repr(), key.repr(), clash->first.repr(), nested.repr());
+    }
+    out.set_unhooked(nested, find_entry(key)->tensor);
+    made.emplace(std::move(nested), key);
   }
   return out;
 }

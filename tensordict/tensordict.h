@@ -95,9 +95,12 @@ class TensorDict {
   TensorDict select(const std::vector<NestedKey>& keys, bool strict = true) const;
   /// A dict without `keys`; missing keys are ignored.
   TensorDict exclude(const std::vector<NestedKey>& keys) const;
-  /// Nested leaves become top-level keys joined by `sep`: {a: {b: t}} → {"a.b": t}.
+  /// Nested leaves become top-level keys joined by `sep`: {a: {b: t}} → {"a.b": t}. Throws
+  /// KeyError naming both keys when two flatten alike ("a.b" and ("a", "b")).
   TensorDict flatten_keys(const std::string& sep = ".") const;
-  /// The inverse of flatten_keys: {"a.b": t} → {a: {b: t}}.
+  /// The inverse of flatten_keys: {"a.b": t} → {a: {b: t}}. Throws KeyError naming both keys
+  /// when two unflatten to the same key or one inside the other ("a" and "a.b"), and when a
+  /// key split at `sep` has an empty part ("a..b").
   TensorDict unflatten_keys(const std::string& sep = ".") const;
   /// Every tensor moved to `device`, and the dict's device set to it.
   TensorDict to(at::Device device) const;

@@ -199,6 +199,50 @@ TEST_CASE("tensordict: flatten_keys and unflatten_keys are inverses") {
   CHECK(back.get_sub({"a", "b"}).batch_size() == std::vector<int64_t>{1});
 }
 
+TEST_CASE("tensordict: flatten_keys refuses two keys that flatten to the same name") {
+  TensorDict td({1});
+  td.set("a.b", at::zeros({1}));
+  td.set({"a", "b"}, at::ones({1}));
+  CHECK_THROWS_WITH_AS(td.flatten_keys(),
+                       "flatten_keys: keys 'a.b' and ('a', 'b') both flatten to 'a.b'",
+                       tdfx::KeyError);
+  CHECK(reprs(td.flatten_keys("/").keys()) == std::vector<std::string>{"'a.b'", "'a/b'"});
+}
+
+TEST_CASE("tensordict: unflatten_keys refuses keys that clash and empty parts") {
+  TensorDict same({1});
+  same.set("a.b", at::zeros({1}));
+  same.set({"a", "b"}, at::ones({1}));
+  CHECK_THROWS_WITH_AS(same.unflatten_keys(),
+                       "unflatten_keys: keys 'a.b' and ('a', 'b') unflatten to ('a', 'b') and "
+                       "('a', 'b'), which clash",
+                       tdfx::KeyError);
+  TensorDict inside({1});
+  inside.set("a.b", at::zeros({1}));
+  inside.set("a", at::ones({1}));
+  CHECK_THROWS_WITH_AS(inside.unflatten_keys(),
+                       "unflatten_keys: keys 'a.b' and 'a' unflatten to ('a', 'b') and 'a', which "
+                       "clash",
+                       tdfx::KeyError);
+  TensorDict outside({1});
+  outside.set("a", at::ones({1}));
+  outside.set("a.b", at::zeros({1}));
+  CHECK_THROWS_WITH_AS(outside.unflatten_keys(),
+                       "unflatten_keys: keys 'a' and 'a.b' unflatten to 'a' and ('a', 'b'), which "
+                       "clash",
+                       tdfx::KeyError);
+  TensorDict empty_part({1});
+  empty_part.set("a..b", at::ones({1}));
+  CHECK_THROWS_WITH_AS(empty_part.unflatten_keys(),
+                       "unflatten_keys: key 'a..b' split at '.' has an empty part", tdfx::KeyError);
+  TensorDict siblings({1});
+  siblings.set("a.b", at::zeros({1}));
+  siblings.set("a.c", at::ones({1}));
+  siblings.set("ab", at::ones({1}));
+  CHECK(reprs(siblings.unflatten_keys().keys(true)) ==
+        std::vector<std::string>{"'a'", "('a', 'b')", "('a', 'c')", "'ab'"});
+}
+
 TEST_CASE("tensordict: to casts every tensor and sets the device") {
   TensorDict td({2});
   td.set({"a", "b"}, at::zeros({2}, at::kLong));
