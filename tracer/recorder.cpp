@@ -1,7 +1,11 @@
 #include "tracer/recorder.h"
 
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+
+#include <vector>
 
 #include "core/error.h"
 
@@ -23,6 +27,64 @@ class PauseTracing {
 
  private:
   std::shared_ptr<tracer::TracingState> state_;
+};
+
+/// True when `a` and `b` hold the same bytes in the same shape, dtype and device.
+bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() || a.device() != b.device()) {
+    return false;
+  }
+  return at::equal(a.contiguous().reshape({-1}).view(at::kByte),
+                   b.contiguous().reshape({-1}).view(at::kByte));
+}
+
+// The parameters and buffers of a module, put back as they were when the scope ends, even
+// by an exception: running a module to trace it may update them (BatchNorm's running
+// statistics in training mode), and a trace leaves the module as it found it. Only tensors
+// that changed are written back, so that a caller's autograd graph that saved the others
+// stays valid. Their version counter does not tell: batch_norm updates the running
+// statistics without bumping it.
+class StateSnapshot {
+ public:
+  explicit StateSnapshot(torch::nn::Module& module) {
+    at::NoGradGuard no_grad;
+    for (const auto& item : module.named_parameters(true)) save(item.value());
+    for (const auto& item : module.named_buffers(true)) save(item.value());
+  }
+  ~StateSnapshot() {
+    at::NoGradGuard no_grad;
+    for (Saved& saved : saved_) {
+      at::Tensor& tensor = saved.tensor;
+      try {
+        if (bit_equal(tensor, saved.copy)) continue;
+        const bool same_layout = tensor.sizes() == saved.copy.sizes() &&
+                                 tensor.scalar_type() == saved.copy.scalar_type() &&
+                                 tensor.device() == saved.copy.device();
+        if (same_layout) {
+          tensor.copy_(saved.copy);
+        } else {
+          tensor.set_data(saved.copy);  // resized or retyped in place
+        }
+      } catch (const std::exception&) {
+        // A destructor must not throw; a tensor that cannot be restored stays as the trace
+        // left it (copying a same-shaped tensor does not fail in practice).
+      }
+    }
+  }
+  StateSnapshot(const StateSnapshot&) = delete;
+  StateSnapshot& operator=(const StateSnapshot&) = delete;
+
+ private:
+  struct Saved {
+    at::Tensor tensor;
+    at::Tensor copy;
+  };
+
+  void save(const at::Tensor& tensor) {
+    if (tensor.defined()) saved_.push_back({tensor, tensor.clone()});
+  }
+
+  std::vector<Saved> saved_;
 };
 
 class Recorder {
@@ -148,7 +210,9 @@ class Recorder {
         for (const auto& k : td_.keys(true, true)) keys += (keys.empty() ? "" : ", ") + k.repr();
         fail<KeyError>("key {} not found in the example TensorDict; keys: {}", key.repr(), keys);
       }
-      stored = td_.get(key).alias();
+      // A copy: the module may write into its input (an in-place op), and the example
+      // TensorDict must come out of the trace as it went in.
+      stored = td_.get(key).clone();
     }
     auto& graph = *recording_.graph;
     jit::Node* node = graph.create(c10::Symbol::fromQualString("tdfx::read"), {}, 1);
@@ -178,6 +242,7 @@ Recording record(TensorDictModuleBase& module, const TensorDict& example,
   if (tracer::isTracing()) {
     fail<TraceError>("{}: a trace is already active on this thread", module.describe());
   }
+  StateSnapshot snapshot(module);
   return Recorder(example, strip_prefix).run(module);
 }
 

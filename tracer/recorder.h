@@ -58,6 +58,9 @@ struct Recording {
 /// Records `module` run on `example`. `root_prefix` is how parameter paths of
 /// `module` are shown (the graph root may be a child of `module`). Throws
 /// TraceError naming the module on failure; never leaves tracing state behind.
+/// The module runs on copies of `example`'s tensors, and its parameters and
+/// buffers are put back as they were afterwards (also on failure), so neither
+/// the example nor the module changes (BatchNorm's running statistics stay).
 Recording record(TensorDictModuleBase& module, const TensorDict& example,
                  const std::string& strip_prefix);
 

@@ -69,7 +69,10 @@ class TDGraphModule {
   std::unique_ptr<GraphModule> runner_;
 };
 
-/// Traces `module` run once on `example` (which is not modified). Key reads
+/// Traces `module` run once on `example`. Neither changes: the module runs on
+/// copies of the example's tensors (an in-place op does not reach them), and
+/// its parameters and buffers are put back afterwards, also when tracing
+/// fails (BatchNorm's running statistics stay as they were). Key reads
 /// become `getitem(tensordict, key)` nodes, built-in torch::nn modules
 /// `call_module` nodes; the root is the wrapped module of a
 /// TensorDictModule, or the ModuleList of a TensorDictSequential, as in the

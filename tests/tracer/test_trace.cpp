@@ -2,9 +2,11 @@
 #include <doctest/doctest.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/utils.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -34,6 +36,32 @@ void check_bit_identical(const std::shared_ptr<TensorDictModuleBase>& module,
     CAPTURE(key);
     CHECK(at::equal(eager.get(key), traced.get(key)));
   }
+}
+
+/// Doubles its input in place, then normalises it with a BatchNorm1d: tracing it in training
+/// mode would move the example's tensor and the running statistics.
+struct InPlaceNormImpl : torch::nn::Module {
+  InPlaceNormImpl() : norm(register_module("norm", torch::nn::BatchNorm1d(3))) {}
+  at::Tensor forward(at::Tensor x) {
+    x.mul_(2);
+    return norm(x);
+  }
+  torch::nn::BatchNorm1d norm;
+};
+TORCH_MODULE(InPlaceNorm);
+
+/// Bit-identical copies of a module's buffers, by name.
+std::map<std::string, at::Tensor> buffer_copies(const torch::nn::Module& module) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : module.named_buffers(true)) out[item.key()] = item.value().clone();
+  return out;
+}
+
+/// True when two tensors hold the same bytes in the same shape and dtype.
+bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
+         at::equal(a.contiguous().reshape({-1}).view(at::kByte),
+                   b.contiguous().reshape({-1}).view(at::kByte));
 }
 
 std::string bin_dir() {
@@ -215,4 +243,66 @@ TEST_CASE("trace: an op that cannot be recorded names the module and the op") {
   CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("TensorDictModule("),
                        TraceError);
   CHECK_FALSE(torch::jit::tracer::isTracing());
+}
+
+TEST_CASE("trace: the example TensorDict and the module's buffers and parameters are untouched") {
+  torch::manual_seed(0);
+  InPlaceNorm inner;
+  inner->train();
+  auto module = make_td_module(inner, {"x"}, {"y"});
+  TensorDict example({{"x", at::randn({4, 3})}}, {4});
+  const at::Tensor x_before = example.get("x").clone();
+  const auto buffers_before = buffer_copies(*module);
+  REQUIRE(buffers_before.size() == 3);  // running_mean, running_var, num_batches_tracked
+  std::map<std::string, at::Tensor> parameters_before;
+  for (const auto& item : module->named_parameters(true)) {
+    parameters_before[item.key()] = item.value().detach().clone();
+  }
+
+  TDGraphModule gm = symbolic_trace(module, example);
+  CHECK(bit_equal(example.get("x"), x_before));
+  for (const auto& [name, before] : buffer_copies(*module)) {
+    CAPTURE(name);
+    CHECK(bit_equal(before, buffers_before.at(name)));
+  }
+  for (const auto& item : module->named_parameters(true)) {
+    CAPTURE(item.key());
+    CHECK(bit_equal(item.value().detach(), parameters_before.at(item.key())));
+  }
+  // The trace still records what the module does, in-place op and statistics update included.
+  TensorDict eager({{"x", x_before.clone()}}, {4});
+  module->forward(eager);
+  TensorDict traced({{"x", x_before.clone()}}, {4});
+  const auto eager_buffers = buffer_copies(*module);
+  for (const auto& [name, tensor] : buffers_before) {
+    module->named_buffers(true)[name].detach().copy_(tensor);
+  }
+  gm.forward(traced);
+  CHECK(bit_equal(eager.get("y"), traced.get("y")));
+  for (const auto& [name, after] : buffer_copies(*module)) {
+    CAPTURE(name);
+    CHECK(bit_equal(after, eager_buffers.at(name)));
+  }
+}
+
+TEST_CASE("trace: a trace that fails puts the module's buffers back") {
+  torch::manual_seed(0);
+  InPlaceNorm inner;
+  inner->train();
+  auto norm = make_td_module(inner, {"x"}, {"y"});
+  auto failing = make_td_module(
+      [](const at::Tensor&) -> at::Tensor { throw std::runtime_error("fails on purpose"); }, {"y"},
+      {"z"});
+  auto sequential = make_td_sequential({norm, failing});
+  TensorDict example({{"x", at::randn({4, 3})}}, {4});
+  const at::Tensor x_before = example.get("x").clone();
+  const auto buffers_before = buffer_copies(*sequential);
+  CHECK_THROWS_WITH_AS(symbolic_trace(sequential, example), doctest::Contains("fails on purpose"),
+                       TraceError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+  CHECK(bit_equal(example.get("x"), x_before));
+  for (const auto& [name, before] : buffer_copies(*sequential)) {
+    CAPTURE(name);
+    CHECK(bit_equal(before, buffers_before.at(name)));
+  }
 }
