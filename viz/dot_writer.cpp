@@ -115,6 +115,17 @@ struct Row {
 
 Row plain(const std::string& text) { return {escape_html(truncate_text(text, kMaxRowText))}; }
 
+// Graphviz IDs live in disjoint namespaces, so that no node name can merge with a note: a
+// node is `node:NAME` and the note of a written key `key:N`, told apart by their prefixes
+// whatever the name. Boxes are subgraphs, `cluster_N`, which Graphviz keeps apart from
+// nodes anyway. (Not `%NAME`: cgraph takes IDs starting with `%` for anonymous ones.)
+
+/// The DOT ID of a graph node.
+std::string node_id(const Node& node) { return dot_quote("node:" + node.name()); }
+
+/// The DOT ID of the note of the `index`-th written key.
+std::string note_id(size_t index) { return dot_quote(fmt::format("key:{}", index)); }
+
 /// Writes the DOT text; holds the naming state of one drawing.
 class DotWriter {
  public:
@@ -179,7 +190,7 @@ class DotWriter {
     }
     for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
       if (!outputs_[i]) continue;
-      const std::string id = fmt::format("key_{}", i);
+      const std::string id = note_id(i);
       std::string label = "<<table border=\"0\" cellborder=\"0\" cellspacing=\"0\"><tr><td>";
       label +=
           "writes <b>" + escape_html(options_.output_keys[i].repr()) + "</b></td></tr></table>>";
@@ -187,7 +198,7 @@ class DotWriter {
       members_[box_of_[outputs_[i]]].push_back(
           fmt::format("{} [shape=note, style=filled, fillcolor=\"#fff8d6\", label={}];\n"
                       "{{rank=same; {}; {};}}\n",
-                      dot_quote(id), label, dot_quote(outputs_[i]->name()), dot_quote(id)));
+                      id, label, node_id(*outputs_[i]), id));
     }
   }
 
@@ -226,8 +237,8 @@ class DotWriter {
       label += "</td></tr>";
     }
     label += "</table>>";
-    return fmt::format("{} [shape={}, style=\"{}\", fillcolor=\"{}\", label={}];\n",
-                       dot_quote(node.name()), style.shape, style.style, style.fill, label);
+    return fmt::format("{} [shape={}, style=\"{}\", fillcolor=\"{}\", label={}];\n", node_id(node),
+                       style.shape, style.style, style.fill, label);
   }
 
   std::vector<Row> label_rows(const Node& node, Kind kind) {
@@ -306,34 +317,33 @@ class DotWriter {
     const bool fan_in = outputs_.size() <= kMaxOutputEdges;
     for (Node* node : graph_.nodes()) {
       if (node == out) continue;
-      for (Node* input : node->input_nodes()) write_edge(dot_quote(input->name()), *input, node);
+      for (Node* input : node->input_nodes()) write_edge(node_id(*input), *input, node);
     }
     if (!out) return;
-    const std::string out_id = dot_quote(out->name());
+    const std::string out_id = node_id(*out);
     size_t keyed = 0;
     for (size_t i = 0; i < outputs_.size(); ++i) {
       Node* producer = outputs_[i];
       if (!producer) continue;
       if (i < options_.output_keys.size()) {
-        const std::string key_id = dot_quote(fmt::format("key_{}", i));
-        out_ += fmt::format("  {} -> {} [style=dashed, arrowhead=none];\n",
-                            dot_quote(producer->name()), key_id);
+        const std::string key_id = note_id(i);
+        out_ +=
+            fmt::format("  {} -> {} [style=dashed, arrowhead=none];\n", node_id(*producer), key_id);
         if (fan_in) out_ += fmt::format("  {} -> {} [style=dashed];\n", key_id, out_id);
         keyed = i + 1;
       } else if (fan_in) {
-        write_edge(dot_quote(producer->name()), *producer, out);
+        write_edge(node_id(*producer), *producer, out);
       }
     }
     // Without the fan-in the output would float to the top: pin it under the last key.
     if (!fan_in && keyed > 0) {
-      out_ += fmt::format("  {} -> {} [style=invis];\n",
-                          dot_quote(fmt::format("key_{}", keyed - 1)), out_id);
+      out_ += fmt::format("  {} -> {} [style=invis];\n", note_id(keyed - 1), out_id);
     }
   }
 
   void write_edge(const std::string& from, const Node& input, const Node* to) {
     const std::string meta = meta_str(input.meta().tensor);
-    out_ += "  " + from + " -> " + dot_quote(to->name());
+    out_ += "  " + from + " -> " + node_id(*to);
     if (!meta.empty()) out_ += " [xlabel=<" + escape_html(meta) + ">]";
     out_ += ";\n";
   }

@@ -2,10 +2,58 @@
 
 namespace tdfx {
 
+namespace {
+
+/// The length of the well-formed UTF-8 sequence at the start of `text`, or 0.
+size_t utf8_length(std::string_view text) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(0);
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the range of the second byte
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) low = 0xA0;   // no overlong forms
+    if (lead == 0xED) high = 0x9F;  // no surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) low = 0x90;   // no overlong forms
+    if (lead == 0xF4) high = 0x8F;  // nothing above U+10FFFF
+  }
+  if (length == 0 || text.size() < length) return 0;
+  if (byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+  }
+  return length;
+}
+
+/// `\xNN` for a byte that XML cannot carry.
+std::string hex_escape(unsigned char byte) {
+  constexpr char kDigits[] = "0123456789abcdef";
+  return {'\\', 'x', kDigits[byte >> 4], kDigits[byte & 0xF]};
+}
+
+}  // namespace
+
 std::string escape_html(std::string_view text) {
   std::string out;
   out.reserve(text.size() + text.size() / 8);
-  for (char c : text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x80) {
+      // Well-formed UTF-8 passes; a stray byte would make Graphviz drop the whole label.
+      const size_t length = utf8_length(text.substr(i));
+      if (length == 0) {
+        out += hex_escape(byte);
+      } else {
+        out.append(text.data() + i, length);
+        i += length - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '&':
         out += "&amp;";
@@ -31,14 +79,22 @@ std::string escape_html(std::string_view text) {
       case '|':
         out += "&#124;";
         break;
+      // Control characters are not allowed in XML, and a row is one line: shown as escapes.
       case '\n':
+        out += "\\n";
+        break;
       case '\r':
+        out += "\\r";
+        break;
       case '\t':
-        // Line breaks inside a cell would need <br/>; a space keeps one line per row.
-        out += ' ';
+        out += "\\t";
         break;
       default:
-        out += c;
+        if (byte < 0x20 || byte == 0x7F) {
+          out += hex_escape(byte);
+        } else {
+          out += c;
+        }
     }
   }
   return out;

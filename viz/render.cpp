@@ -2,24 +2,19 @@
 
 #include "viz/render.h"
 
-#include <fcntl.h>
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
 #include <graphviz/gvplugin.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 // The plugins are linked in, not loaded from Debian's plugin config, so that
 // rendering works even when that config is missing or stale.
@@ -159,21 +154,40 @@ const char* graphviz_format(Format format) {
   return "svg";
 }
 
+/// Graphviz's messages of the current call, trimmed, for an exception.
+std::string messages(const Graphviz& gv) {
+  const auto end = gv.errors.find_last_not_of(" \n");
+  return end == std::string::npos ? "(no message)" : gv.errors.substr(0, end + 1);
+}
+
+/// True when Graphviz reported an error since the call began. It recovers from
+/// some (a label it cannot parse becomes the node's ID), but the drawing is then
+/// not the one asked for.
+bool graphviz_failed() { return agerrors() >= AGERR; }
+
 /// Lays out and renders DOT text; the caller holds the Graphviz lock.
 std::string render_locked(Graphviz& gv, const std::string& dot, Format format) {
   gv.errors.clear();
+  agreseterrors();
   Agraph_t* g = read_dot(dot);
-  if (!g) fail("viz: Graphviz could not parse the DOT text: {}", gv.errors);
+  if (!g) fail("viz: Graphviz could not parse the DOT text: {}", messages(gv));
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> close(g, agclose);
-  if (gvLayout(gv.gvc, g, "dot") != 0) fail("viz: Graphviz layout failed: {}", gv.errors);
+  if (graphviz_failed()) fail("viz: Graphviz could not parse the DOT text: {}", messages(gv));
+  const int layout_rc = gvLayout(gv.gvc, g, "dot");
+  // Frees the layout before the graph is closed, on every path.
+  auto free_layout = [&gv](Agraph_t* laid_out) { gvFreeLayout(gv.gvc, laid_out); };
+  std::unique_ptr<Agraph_t, decltype(free_layout)> layout(layout_rc == 0 ? g : nullptr,
+                                                          free_layout);
+  if (layout_rc != 0 || graphviz_failed()) {
+    fail("viz: Graphviz could not lay out the graph: {}", messages(gv));
+  }
   char* data = nullptr;
   unsigned int length = 0;
   const int rc = gvRenderData(gv.gvc, g, graphviz_format(format), &data, &length);
   std::string bytes = data && rc == 0 ? std::string(data, length) : std::string();
   if (data) gvFreeRenderData(data);
-  gvFreeLayout(gv.gvc, g);
-  if (rc != 0) {
-    fail("viz: Graphviz could not render {}: {}", graphviz_format(format), gv.errors);
+  if (rc != 0 || graphviz_failed()) {
+    fail("viz: Graphviz could not render {}: {}", graphviz_format(format), messages(gv));
   }
   return bytes;
 }
@@ -181,6 +195,13 @@ std::string render_locked(Graphviz& gv, const std::string& dot, Format format) {
 }  // namespace
 
 std::string render(const Graph& graph, Format format, const RenderOptions& options) {
+  if (format != Format::kDot && graph.size() > options.max_nodes) {
+    fail(
+        "viz: the graph has {} nodes, more than the {} a drawing may have; raise "
+        "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write "
+        ".dot text, which has no limit",
+        graph.size(), options.max_nodes);
+  }
   return render_dot(to_dot(graph, options), format);
 }
 
@@ -211,27 +232,7 @@ Format format_from_extension(const std::string& path) {
 
 void write(const Graph& graph, const std::string& path, const RenderOptions& options) {
   const Format format = format_from_extension(path);
-  const std::string bytes = render(graph, format, options);
-  // Same directory as the target, so the rename cannot cross file systems.
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = mkstemp(tmp.data());
-  if (fd < 0) fail("cannot write '{}': {}", path, std::strerror(errno));
-  bool ok = true;
-  for (size_t done = 0; ok && done < bytes.size();) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<size_t>(n);
-  }
-  const int saved = errno;
-  // mkstemp makes 0600; a drawing is an ordinary file.
-  ok = ok && fchmod(fd, 0644) == 0;
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = ok ? errno : saved;
-    std::remove(tmp.c_str());
-    fail("cannot write '{}': {}", path, std::strerror(err ? err : EIO));
-  }
+  write_file_atomically<Error>(path, render(graph, format, options));
 }
 
 }  // namespace tdfx

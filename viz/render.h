@@ -11,6 +11,7 @@
 ///     options.output_keys = {"hidden", "out"};
 ///     write(graph, "pipeline.svg", options);     // or .png, .pdf, .dot
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <utility>
@@ -38,6 +39,10 @@ struct ModuleBox {
   std::vector<NestedKey> out_keys;
 };
 
+/// The default of RenderOptions::max_nodes: a graph of this size renders to SVG in a few
+/// seconds on a 2-core machine.
+inline constexpr size_t kDefaultMaxNodes = 2500;
+
 /// What to draw beyond the graph itself. Everything is plain data, so that a
 /// caller without a tracer (a test, a tool) can supply it.
 struct RenderOptions {
@@ -54,6 +59,11 @@ struct RenderOptions {
   std::map<std::string, std::vector<std::pair<std::string, TensorMeta>>> module_parameters;
   /// A title drawn above the graph; none when "".
   std::string title;
+  /// The most graph nodes `render` lays out (SVG, PNG, PDF): Graphviz's layout grows faster
+  /// than the node count, and a graph of 100,000 nodes would not finish. Above it, render
+  /// throws tdfx::Error naming the count; raise it here or with `tdfx render --max-nodes N`.
+  /// DOT text has no limit.
+  size_t max_nodes = kDefaultMaxNodes;
 };
 
 /// The DOT text of `graph`: pure and deterministic (the same graph and
@@ -69,11 +79,15 @@ inline constexpr size_t kMaxOutputEdges = 16;
 
 /// The drawing of `graph` in `format`, as bytes. kDot gives `to_dot`'s text;
 /// the others are laid out by Graphviz's `dot` in this process. Safe to call
-/// from several threads (Graphviz itself runs one call at a time).
+/// from several threads (Graphviz itself runs one call at a time). Throws
+/// tdfx::Error when the graph has more than `options.max_nodes` nodes (not for
+/// kDot) and when Graphviz reports an error, with Graphviz's message.
 std::string render(const Graph& graph, Format format, const RenderOptions& options = {});
 
 /// DOT text (from `to_dot` or elsewhere) laid out by `dot` and rendered in
-/// `format`; kDot returns it as is. Throws tdfx::Error when Graphviz fails.
+/// `format`; kDot returns it as is. Throws tdfx::Error with Graphviz's
+/// message when Graphviz reports an error, even one it recovers from (a label
+/// it cannot parse, which it would draw as the node's ID instead).
 std::string render_dot(const std::string& dot, Format format);
 
 /// The format named by `path`'s extension (.svg .png .pdf .dot .gv, any
@@ -82,7 +96,8 @@ Format format_from_extension(const std::string& path);
 
 /// Renders `graph` to `path` in the format of its extension. Atomic: the
 /// bytes go to a temporary file in the same directory, renamed over `path`;
-/// on any failure no file is left behind. Throws tdfx::Error.
+/// on any failure no file is left behind. The file's mode is 0666 less the
+/// umask. Throws tdfx::Error naming the path.
 void write(const Graph& graph, const std::string& path, const RenderOptions& options = {});
 
 }  // namespace tdfx

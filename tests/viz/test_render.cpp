@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -77,11 +78,54 @@ testing::Chain hostile() {
   return c;
 }
 
+/// Sets the process umask for its lifetime.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t mask) : previous_(umask(mask)) {}
+  ~ScopedUmask() { umask(previous_); }
+  ScopedUmask(const ScopedUmask&) = delete;
+  ScopedUmask& operator=(const ScopedUmask&) = delete;
+
+ private:
+  mode_t previous_;
+};
+
+/// The permission bits of the file at `path`.
+mode_t mode_of(const std::string& path) {
+  struct stat info {};
+  REQUIRE(stat(path.c_str(), &info) == 0);
+  return info.st_mode & 07777;
+}
+
+/// How many times `needle` occurs in `text`.
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+/// A chain of `n` relu nodes between a placeholder and the output: `n + 2` nodes.
+Graph relu_chain(size_t n) {
+  Graph g;
+  Node* x = g.placeholder("x");
+  for (size_t i = 0; i < n; ++i) x = g.call_function(Target::aten("aten::relu"), {x});
+  g.output(x);
+  return g;
+}
+
 }  // namespace
 
 TEST_CASE("viz: escape_html makes every special character an entity") {
   CHECK(escape_html("a|<b>&\"{}'") == "a&#124;&lt;b&gt;&amp;&quot;&#123;&#125;&#39;");
   CHECK(escape_html("plain_text 1.0") == "plain_text 1.0");
+  CHECK(escape_html("a\x01"
+                    "b\nc\td\re\x1f\x7f") == "a\\x01b\\nc\\td\\re\\x1f\\x7f");
+  // Well-formed UTF-8 passes; stray bytes, overlong forms and surrogates are escaped.
+  CHECK(escape_html("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80") ==
+        "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  CHECK(escape_html("a\xff"
+                    "b\xc3") == "a\\xffb\\xc3");
+  CHECK(escape_html("\xc0\xaf\xed\xa0\x80") == "\\xc0\\xaf\\xed\\xa0\\x80");
   CHECK(dot_quote("a\"b\\c") == "\"a\\\"b\\\\c\"");
   CHECK(truncate_text("abcdef", 3) == "abc...");
   CHECK(truncate_text("abc", 3) == "abc");
@@ -254,15 +298,15 @@ TEST_CASE("viz: a long pipeline writes keys beside their producers, not into the
   auto chain = testing::module_chain(kMaxOutputEdges + 4);
   const std::string dot = to_dot(chain.graph, chain.options);
   size_t into_output = 0;
-  for (size_t at = dot.find("-> \"output\""); at != std::string::npos;
-       at = dot.find("-> \"output\"", at + 1)) {
+  for (size_t at = dot.find("-> \"node:output\""); at != std::string::npos;
+       at = dot.find("-> \"node:output\"", at + 1)) {
     ++into_output;
   }
   CHECK(into_output == 1);  // the invisible edge that keeps the output at the bottom
-  CHECK(dot.find("\"relu_19\" -> \"key_19\"") != std::string::npos);
+  CHECK(dot.find("\"node:relu_19\" -> \"key:19\"") != std::string::npos);
   auto small = testing::module_chain(3);
   const std::string small_dot = to_dot(small.graph, small.options);
-  CHECK(small_dot.find("\"key_2\" -> \"output\" [style=dashed]") != std::string::npos);
+  CHECK(small_dot.find("\"key:2\" -> \"node:output\" [style=dashed]") != std::string::npos);
 }
 
 // Its speed is measured in bench/bench_viz.cpp, not asserted here.
@@ -278,4 +322,149 @@ TEST_CASE("viz: a chain of 100 TensorDictModules renders to SVG with every node 
   for (const auto& key : chain.options.output_keys) {
     CHECK(text.find("'" + key.str() + "'\n") != std::string::npos);
   }
+}
+
+TEST_CASE("viz: write gives a drawing the mode the umask allows") {
+  auto c = seed_sequential();
+  const std::string dir = temp_dir();
+  {
+    ScopedUmask mask(027);
+    write(c.graph, dir + "/g.svg", c.options);
+    write(c.graph, dir + "/g.dot", c.options);
+  }
+  CHECK(mode_of(dir + "/g.svg") == 0640);
+  CHECK(mode_of(dir + "/g.dot") == 0640);
+  {
+    ScopedUmask mask(0);
+    write(c.graph, dir + "/g.svg", c.options);
+  }
+  CHECK(mode_of(dir + "/g.svg") == 0666);
+  for (const char* f : {"g.svg", "g.dot"}) std::remove((dir + "/" + f).c_str());
+  CHECK(rmdir(dir.c_str()) == 0);  // no temporary file left
+}
+
+TEST_CASE("viz: a graph over the node budget is refused at once, naming how to raise it") {
+  const Graph big = relu_chain(100000);
+  CHECK_THROWS_WITH_AS(
+      render(big, Format::kSvg),
+      "viz: the graph has 100002 nodes, more than the 2500 a drawing may have; raise "
+      "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
+      "text, which has no limit",
+      tdfx::Error);
+  const std::string dir = temp_dir();
+  CHECK_THROWS_WITH_AS(write(big, dir + "/big.png"), doctest::Contains("100002 nodes"),
+                       tdfx::Error);
+  CHECK(rmdir(dir.c_str()) == 0);  // nothing written
+
+  const Graph small = relu_chain(kDefaultMaxNodes);  // two nodes over the default
+  RenderOptions options;
+  CHECK_THROWS_WITH_AS(render(small, Format::kSvg, options),
+                       doctest::Contains("the graph has 2502 nodes, more than the 2500"),
+                       tdfx::Error);
+  options.max_nodes = 2501;
+  CHECK_THROWS_WITH_AS(render(small, Format::kPdf, options),
+                       doctest::Contains("the graph has 2502 nodes, more than the 2501"),
+                       tdfx::Error);
+  // DOT text is linear in the graph and has no budget.
+  CHECK(render(small, Format::kDot, options) == to_dot(small, options));
+
+  auto chain = testing::module_chain(5);  // 13 nodes
+  chain.options.max_nodes = 12;
+  CHECK_THROWS_WITH_AS(render(chain.graph, Format::kSvg, chain.options),
+                       doctest::Contains("the graph has 13 nodes, more than the 12"), tdfx::Error);
+  chain.options.max_nodes = 13;
+  const auto doc = parse_xml(render(chain.graph, Format::kSvg, chain.options));
+  CHECK_MESSAGE(doc.error.empty(), doc.error);
+}
+
+TEST_CASE("viz: nodes named like the notes of written keys stay apart from them") {
+  // The notes "writes 'a'" and "writes 'b'" had the IDs key_0 and key_1, the names of these
+  // nodes (a key ("key", "0") read in export style becomes the placeholder %key_0): each
+  // note merged with a node, and the drawing had a cycle.
+  Graph g;
+  Node* key_0 = g.placeholder("key_0");
+  Node* key_1 =
+      g.create_node(OpCode::kCallFunction, Target::aten("aten::relu"), {key_0}, {}, "key_1");
+  Node* neg = g.call_function(Target::aten("aten::neg"), {key_1});
+  g.output(tuple({key_1, neg}));
+  REQUIRE(key_1->name() == "key_1");
+  RenderOptions options;
+  options.output_keys = {"a", "b"};
+  // Nodes are "node:NAME", notes "key:N": six distinct objects, no cycle.
+  CHECK(to_dot(g, options) == R"dot(digraph G {
+  graph [rankdir=TB, nodesep=0.3, ranksep=0.35, fontname="Helvetica", fontsize=12];
+  node [fontname="Helvetica", fontsize=10, margin="0.05,0.03"];
+  edge [fontname="Helvetica", fontsize=9, color="#555555", fontcolor="#333333"];
+  "node:key_0" [shape=tab, style="filled", fillcolor="#d9f2d9", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#a6dba6"><b>%key_0</b></td></tr><tr><td align="left">op: placeholder</td></tr><tr><td align="left">target: key_0</td></tr><tr><td align="left">#users: 1</td></tr></table>>];
+  "node:key_1" [shape=box, style="rounded,filled", fillcolor="#dcebf7", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#a9cbeb"><b>%key_1</b></td></tr><tr><td align="left">op: call_function</td></tr><tr><td align="left">target: torch.relu</td></tr><tr><td align="left">args: (%key_0,)</td></tr><tr><td align="left">#users: 2</td></tr></table>>];
+  "node:neg" [shape=box, style="rounded,filled", fillcolor="#dcebf7", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#a9cbeb"><b>%neg</b></td></tr><tr><td align="left">op: call_function</td></tr><tr><td align="left">target: operator.neg</td></tr><tr><td align="left">args: (%key_1,)</td></tr><tr><td align="left">#users: 1</td></tr></table>>];
+  "node:output" [shape=box, peripheries=2, style="filled", fillcolor="#f8d7da", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#eba3a9"><b>%output</b></td></tr><tr><td align="left">op: output</td></tr><tr><td align="left"><b>writes 2 keys:</b></td></tr><tr><td align="left">&#39;a&#39;, &#39;b&#39;</td></tr><tr><td align="left">#users: 0</td></tr></table>>];
+  "key:0" [shape=note, style=filled, fillcolor="#fff8d6", label=<<table border="0" cellborder="0" cellspacing="0"><tr><td>writes <b>&#39;a&#39;</b></td></tr></table>>];
+{rank=same; "node:key_1"; "key:0";}
+  "key:1" [shape=note, style=filled, fillcolor="#fff8d6", label=<<table border="0" cellborder="0" cellspacing="0"><tr><td>writes <b>&#39;b&#39;</b></td></tr></table>>];
+{rank=same; "node:neg"; "key:1";}
+  "node:key_0" -> "node:key_1";
+  "node:key_1" -> "node:neg";
+  "node:key_1" -> "key:0" [style=dashed, arrowhead=none];
+  "key:0" -> "node:output" [style=dashed];
+  "node:neg" -> "key:1" [style=dashed, arrowhead=none];
+  "key:1" -> "node:output" [style=dashed];
+}
+)dot");
+  const std::string svg = render(g, Format::kSvg, options);
+  REQUIRE_MESSAGE(parse_xml(svg).error.empty(), parse_xml(svg).error);
+  CHECK(count(svg, "class=\"node\"") == 6);  // four graph nodes, two notes
+  CHECK(count(svg, "class=\"edge\"") == 6);
+}
+
+TEST_CASE("viz: control characters in a string argument are shown escaped in the label") {
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* div = g.call_function(Target::aten("aten::div.Tensor_mode"), {a, b},
+                              {{"rounding_mode", std::string("x\x01y\nz\t\x7f\xff\0", 9)}});
+  g.output(div);
+  const std::string svg = render(g, Format::kSvg);
+  const auto doc = parse_xml(svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  const std::vector<std::string> expected{"G",
+                                          "node:a",
+                                          "%a",
+                                          "op: placeholder",
+                                          "target: a",
+                                          "#users: 1",
+                                          "node:div",
+                                          "%div",
+                                          "op: call_function",
+                                          "target: torch.div",
+                                          "args: (%a, %b)",
+                                          "kwargs: {rounding_mode: x\\x01y\\nz\\t\\x7f\\xff\\x00}",
+                                          "#users: 1",
+                                          "node:a->node:div",
+                                          "node:b",
+                                          "%b",
+                                          "op: placeholder",
+                                          "target: b",
+                                          "#users: 1",
+                                          "node:b->node:div",
+                                          "node:output",
+                                          "%output",
+                                          "op: output",
+                                          "args: (%div,)",
+                                          "#users: 0",
+                                          "node:div->node:output"};
+  CHECK(doc.texts == expected);
+}
+
+TEST_CASE("viz: an error Graphviz recovers from is reported, with Graphviz's message") {
+  // A label Graphviz cannot parse: it would draw the node's ID in its place and carry on.
+  CHECK_THROWS_WITH_AS(render_dot("digraph G { a [label=<<b>x</i>>]; }", Format::kSvg),
+                       "viz: Graphviz could not lay out the graph: Error: mismatched tag in line "
+                       "1 \n... x</i> ...\nin label of node a",
+                       tdfx::Error);
+  CHECK_THROWS_WITH_AS(render_dot("digraph G { a -> }", Format::kSvg),
+                       doctest::Contains("could not parse the DOT text"), tdfx::Error);
+  // The next drawing is not blamed for the earlier error.
+  auto c = seed_sequential();
+  CHECK(parse_xml(render(c.graph, Format::kSvg, c.options)).error.empty());
 }
