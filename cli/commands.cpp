@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/file_io.h"
 #include "export/archive.h"
 #include "export/program.h"
 #include "samples/pipelines.h"
@@ -98,13 +99,16 @@ std::string check_render_extension(const std::string& path) {
   }
 }
 
-void run_render(const std::string& path, const std::string& out) {
+void run_render(const std::string& path, const std::string& out, size_t max_nodes) {
   const ExportedProgram program = load_program(path);
   RenderOptions options;
+  options.max_nodes = max_nodes;
   for (const OutputSpec& output : program.graph_signature().outputs) {
     options.output_keys.push_back(output.key);
   }
-  writing(out, [&] { write(program.graph(), out, options); });
+  // Drawn before anything is written: a graph that cannot be drawn is not a file problem.
+  const std::string bytes = render(program.graph(), format_from_extension(out), options);
+  writing(out, [&] { write_file_atomically<Error>(out, bytes); });
 }
 
 }  // namespace tdfx::cli

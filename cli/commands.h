@@ -4,6 +4,7 @@
 /// The subcommands of the `tdfx` tool, apart from their argument parsing
 /// (main.cpp), so that each reads as the job it does.
 
+#include <cstddef>
 #include <string>
 
 #include "core/error.h"
@@ -39,8 +40,10 @@ void run_demo(const std::string& out_dir);
 void run_show(const std::string& path, ShowWhat what);
 
 /// `tdfx render`: loads `path` and draws its graph to `out` (.svg, .png,
-/// .pdf, .dot, .gv), the outputs labelled with their keys.
-void run_render(const std::string& path, const std::string& out);
+/// .pdf, .dot, .gv), the outputs labelled with their keys. A graph of more
+/// than `max_nodes` nodes is refused (RenderOptions::max_nodes), as is one
+/// Graphviz cannot draw: a tdfx::Error, not a FileError.
+void run_render(const std::string& path, const std::string& out, size_t max_nodes);
 
 /// "" when `path` names a format `render` can write, otherwise why not.
 std::string check_render_extension(const std::string& path);

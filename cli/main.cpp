@@ -2,18 +2,50 @@
 //
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
-//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot}
+//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot} [--max-nodes N]
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "viz/render.h"
 
 namespace {
 
 constexpr const char* kFooter =
     "Exit status: 0 on success, 1 on a usage error (or any other failure), 2 on a file that\n"
-    "cannot be read or written (the message on stderr names the file and the problem).\n";
+    "cannot be read or written, standard output included (the message on stderr names the\n"
+    "file and the problem).\n";
+
+/// Flushes standard output and tells whether everything printed reached it; when not (a
+/// full disk, `> /dev/full`, a closed pipe) says so on stderr, since the output is lost.
+bool stdout_written() {
+  errno = 0;
+  std::cout.flush();
+  if (std::cout) return true;
+  const int error = errno;
+  std::cerr << "tdfx: standard output: cannot write";
+  if (error != 0) std::cerr << ": " << std::strerror(error);
+  std::cerr << "\n";
+  return false;
+}
+
+/// "" for a whole number written in digits, else why not: CLI11 alone would read `-1` as the
+/// largest size_t.
+std::string whole_number(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) return "";
+  return "expected a whole number, got '" + text + "'";
+}
+
+/// `status`, or kExitFile when it was a success whose output was lost.
+int finish(int status) {
+  using tdfx::cli::kExitFile;
+  using tdfx::cli::kExitOk;
+  if (!stdout_written() && status == kExitOk) return kExitFile;
+  return status;
+}
 
 }  // namespace
 
@@ -56,13 +88,20 @@ int main(int argc, char** argv) {
   render->add_option("-o,--output", render_out, "The drawing: .svg, .png, .pdf, .dot or .gv")
       ->required()
       ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv}", "extension"));
+  size_t max_nodes = tdfx::kDefaultMaxNodes;
+  render
+      ->add_option("--max-nodes", max_nodes,
+                   "Refuse to lay out a graph of more nodes than this (layout time grows "
+                   "faster than the graph; .dot output has no limit)")
+      ->capture_default_str()
+      ->check(CLI::Validator(whole_number, "N", "whole number"));
   render->footer(kFooter);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int status = app.exit(e);
-    return status == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage;
+    const int status = app.exit(e);  // prints --help to stdout, errors to stderr
+    return finish(status == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage);
   }
 
   try {
@@ -75,14 +114,14 @@ int main(int argc, char** argv) {
                                         : ShowWhat::kReadable;
       run_show(show_file, what);
     } else if (render->parsed()) {
-      run_render(render_file, render_out);
+      run_render(render_file, render_out, max_nodes);
     }
-    return kExitOk;
+    return finish(kExitOk);
   } catch (const FileError& e) {
     std::cerr << "tdfx: " << e.what() << "\n";
-    return kExitFile;
+    return finish(kExitFile);
   } catch (const std::exception& e) {
     std::cerr << "tdfx: " << e.what() << "\n";
-    return kExitUsage;
+    return finish(kExitUsage);
   }
 }

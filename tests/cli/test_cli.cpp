@@ -145,4 +145,46 @@ TEST_CASE("cli: usage errors exit 1 and --help exits 0") {
   CHECK(run_tdfx("render --help").status == 0);
 }
 
+TEST_CASE("cli: output lost to a full device exits 2 and says so") {
+  REQUIRE_MESSAGE(fs::exists("/dev/full"), "the test needs /dev/full");
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  // stderr into the captured pipe, stdout into /dev/full.
+  const auto to_full = [](const std::string& args) {
+    return tdfx::testing::run_command("'" + tdfx_bin() + "' " + args + " 2>&1 >/dev/full");
+  };
+  const std::string lost = "tdfx: standard output: cannot write";
+  for (const std::string& args :
+       {"show " + pt2, "show " + pt2 + " --graph", "show " + pt2 + " --code",
+        "show " + pt2 + " --signature", "render " + pt2 + " -o " + quoted(demo_dir() / "full.svg"),
+        "demo --out " + quoted(demo_dir() / "full"), std::string("--help"),
+        std::string("show --help")}) {
+    CAPTURE(args);
+    const Run run = to_full(args);
+    CHECK(run.status == 2);
+    CHECK(run.out.rfind(lost, 0) == 0);
+  }
+  // The same commands succeed when their output has somewhere to go.
+  CHECK(tdfx::testing::run_command("'" + tdfx_bin() + "' show " + pt2 + " >/dev/null").status == 0);
+}
+
+TEST_CASE("cli: render refuses a graph over --max-nodes and draws it when raised") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  const fs::path svg = demo_dir() / "budget.svg";
+  const Run refused = run_tdfx("render " + pt2 + " -o " + quoted(svg) + " --max-nodes 3");
+  CHECK(refused.status == 1);
+  CHECK(refused.out.rfind("tdfx: viz: the graph has ", 0) == 0);
+  CHECK(refused.out.find("more than the 3 a drawing may have") != std::string::npos);
+  CHECK(refused.out.find("--max-nodes N") != std::string::npos);
+  CHECK_FALSE(fs::exists(svg));
+  const Run drawn = run_tdfx("render " + pt2 + " -o " + quoted(svg) + " --max-nodes 100");
+  CHECK(drawn.status == 0);
+  CHECK(drawn.out == "wrote " + svg.string() + "\n");
+  CHECK(tdfx::testing::read_text(svg.string()).find("<svg") != std::string::npos);
+  const Run negative = run_tdfx("render " + pt2 + " -o " + quoted(svg) + " --max-nodes -1");
+  CHECK(negative.status == 1);
+  CHECK(negative.out.find("--max-nodes: expected a whole number, got '-1'") != std::string::npos);
+}
+
 TEST_CASE("cli: cleanup") { fs::remove_all(demo_dir()); }
