@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "export/archive.h"
 #include "export/zip.h"
 #include "samples/pipelines.h"
