@@ -26,7 +26,7 @@ void NestedKey::validate() const {
   if (parts_.empty()) throw KeyError("a nested key needs at least one part; got ()");
   for (const auto& part : parts_) {
     if (part.empty()) {
-      throw KeyError(fmt::format("key {} has an empty part; every part must be non-empty", str()));
+      throw KeyError(fmt::format("key {} has an empty part; every part must be non-empty", repr()));
     }
   }
 }
