@@ -1,0 +1,871 @@
+#!/usr/bin/python3
+"""Hostile .pt2 archives: tdfx must refuse each one cleanly, quickly and in little memory.
+
+usage: hostile_archives.py TDFX SCRATCH_DIR
+
+Makes a real archive with `TDFX demo --out SCRATCH_DIR`, then generates (here, by code:
+nothing binary is committed) a corpus of damaged and malicious variants of it in
+SCRATCH_DIR/cases, and runs `TDFX show` on each (and, for some, `show --signature`,
+`--graph`, `--code` and `render -o out.svg`). Each run must:
+
+  - exit with status 2 exactly (not crash, not hang, not accept the file);
+  - write nothing on stdout and exactly one line on stderr, `tdfx: FILE: problem`;
+  - name the specific problem (a per-case substring of the message), so that a file
+    refused for the wrong reason fails;
+  - take under TDFX_HOSTILE_TIME_S seconds of wall time (default 1) more than
+    starting tdfx does (`tdfx --help`, the fastest of three runs: loading LibTorch
+    alone takes most of a second on a busy machine), and under TDFX_HOSTILE_RSS_MB
+    megabytes of peak resident memory in all (default 200; sanitizer builds need
+    more), measured for that child alone (os.wait4 in a small wrapper process).
+
+The unmodified archive must show, and a few legal-but-unusual programs (nodes called
+like the diagram's notes, `key_0`) must show and render. Prints one line per case and
+ends with `N passed, M failed`; exits 1 when any case failed.
+
+The standard library makes every file but one: the version 1 archive as the old saver
+laid it out is written with PyTorch's own stream writer (Debian's python3-torch,
+imported for that case alone).
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import zipfile
+import zlib
+
+TIME_LIMIT_S = float(os.environ.get("TDFX_HOSTILE_TIME_S", "1.0"))
+RSS_LIMIT_MB = float(os.environ.get("TDFX_HOSTILE_RSS_MB", "200"))
+# A run that takes this long is killed: it hangs.
+KILL_AFTER_S = max(20.0, 10 * TIME_LIMIT_S)
+MIB = 1 << 20
+PWNED = '"); import os; os.system("echo pwned'
+
+# --- zip files, written by hand so that every field can be damaged ----------------
+
+
+def zip_bytes(records, entry_edit=None, end_edit=None):
+    """A zip of stored records, laid out as tdfx's ZipWriter does. `entry_edit(index,
+    entry)` may change an entry's header fields (or its payload) before it is written;
+    `end_edit(end)` the end-of-directory fields."""
+    out = bytearray()
+    entries = []
+    for index, (name, data) in enumerate(records):
+        name_bytes = name.encode() if isinstance(name, str) else name
+        entry = {
+            "name": name_bytes, "local_name": name_bytes, "payload": data,
+            "crc": zlib.crc32(data), "method": 0, "flags": 0,
+            "packed": len(data), "size": len(data),
+            "offset": None,
+            "local_signature": 0x04034B50, "central_signature": 0x02014B50,
+        }
+        if entry_edit:
+            entry_edit(index, entry)
+        offset = len(out)
+        out += struct.pack("<IHHHHHIIIHH", entry["local_signature"], 20, entry["flags"],
+                           entry["method"], 0, (1 << 5) | 1, entry["crc"], entry["packed"],
+                           entry["size"], len(entry["local_name"]), 0)
+        out += entry["local_name"] + entry["payload"]
+        if entry["offset"] is None:
+            entry["offset"] = offset
+        entries.append(entry)
+    directory_offset = len(out)
+    for entry in entries:
+        out += struct.pack("<IHHHHHHIIIHHHHHII", entry["central_signature"], 20, 20,
+                           entry["flags"], entry["method"], 0, (1 << 5) | 1, entry["crc"],
+                           entry["packed"], entry["size"], len(entry["name"]), 0, 0, 0, 0, 0,
+                           entry["offset"])
+        out += entry["name"]
+    end = {"disk": 0, "directory_disk": 0, "disk_entries": len(entries),
+           "entries": len(entries), "directory_size": len(out) - directory_offset,
+           "directory_offset": directory_offset, "comment": b""}
+    if end_edit:
+        end_edit(end)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, end["disk"], end["directory_disk"],
+                       end["disk_entries"], end["entries"], end["directory_size"],
+                       end["directory_offset"], len(end["comment"]))
+    out += end["comment"]
+    return bytes(out)
+
+
+class Archive:
+    """The demo archive's records: program.json as a document, then the weights."""
+
+    def __init__(self, path):
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            if not names or names[0] != "program.json" or "weights.pkl" in names:
+                raise SystemExit(f"FAIL setup: {path} is not a version 2 archive (records: "
+                                 f"{names}); rebuild tdfx")
+            self.document = json.loads(z.read("program.json"))
+            self.records = [(n, z.read(n)) for n in names[1:]]
+        if self.document.get("version") != 2:
+            raise SystemExit(f"FAIL setup: {path} has version {self.document.get('version')}")
+
+    def copy(self):
+        other = Archive.__new__(Archive)
+        other.document = json.loads(json.dumps(self.document))
+        other.records = list(self.records)
+        return other
+
+    def program_text(self):
+        return json.dumps(self.document, indent=1).encode()
+
+    def bytes(self, **kwargs):
+        return zip_bytes([("program.json", self.program_text())] + self.records, **kwargs)
+
+    # Handles on the demo program's parts, found by role rather than by name.
+    def nodes(self):
+        return self.document["nodes"]
+
+    def node(self, name):
+        return next(n for n in self.nodes() if n["name"] == name)
+
+    def victim(self):
+        """An aten call with a tensor input: relu if there is one."""
+        calls = [n for n in self.nodes() if n["op"] == "call_function"
+                 and n["target"].startswith("aten::")
+                 and any("node" in a for a in n["args"])]
+        return next((n for n in calls if n["target"] == "aten::relu"), calls[0])
+
+    def placeholders(self):
+        return [n for n in self.nodes() if n["op"] == "placeholder"]
+
+    def user_placeholder(self):
+        user = [i["name"] for i in self.document["signature"]["inputs"]
+                if i["kind"] == "user_input"]
+        return self.node(user[0])
+
+    def output(self):
+        return self.nodes()[-1]
+
+    def set_record(self, name, data):
+        self.records = [(n, data if n == name else d) for n, d in self.records]
+
+    def drop_record(self, name):
+        self.records = [(n, d) for n, d in self.records if n != name]
+
+
+def rename_node(archive, old, new):
+    """Renames a node and every reference to it, in the graph and the signature."""
+    def visit(value):
+        if isinstance(value, dict):
+            if value.get("node") == old and len(value) == 1:
+                value["node"] = new
+            for v in value.values():
+                visit(v)
+        elif isinstance(value, list):
+            for v in value:
+                visit(v)
+    archive.node(old)["name"] = new
+    visit(archive.document["nodes"])
+    for spec in archive.document["signature"]["inputs"] + archive.document["signature"]["outputs"]:
+        if spec["name"] == old:
+            spec["name"] = new
+    for weight in archive.document["weights"]:
+        if weight["name"] == old:
+            weight["name"] = new
+
+
+def nested_argument(depth):
+    text = '{"list": [' * depth + '{"int": 1}' + "]}" * depth
+    return text
+
+
+def replace_first_arg_text(archive, depth):
+    """program.json text with the victim's first argument nested `depth` lists deep
+    (spliced as text: json.dumps itself would recurse too deeply)."""
+    marker = "@@NESTED@@"
+    archive.victim()["args"][0] = marker
+    return archive.program_text().replace(json.dumps(marker).encode(),
+                                          nested_argument(depth).encode())
+
+
+# --- the corpus ------------------------------------------------------------------
+
+class Case:
+    def __init__(self, name, expect, make=None, path=None, commands=("show",), accept=False,
+                 note=""):
+        self.name = name
+        self.expect = expect          # a substring of the problem the message must name
+        self.make = make              # make(path): writes the hostile file
+        self.path = path              # a fixed path instead (e.g. /dev/zero)
+        self.commands = commands
+        self.accept = accept          # a legal program: must show (and render), exit 0
+        self.note = note
+
+
+def write_bytes(data):
+    def make(path):
+        with open(path, "wb") as f:
+            f.write(data)
+    return make
+
+
+def edited(base, edit, **zip_kwargs):
+    """A case file: the demo archive after `edit(archive)`; edit may return the
+    program.json text to use instead of the document."""
+    def make(path):
+        archive = base.copy()
+        text = edit(archive)
+        if text is None:
+            data = archive.bytes(**zip_kwargs)
+        else:
+            data = zip_bytes([("program.json", text)] + archive.records, **zip_kwargs)
+        with open(path, "wb") as f:
+            f.write(data)
+    return make
+
+
+def zip_edited(base, entry_edit=None, end_edit=None):
+    return edited(base, lambda a: None, entry_edit=entry_edit, end_edit=end_edit)
+
+
+def on_record(name, **fields):
+    """An entry_edit setting header fields of one record."""
+    def edit(index, entry):
+        if entry["name"] == name.encode():
+            entry.update(fields)
+    return edit
+
+
+# Pickles the version 1 format's weights.pkl was read with: tiny and malicious.
+BAD_PICKLES = {
+    "os_system": b"cos\nsystem\n(S'echo pwned'\ntR.",
+    "dict_of_int": b"\x80\x02}q\x00X\x01\x00\x00\x00aK\x01s.",
+    "huge_string": b"\x80\x02X\xff\xff\xff\x7fabc",
+    "persid_empty_stack": b"\x80\x02Q.",
+    "rebuild_truncated": b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(",
+    "marks": b"\x80\x02" + b"(" * 18 + b".",
+}
+
+
+def version1_document(base):
+    document = json.loads(json.dumps(base.document))
+    document["version"] = 1
+    del document["weights"]
+    return json.dumps(document, indent=1).encode()
+
+
+def old_pytorch_writer_archive(base, pickle):
+    """A version 1 archive as tdfx used to save it, written with the same writer
+    (PyTorch's stream writer, through Python's torch): records under `<stem>/`, with
+    data descriptors and alignment padding, a `version` record, program.json at
+    version 1 and a pickled weights.pkl."""
+    def make(path):
+        import torch  # Debian's python3-torch, as for the other Python tests
+        writer = torch._C.PyTorchFileWriter(path)
+        for name, data in (("version", b"1\n"), ("program.json", version1_document(base)),
+                           ("weights.pkl", pickle)):
+            writer.write_record(name, data, len(data))
+        writer.write_end_of_file()
+        del writer
+    return make
+
+
+def sparse_oversized_program(path):
+    """program.json declared (and truly) 65 MiB long, as a sparse file: the reader
+    must refuse it by its declared size, without reading or allocating it."""
+    size = 64 * MIB + 4096
+    name = b"program.json"
+    crc = 0
+    header = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 33, crc, size, size,
+                         len(name), 0) + name
+    with open(path, "wb") as f:
+        f.write(header + b"{")
+        f.seek(len(header) + size)
+        directory_offset = f.tell()
+        central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 33, crc, size,
+                              size, len(name), 0, 0, 0, 0, 0, 0) + name
+        f.write(central)
+        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central),
+                            directory_offset, 0))
+
+
+def deflated(base, compress_program=True, inflated_size=None):
+    """The archive written by Python's zipfile with deflate; with `inflated_size`,
+    program.json is replaced by a document that inflates to that many bytes (a zip
+    bomb of ~80 KB, streamed: the payload is never held in memory)."""
+    def make(path):
+        program, weights = ((zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED) if compress_program
+                            else (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED))
+        with zipfile.ZipFile(path, "w", compresslevel=9) as z:
+            info = zipfile.ZipInfo("program.json")
+            info.compress_type = program
+            with z.open(info, "w") as f:
+                if inflated_size:
+                    head = b'{"format": "tdfx.exported_program", "version": 2, "padding": "'
+                    f.write(head)
+                    left = inflated_size - len(head) - 2
+                    while left > 0:
+                        f.write(b"a" * min(left, MIB))
+                        left -= MIB
+                    f.write(b'"}')
+                else:
+                    f.write(base.program_text())
+            for name, data in base.records:
+                z.writestr(zipfile.ZipInfo(name), data, compress_type=weights)
+    return make
+
+
+def overlapping(base):
+    """Record weights/1 lies inside the bytes of an extra record `hidden`, whose data
+    is weights/1's local header and data; the directory points at both."""
+    def make(path):
+        archive = base.copy()
+        (name0, data0), (name1, data1) = archive.records[0], archive.records[1]
+        before = [("program.json", archive.program_text()), (name0, data0)]
+        hidden_offset = sum(30 + len(n) + len(d) for n, d in before)
+        inner = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 0, 0, 33, zlib.crc32(data1),
+                            len(data1), len(data1), len(name1), 0) + name1.encode() + data1
+        data = zip_bytes(before + [("hidden", inner)] + archive.records[2:])
+        count, directory_size, directory_offset = struct.unpack("<HII", data[-12:-2])
+        central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 33,
+                              zlib.crc32(data1), len(data1), len(data1), len(name1), 0, 0, 0, 0,
+                              0, hidden_offset + 30 + len("hidden")) + name1.encode()
+        directory = data[directory_offset:directory_offset + directory_size] + central
+        data = (data[:directory_offset] + directory +
+                struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count + 1, count + 1, len(directory),
+                            directory_offset, 0))
+        with open(path, "wb") as f:
+            f.write(data)
+    return make
+
+
+def cases(base):
+    good = base.bytes()
+    rng = random.Random(20261130)
+    victim = base.victim()["name"]
+    out = []
+    add = out.append
+
+    # Files that are not archives at all.
+    add(Case("missing_file", "No such file", make=lambda p: None,
+             commands=("show", "show --signature", "render")))
+    add(Case("directory", "is a directory", make=lambda p: os.mkdir(p),
+             commands=("show", "show --code", "render")))
+    add(Case("fifo", "not a regular file", make=lambda p: os.mkfifo(p),
+             commands=("show", "show --signature", "show --graph", "render")))
+    add(Case("char_device", "not a regular file", path="/dev/zero"))
+    add(Case("symlink_loop", "symbolic links",
+             make=lambda p: os.symlink(os.path.basename(p), p)))
+    add(Case("empty_file", "too small", make=write_bytes(b"")))
+    add(Case("random_bytes", "end-of-directory",
+             make=write_bytes(bytes(rng.getrandbits(8) for _ in range(4096)))))
+    add(Case("text_file", "end-of-directory", make=write_bytes(b"print('hello')\n" * 10)))
+    add(Case("truncated_half", "end-of-directory", make=write_bytes(good[:len(good) // 2])))
+    add(Case("truncated_last_byte", "end-of-directory", make=write_bytes(good[:-1])))
+    add(Case("truncated_body", "outside the file",
+             make=write_bytes(good[:len(good) - 200] + good[-22:])))
+    add(Case("end_record_only", "outside the file", make=write_bytes(good[-22:])))
+    add(Case("empty_zip", "program.json", make=write_bytes(zip_bytes([]))))
+
+    # The zip structure.
+    add(Case("zip_bomb_deflated_program", "compressed",
+             make=deflated(base, inflated_size=80 * MIB),
+             commands=("show", "show --code", "render"),
+             note="program.json deflated: ~80 KB that inflate to 80 MiB"))
+    add(Case("zip_deflated_weights", "compressed", make=deflated(base, compress_program=False)))
+    add(Case("zip_method_deflate_flag", "compressed",
+             make=zip_edited(base, on_record("program.json", method=8))))
+    add(Case("zip_declared_huge_size", "outside the file",
+             make=zip_edited(base, on_record("program.json", size=0xFFFFFFF0, packed=0xFFFFFFF0)),
+             note="program.json declares 4 GiB"))
+    add(Case("zip_program_over_64mib", "over the limit", make=sparse_oversized_program,
+             note="a sparse 64 MiB + 4 KiB program.json"))
+    add(Case("zip_crc_program", "checksum",
+             make=zip_edited(base, on_record("program.json", crc=0x12345678))))
+    add(Case("zip_crc_weight", "checksum",
+             make=zip_edited(base, on_record("weights/0", crc=0x12345678))))
+    add(Case("zip_encrypted", "encrypted", make=zip_edited(base, on_record("weights/0", flags=1))))
+    add(Case("zip_data_descriptor", "data descriptor",
+             make=zip_edited(base, on_record("program.json", flags=8))))
+    add(Case("zip64_offset", "zip64",
+             make=zip_edited(base, end_edit=lambda e: e.update(directory_offset=0xFFFFFFFF))))
+    add(Case("zip64_count", "zip64",
+             make=zip_edited(base, end_edit=lambda e: e.update(entries=0xFFFF,
+                                                                disk_entries=0xFFFF))))
+    add(Case("zip_multi_disk", "multi-disk",
+             make=zip_edited(base, end_edit=lambda e: e.update(disk=1))))
+    add(Case("zip_directory_outside", "outside the file",
+             make=zip_edited(base, end_edit=lambda e: e.update(
+                 directory_offset=e["directory_offset"] + 4096))))
+    add(Case("zip_directory_malformed", "malformed",
+             make=zip_edited(base, on_record("weights/0", central_signature=0x02014B51))))
+    add(Case("zip_local_header_outside", "outside the file",
+             make=zip_edited(base, on_record("weights/0", offset=0x7FFFFFF0))))
+    add(Case("zip_local_name_differs", "two different names",
+             make=zip_edited(base, on_record("weights/0", local_name=b"weights/9"))))
+    add(Case("zip_duplicate_record", "appears twice",
+             make=edited(base, lambda a: a.records.append(a.records[0]) or None)))
+    add(Case("zip_overlapping_records", "overlap", make=overlapping(base)))
+    add(Case("zip_no_program_json", "program.json",
+             make=write_bytes(zip_bytes(base.records))))
+
+    # Version 1 (program.json + pickled weights.pkl) and its small bad pickles.
+    for name, pickle in BAD_PICKLES.items():
+        add(Case(f"v1_pickle_{name}", "version 1",
+                 make=write_bytes(zip_bytes([("program.json", version1_document(base)),
+                                             ("weights.pkl", pickle)])),
+                 commands=("show", "show --signature", "show --graph", "show --code", "render")
+                 if name == "os_system" else ("show",)))
+    add(Case("v1_pytorch_stream_writer", "version 1",
+             make=old_pytorch_writer_archive(base, BAD_PICKLES["os_system"]),
+             note="laid out as the version 1 saver wrote it (PyTorch's stream writer)"))
+    add(Case("v2_weights_pkl_instead_of_weights", "weights/0",
+             make=edited(base, lambda a: setattr(a, "records",
+                                                 [("weights.pkl", BAD_PICKLES["os_system"])]))))
+    add(Case("v2_stray_weights_pkl_record", "weights.pkl",
+             make=edited(base, lambda a: a.records.append(("weights.pkl",
+                                                           BAD_PICKLES["os_system"])) or None),
+             note="a record no entry of program.json refers to"))
+    add(Case("version_1", "version 1",
+             make=edited(base, lambda a: a.document.update(version=1)),
+             commands=("show", "show --signature", "show --graph", "show --code", "render")))
+    add(Case("version_3", "version 3", make=edited(base, lambda a: a.document.update(version=3))))
+    add(Case("version_string", "'2'", make=edited(base, lambda a: a.document.update(version="2"))))
+    add(Case("version_float", "not supported",
+             make=edited(base, lambda a: a.document.update(version=2.0))))
+    add(Case("format_wrong", "not a tdfx exported program",
+             make=edited(base, lambda a: a.document.update(format="torch.export"))))
+
+    # JSON text.
+    def text_of(text):
+        return lambda a: text
+    add(Case("json_invalid", "not valid JSON", make=edited(base, text_of(b'{"format": '))))
+    add(Case("json_nan_literal", "not valid JSON",
+             make=edited(base, lambda a: a.program_text().replace(b'"version": 2',
+                                                                  b'"version": NaN'))))
+    add(Case("json_top_level_list", "not a tdfx exported program",
+             make=edited(base, text_of(b"[]"))))
+    add(Case("json_deep_version_40000", "nests deeper",
+             make=edited(base, lambda a: a.program_text().replace(
+                 b'"version": 2', b'"version": ' + b"[" * 40000 + b"]" * 40000)),
+             commands=("show", "show --graph", "render")))
+    add(Case("json_deep_version_unclosed", "nests deeper",
+             make=edited(base, lambda a: a.program_text().replace(
+                 b'"version": 2', b'"version": ' + b"[" * 40000))))
+    add(Case("json_deep_65", "nests deeper",
+             make=edited(base, lambda a: a.program_text().replace(
+                 b'"version": 2', b'"version": ' + b"[" * 64 + b"]" * 64))))
+    add(Case("arg_list_40000_deep", "nests deeper",
+             make=edited(base, lambda a: replace_first_arg_text(a, 40000)),
+             commands=("show", "show --code")))
+    add(Case("arg_list_20_deep", "nested too deeply",
+             make=edited(base, lambda a: replace_first_arg_text(a, 20))))
+
+    def nest_bodies(a, depth=10):
+        node = a.victim()
+        for _ in range(depth):
+            node["op"] = "call_module"
+            node["target"] = "m"
+            inner = {"name": "x", "op": "placeholder", "target": "x", "args": [], "kwargs": [],
+                     "meta": {"module_path": "", "module_type": "", "td_module": ""}}
+            call = {"name": "y", "op": "call_function", "target": "aten::relu",
+                    "args": [{"node": "x"}], "kwargs": [], "meta": dict(inner["meta"])}
+            result = {"name": "output", "op": "output", "target": "output",
+                      "args": [{"tuple": [{"node": "y"}]}], "kwargs": [],
+                      "meta": dict(inner["meta"])}
+            node["body"] = [inner, call, result]
+            node = call
+    add(Case("bodies_10_deep", "nested too deeply", make=edited(base, nest_bodies)))
+
+    # Structure of the document.
+    add(Case("nodes_missing", "'nodes'",
+             make=edited(base, lambda a: a.document.pop("nodes") and None)))
+    add(Case("nodes_not_a_list", "'nodes'",
+             make=edited(base, lambda a: a.document.update(nodes={"a": 1}))))
+    add(Case("node_meta_missing", "'meta'",
+             make=edited(base, lambda a: a.victim().pop("meta") and None)))
+    add(Case("arg_malformed", "malformed argument",
+             make=edited(base, lambda a: a.victim()["args"].__setitem__(0, {"int": "1"}))))
+    add(Case("arg_forward_reference", "not defined before",
+             make=edited(base, lambda a: a.victim()["args"].__setitem__(
+                 0, {"node": a.output()["args"][0]["tuple"][-1]["node"]}))))
+    add(Case("arg_wrong_arity", "relu",
+             make=edited(base, lambda a: a.victim()["args"].extend([{"int": 1}, {"int": 2}]))))
+
+    # Names and text that reach printed code, diagrams and terminals.
+    add(Case("node_name_newline", "identifier",
+             make=edited(base, lambda a: rename_node(a, victim, victim + "\nimport os"))))
+    add(Case("node_name_injection", "identifier",
+             make=edited(base, lambda a: rename_node(a, victim, "x" + PWNED)),
+             commands=("show", "show --code", "render")))
+    add(Case("node_name_keyword", "identifier",
+             make=edited(base, lambda a: rename_node(a, victim, "lambda"))))
+    add(Case("node_name_reserved", "identifier",
+             make=edited(base, lambda a: rename_node(a, victim, "torch"))))
+    add(Case("node_name_twice", "used twice",
+             make=edited(base, lambda a: a.victim().update(name=a.placeholders()[0]["name"]))))
+    add(Case("placeholder_target_injection", "placeholder target",
+             make=edited(base, lambda a: a.user_placeholder().update(target="x" + PWNED)),
+             commands=("show", "show --code")))
+    add(Case("placeholder_target_newline", "placeholder target",
+             make=edited(base, lambda a: a.user_placeholder().update(target="x\nimport os"))))
+    add(Case("call_target_newline", "control character",
+             make=edited(base, lambda a: a.victim().update(target="aten::relu\nimport os"))))
+    add(Case("call_target_injection", "unknown operator",
+             make=edited(base, lambda a: a.victim().update(target="aten::relu" + PWNED))))
+    add(Case("call_module_target_injection", "not a module path",
+             make=edited(base, lambda a: a.victim().update(op="call_module", target="m" + PWNED))))
+    add(Case("call_module_without_body", "no body",
+             make=edited(base, lambda a: a.victim().update(op="call_module", target="fc1"))))
+    add(Case("module_path_newline", "control character",
+             make=edited(base, lambda a: a.victim()["meta"].update(
+                 module_path="fc1\nimport os")), commands=("show", "render")))
+    add(Case("module_path_nul", "control character",
+             make=edited(base, lambda a: a.victim()["meta"].update(module_path="fc1\0"))))
+    add(Case("module_type_escape_sequence", "control character",
+             make=edited(base, lambda a: a.victim()["meta"].update(
+                 module_type="Linear\x1b[2J\x1b[31m"))))
+    add(Case("td_module_newline", "control character",
+             make=edited(base, lambda a: a.victim()["meta"].update(td_module="0\n" + PWNED))))
+    add(Case("signature_target_newline", "control character",
+             make=edited(base, lambda a: a.document["signature"]["inputs"][-1].update(
+                 target="x\ninput forged")), commands=("show", "show --signature")))
+    add(Case("output_key_newline", "control character",
+             make=edited(base, lambda a: a.document["signature"]["outputs"][0].update(
+                 key=["output", "a\nb"])), commands=("show", "show --signature", "render")))
+    add(Case("kwarg_not_identifier", "not an identifier",
+             make=edited(base, lambda a: a.victim().update(
+                 kwargs=[["a" + PWNED, {"int": 1}]]))))
+    add(Case("kwargs_duplicate", "repeats",
+             make=edited(base, lambda a: a.victim().update(
+                 kwargs=[["inplace", {"bool": False}], ["inplace", {"bool": False}]]))))
+
+    # Operators a loaded program may not run, and constants over the memory budget.
+    def call(target, args, kwargs=()):
+        def edit(a):
+            a.victim().update(target=target, args=args, kwargs=[list(k) for k in kwargs])
+        return edit
+    def victim_input(a):
+        return a.victim()["args"][0]
+    add(Case("op_from_file", "from_file",
+             make=edited(base, call("aten::from_file", [{"str": "/etc/passwd"}, {"none": None},
+                                                        {"int": 100}])),
+             commands=("show", "show --code", "render")))
+    add(Case("op_as_strided", "as_strided",
+             make=edited(base, lambda a: call("aten::as_strided", [
+                 victim_input(a), {"list": [{"int": 1 << 20}]}, {"list": [{"int": 1}]},
+                 {"int": 1 << 30}])(a))))
+    add(Case("op_set", "set_",
+             make=edited(base, lambda a: call("aten::set_.source_Tensor",
+                                              [victim_input(a), victim_input(a)])(a))))
+    add(Case("op_unknown", "aten::no_such_op",
+             make=edited(base, call("aten::no_such_op", []))))
+    add(Case("op_get_attr", "get_attr",
+             make=edited(base, lambda a: a.victim().update(op="get_attr", target="fc1.weight"))))
+    add(Case("op_call_method", "call_method",
+             make=edited(base, lambda a: a.victim().update(op="call_method", target="relu"))))
+    add(Case("zeros_2_pow_40", "memory budget",
+             make=edited(base, call("aten::zeros", [{"list": [{"int": 1 << 40}]}])),
+             commands=("show", "show --code", "render")))
+    add(Case("zeros_size_overflow", "memory budget",
+             make=edited(base, call("aten::zeros", [{"list": [{"int": 1 << 32}] * 3}]))))
+    add(Case("zeros_size_in_kwargs", "memory budget",
+             make=edited(base, call("aten::zeros", [], [("size", {"list": [{"int": 1 << 40}]})]))))
+    add(Case("full_2_pow_40", "memory budget",
+             make=edited(base, call("aten::full", [{"list": [{"int": 1 << 20}, {"int": 1 << 20}]},
+                                                   {"float": 1.0}]))))
+    add(Case("arange_2_pow_40", "memory budget",
+             make=edited(base, call("aten::arange", [{"int": 1 << 40}]))))
+    add(Case("repeat_2_pow_40", "memory budget",
+             make=edited(base, lambda a: call("aten::repeat", [
+                 victim_input(a), {"list": [{"int": 1 << 20}, {"int": 1 << 20}]}])(a))))
+
+    # The output node and the signature.
+    def set_output(value):
+        return lambda a: a.output().update(args=[value])
+    add(Case("output_none", "non-empty tuple", make=edited(base, set_output({"none": None}))))
+    add(Case("output_empty_tuple", "non-empty tuple", make=edited(base, set_output({"tuple": []}))))
+    add(Case("output_missing", "output node",
+             make=edited(base, lambda a: a.document["nodes"].pop() and None)))
+    add(Case("output_twice", "output",
+             make=edited(base, lambda a: a.document["nodes"].append(
+                 dict(a.output(), name="output_1")))))
+    add(Case("signature_outputs_fewer", "signature lists",
+             make=edited(base, lambda a: a.document["signature"]["outputs"].pop() and None),
+             commands=("show", "show --signature")))
+    add(Case("signature_output_renamed", "output 0 of the signature",
+             make=edited(base, lambda a: a.document["signature"]["outputs"][0].update(
+                 name=a.placeholders()[0]["name"]))))
+    add(Case("signature_inputs_swapped", "signature input 0",
+             make=edited(base, lambda a: a.document["signature"]["inputs"].reverse())))
+    add(Case("signature_inputs_extra", "signature lists",
+             make=edited(base, lambda a: a.document["signature"]["inputs"].append(
+                 {"kind": "user_input", "name": "extra", "target": "extra"}))))
+    add(Case("signature_input_kind_unknown", "unknown input kind",
+             make=edited(base, lambda a: a.document["signature"]["inputs"][0].update(
+                 kind="constant"))))
+    add(Case("signature_user_targets_twice", "two user inputs",
+             make=edited(base, lambda a: [i.update(target="same")
+                                          for i in a.document["signature"]["inputs"]
+                                          if i["kind"] == "user_input"] and None)))
+
+    # Weights.
+    first = base.document["weights"][0]
+    first_bytes = dict(base.records)[first["record"]]
+
+    def weight(edit):
+        return edited(base, lambda a: edit(a, a.document["weights"][0]))
+
+    def placeholder_of(a, w):
+        return a.node(w["name"])
+    add(Case("weight_record_short", "needs",
+             make=edited(base, lambda a: a.set_record(first["record"], first_bytes[:-1]))))
+    add(Case("weight_record_long", "needs",
+             make=edited(base, lambda a: a.set_record(first["record"], first_bytes + b"\0"))))
+    add(Case("weight_record_missing", first["record"],
+             make=edited(base, lambda a: a.drop_record(first["record"]))))
+    add(Case("weight_entry_missing", "has no weight",
+             make=edited(base, lambda a: a.document["weights"].pop(0) and None)))
+    add(Case("weight_not_an_input", "not a parameter or buffer",
+             make=weight(lambda a, w: w.update(name="bogus"))))
+    add(Case("weight_record_is_program", "record of its own",
+             make=weight(lambda a, w: w.update(record="program.json"))))
+    add(Case("weight_record_shared", "record of its own",
+             make=edited(base, lambda a: a.document["weights"][1].update(
+                 record=a.document["weights"][0]["record"]))))
+    add(Case("weight_dtype_mismatch", "differs from its placeholder",
+             make=edited(base, lambda a: (
+                 a.document["weights"][0].update(dtype="float64"),
+                 a.set_record(first["record"], first_bytes * 2)) and None)))
+    add(Case("weight_shape_mismatch", "differs from its placeholder",
+             make=weight(lambda a, w: w.update(shape=list(reversed(w["shape"])) + [1]))))
+    add(Case("weight_dtype_unknown", "invalid dtype",
+             make=weight(lambda a, w: w.update(dtype="float128"))))
+
+    def bool_weight(a, w):
+        numel = 1
+        for d in w["shape"]:
+            numel *= d
+        w["dtype"] = "bool"
+        placeholder_of(a, w)["meta"]["dtype"] = "bool"
+        a.set_record(w["record"], bytes([0, 1, 2]) + bytes(numel - 3))
+    add(Case("weight_bool_byte_2", "other than 0 and 1", make=weight(bool_weight)))
+
+    def huge_weight(shape):
+        def edit(a, w):
+            w["shape"] = shape
+            placeholder_of(a, w)["meta"]["shape"] = shape
+        return edit
+    add(Case("weight_shape_2_pow_40", "memory budget",
+             make=weight(huge_weight([1 << 40]))))
+    add(Case("weight_shape_overflow", "memory budget",
+             make=weight(huge_weight([1 << 32, 1 << 32, 1 << 32]))))
+    add(Case("meta_shape_negative", "non-negative",
+             make=weight(lambda a, w: w.update(shape=[-4, -3]))))
+    add(Case("meta_shape_65_dims", "at most 64",
+             make=edited(base, lambda a: a.victim()["meta"].update(shape=[1] * 65))))
+    add(Case("meta_device_cuda", "invalid device",
+             make=edited(base, lambda a: a.victim()["meta"].update(device="cuda:0"))))
+
+    # Legal programs that once broke the diagram: they must show and render.
+    def key_names(a):
+        calls = [n["name"] for n in a.nodes() if n["op"] == "call_function"]
+        rename_node(a, calls[0], "key_0")
+        rename_node(a, calls[1], "key_1")
+    add(Case("nodes_named_key_0_key_1", None, make=edited(base, key_names),
+             commands=("show", "show --signature", "show --graph", "show --code", "render"),
+             accept=True, note="legal: names the diagram once used for its notes"))
+    return out
+
+
+# --- running tdfx ----------------------------------------------------------------
+
+
+# Runs argv[2:] and writes "status seconds max-RSS-KiB" to argv[1]. A fresh, small
+# process: a child's ru_maxrss counts the memory of the process it was started from
+# (the pages it held when it called exec), so the harness, which may be large, does
+# not start tdfx itself.
+MEASURE = """
+import os, sys, time
+start = time.monotonic()
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    seconds = time.monotonic() - start
+    report.write(f"{os.waitstatus_to_exitcode(status)} {seconds} {usage.ru_maxrss}")
+"""
+
+
+def run(command, timeout):
+    """Runs `command`; returns (status, stdout, stderr, seconds, peak RSS in MB) of
+    that child alone. status is negative for a signal and None when the run was
+    killed for taking longer than `timeout`."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as report:
+        process = subprocess.Popen([sys.executable, "-S", "-c", MEASURE, report.name] + command,
+                                   stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            process.wait(timeout)
+            killed = False
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            killed = True
+        out.seek(0)
+        err.seek(0)
+        fields = report.read().split()
+        if killed:
+            return (None, out.read(), err.read(), float(timeout), 0.0)
+        if len(fields) != 3:
+            raise RuntimeError(f"cannot run {command}: {err.read().decode(errors='replace')}")
+        return (int(fields[0]), out.read(), err.read(), float(fields[1]), int(fields[2]) / 1024.0)
+
+
+def command_for(tdfx, spec, path, scratch):
+    words = spec.split()
+    if words[0] == "render":
+        return [tdfx, "render", path, "-o", os.path.join(scratch, "out.svg")] + words[1:]
+    return [tdfx] + words[:1] + [path] + words[1:]
+
+
+def describe_status(status):
+    if status is None:
+        return "killed after a timeout (it hangs)"
+    if status < 0:
+        return f"killed by signal {signal.Signals(-status).name}"
+    return f"exit status {status}"
+
+
+def check_refusal(case, spec, path, result, scratch):
+    status, stdout, stderr, seconds, rss = result
+    if status == 0:
+        return [f"accepted (exit status 0, expected 2); stdout: {stdout[:120]!r}..."]
+    problems = []
+    if status != 2:
+        problems.append(f"{describe_status(status)}, expected 2")
+    if stdout:
+        problems.append(f"stdout is not empty: {stdout[:200]!r}")
+    text = stderr.decode("utf-8", "replace")
+    prefix = f"tdfx: {path}: "
+    if not text.endswith("\n") or text.count("\n") != 1:
+        problems.append(f"stderr is not one line: {text[:600]!r}")
+    if not text.startswith(prefix):
+        problems.append(f"stderr does not start with {prefix!r}: {text[:300]!r}")
+    problem = text[len(prefix):] if text.startswith(prefix) else text
+    if case.expect and case.expect not in problem:
+        problems.append(f"the message does not mention {case.expect!r}: {text.strip()[:600]!r}")
+    if spec.startswith("render") and os.path.exists(os.path.join(scratch, "out.svg")):
+        problems.append("render wrote out.svg for a refused archive")
+    return problems
+
+
+def check_acceptance(case, spec, result, scratch):
+    status, stdout, stderr, seconds, rss = result
+    problems = []
+    if status != 0:
+        problems.append(f"{describe_status(status)}, expected 0: "
+                        f"{stderr.decode('utf-8', 'replace').strip()[:600]!r}")
+    elif stderr:
+        problems.append(f"stderr is not empty: {stderr[:300]!r}")
+    if not stdout:
+        problems.append("nothing on stdout")
+    if spec.startswith("render") and status == 0:
+        svg = os.path.join(scratch, "out.svg")
+        if not os.path.exists(svg) or b"<svg" not in open(svg, "rb").read():
+            problems.append("render did not write an SVG")
+    return problems
+
+
+def check_limits(result, startup):
+    status, stdout, stderr, seconds, rss = result
+    problems = []
+    if seconds - startup >= TIME_LIMIT_S:
+        problems.append(f"took {seconds:.2f} s, {seconds - startup:.2f} s more than starting "
+                        f"tdfx (limit {TIME_LIMIT_S:g} s, TDFX_HOSTILE_TIME_S)")
+    if rss >= RSS_LIMIT_MB:
+        problems.append(f"peak RSS {rss:.0f} MB (limit {RSS_LIMIT_MB:g} MB, TDFX_HOSTILE_RSS_MB)")
+    return problems
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    tdfx, scratch = os.path.abspath(argv[1]), os.path.abspath(argv[2])
+    if not os.access(tdfx, os.X_OK):
+        print(f"FAIL setup: {tdfx} is not an executable")
+        print("0 passed, 1 failed")
+        return 1
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    demo = run([tdfx, "demo", "--out", scratch], 120)
+    archive_path = os.path.join(scratch, "trace_sequential.pt2")
+    if demo[0] != 0 or not os.path.exists(archive_path):
+        print(f"FAIL setup: tdfx demo: {describe_status(demo[0])}: {demo[2].decode()[-2000:]}")
+        print("0 passed, 1 failed")
+        return 1
+    base = Archive(archive_path)
+    # Starting tdfx (loading LibTorch's and Graphviz's ~300 shared libraries) takes
+    # most of a second on a busy 2-core machine: the time limit is on what a file
+    # costs beyond that. The memory limit is on the whole process.
+    startup_runs = [run([tdfx, "--help"], KILL_AFTER_S) for _ in range(3)]
+    if any(r[0] != 0 for r in startup_runs):
+        print(f"FAIL setup: tdfx --help: {describe_status(startup_runs[0][0])}")
+        print("0 passed, 1 failed")
+        return 1
+    startup = min(r[3] for r in startup_runs)
+    print(f"tdfx --help takes {startup:.2f} s and {max(r[4] for r in startup_runs):.0f} MB; "
+          f"limits: {TIME_LIMIT_S:g} s more than that, {RSS_LIMIT_MB:g} MB", flush=True)
+    cases_dir = os.path.join(scratch, "cases")
+    os.makedirs(cases_dir)
+
+    passed = failed = 0
+
+    def report(name, problems, result):
+        nonlocal passed, failed
+        if problems:
+            failed += 1
+            print(f"FAIL {name}: " + "; ".join(problems), flush=True)
+        else:
+            passed += 1
+            print(f"ok   {name}  ({result[3]:.2f} s, {result[4]:.0f} MB)", flush=True)
+
+    # The unmodified archive shows and renders: refusals below are for their reasons.
+    for spec in ("show", "show --signature", "show --graph", "show --code", "show --readable",
+                 "render"):
+        svg = os.path.join(scratch, "out.svg")
+        if os.path.exists(svg):
+            os.remove(svg)
+        result = run(command_for(tdfx, spec, archive_path, scratch), KILL_AFTER_S)
+        accept = Case("original", None, accept=True)
+        problems = check_acceptance(accept, spec, result, scratch)
+        report(f"original [{spec}]", problems + check_limits(result, startup), result)
+
+    for case in cases(base):
+        path = case.path or os.path.join(cases_dir, case.name + ".pt2")
+        try:
+            if case.make:
+                case.make(path)
+        except Exception as error:  # a generator that breaks is a failure, never a skip
+            failed += 1
+            print(f"FAIL {case.name}: cannot generate the file: {error!r}", flush=True)
+            continue
+        for spec in case.commands:
+            svg = os.path.join(scratch, "out.svg")
+            if os.path.exists(svg):
+                os.remove(svg)
+            label = case.name if spec == "show" else f"{case.name} [{spec}]"
+            result = run(command_for(tdfx, spec, path, scratch), KILL_AFTER_S)
+            if case.accept:
+                problems = check_acceptance(case, spec, result, scratch)
+            else:
+                problems = check_refusal(case, spec, path, result, scratch)
+            problems += check_limits(result, startup)
+            if problems and case.note:
+                problems.append(f"(the case: {case.note})")
+            report(label, problems, result)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
