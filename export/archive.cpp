@@ -237,14 +237,14 @@ class GraphReader {
     std::unordered_map<std::string, Node*> by_name;
     for (size_t i = 0; i < nodes.size(); ++i) {
       const json& entry = nodes[i];
-      const std::string where = fmt::format("{}: node {}", where_, i);
-      const std::string name = text(entry, "name", where);
+      const std::string name = text(entry, "name", fmt::format("{}: node {}", where_, i));
       if (!is_python_identifier(name) || Namespace::is_reserved(name)) {
-        fail<ArchiveError>("{}: node name {} is not a legal, unreserved identifier", where,
+        fail<ArchiveError>("{}: node {}: name {} is not a legal, unreserved identifier", where_, i,
                            python_repr(name));
       }
+      const std::string where = fmt::format("{}: node %{}", where_, name);
       const std::string op = text(entry, "op", where);
-      const std::string target_text = text(entry, "target", where);
+      const std::string target_text = printable(text(entry, "target", where), "target", where);
       auto arg = [&](const json& value) { return argument(value, by_name, where, 0); };
       Args args;
       for (const json& value : array(entry, "args", where)) args.push_back(arg(value));
@@ -553,6 +553,12 @@ std::map<std::string, at::Tensor> load_weights(const json& entries, const Graph&
   for (const std::string& name : expected) {
     if (!state.count(name)) fail<ArchiveError>("{}: input {} has no weight", where, name);
   }
+  // Nothing in the file goes unread: a record the program does not name is refused.
+  for (const std::string& name : zip.names()) {
+    if (name != kProgramRecord && !records.count(name)) {
+      fail<ArchiveError>("{}: record {} is not part of the program", where, python_repr(name));
+    }
+  }
   return state;
 }
 
@@ -560,7 +566,20 @@ std::map<std::string, at::Tensor> load_weights(const json& entries, const Graph&
 
 ExportedProgram read_archive(const detail::ByteSource& source, const std::string& where,
                              const LoadOptions& options) {
-  const detail::ZipReader zip(source, where);
+  const detail::ZipReader zip(source, where, [&](const std::vector<std::string>& names) {
+    // tdfx before format 2 wrote through PyTorch's stream writer, which puts
+    // every record under a folder ("model/program.json").
+    for (const std::string& name : names) {
+      const auto slash = name.find('/');
+      if (slash != std::string::npos &&
+          name.compare(slash, std::string::npos, "/program.json") == 0) {
+        fail<ArchiveError>(
+            "{}: this is a tdfx archive of format version 1 (pickled weights), which is not "
+            "supported; this tdfx reads version {}: export the program again with this tdfx",
+            where, kVersion);
+      }
+    }
+  });
   if (!zip.has(kProgramRecord)) {
     fail<ArchiveError>("{}: not a tdfx archive (no record '{}')", where, kProgramRecord);
   }

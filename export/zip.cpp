@@ -136,7 +136,8 @@ void MemorySource::read_at(uint64_t offset, char* out, size_t n) const {
   std::memcpy(out, bytes_.data() + offset, n);
 }
 
-ZipReader::ZipReader(const ByteSource& source, std::string where)
+ZipReader::ZipReader(const ByteSource& source, std::string where,
+                     const std::function<void(const std::vector<std::string>&)>& inspect_names)
     : source_(source), where_(std::move(where)) {
   const uint64_t file_size = source_.size();
   auto refuse = [&](std::string_view why) {
@@ -176,7 +177,14 @@ ZipReader::ZipReader(const ByteSource& source, std::string where)
   std::string directory(directory_size, '\0');
   source_.read_at(directory_offset, directory.data(), directory.size());
 
-  std::vector<std::pair<uint64_t, uint64_t>> extents;  // [header, end of data) of each record
+  // First the directory alone, so the caller can look at the names before
+  // any record is judged.
+  struct Entry {
+    std::string name;
+    uint16_t flags, method;
+    uint32_t crc, packed, size, local;
+  };
+  std::vector<Entry> listed;
   size_t at = 0;
   for (size_t i = 0; i < entries; ++i) {
     if (directory.size() - at < kCentralHeaderSize ||
@@ -184,19 +192,24 @@ ZipReader::ZipReader(const ByteSource& source, std::string where)
       refuse(fmt::format("zip directory entry {} is malformed", i));
     }
     const char* h = directory.data() + at;
-    const uint16_t flags = get16(h + 8);
-    const uint16_t method = get16(h + 10);
-    const uint32_t crc = get32(h + 16);
-    const uint32_t packed = get32(h + 20);
-    const uint32_t size = get32(h + 24);
     const size_t name_size = get16(h + 28);
     const size_t skip = name_size + get16(h + 30) + get16(h + 32);
-    const uint32_t local = get32(h + 42);
     if (directory.size() - at - kCentralHeaderSize < skip) {
       refuse(fmt::format("zip directory entry {} is malformed", i));
     }
-    std::string name(h + kCentralHeaderSize, name_size);
+    listed.push_back({std::string(h + kCentralHeaderSize, name_size), get16(h + 8), get16(h + 10),
+                      get32(h + 16), get32(h + 20), get32(h + 24), get32(h + 42)});
     at += kCentralHeaderSize + skip;
+  }
+  if (inspect_names) {
+    std::vector<std::string> names;
+    for (const Entry& entry : listed) names.push_back(entry.name);
+    inspect_names(names);
+  }
+
+  std::vector<std::pair<uint64_t, uint64_t>> extents;  // [header, end of data) of each record
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const auto& [name, flags, method, crc, packed, size, local] = listed[i];
     if (name.empty() || name.size() > kMaxNameBytes) refuse("a record name is empty or too long");
     if (flags & 0x0001) refuse(fmt::format("record '{}' is encrypted", name));
     if (method != 0 || packed != size) {
@@ -212,12 +225,12 @@ ZipReader::ZipReader(const ByteSource& source, std::string where)
     const size_t local_name_size = get16(header + 26);
     const uint64_t data_offset =
         uint64_t{local} + kLocalHeaderSize + local_name_size + get16(header + 28);
-    if (get32(header) != kLocalHeader || local_name_size != name_size ||
+    if (get32(header) != kLocalHeader || local_name_size != name.size() ||
         data_offset + size > directory_offset) {
       refuse(fmt::format("record '{}' lies outside the file or its header is corrupt", name));
     }
-    std::string local_name(name_size, '\0');
-    source_.read_at(uint64_t{local} + kLocalHeaderSize, local_name.data(), name_size);
+    std::string local_name(name.size(), '\0');
+    source_.read_at(uint64_t{local} + kLocalHeaderSize, local_name.data(), name.size());
     if (local_name != name) refuse(fmt::format("record '{}' has two different names", name));
     if (!records_.emplace(name, Record{data_offset, size, crc, i}).second) {
       refuse(fmt::format("record '{}' appears twice", name));

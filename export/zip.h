@@ -9,6 +9,7 @@
 /// than the caller's cap for one record.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -61,7 +62,10 @@ class MemorySource : public ByteSource {
 class ZipReader {
  public:
   /// Reads and checks the central directory. `where` prefixes messages.
-  ZipReader(const ByteSource& source, std::string where);
+  /// `inspect_names`, when given, sees the record names before any record is
+  /// checked, so that a caller can recognise a foreign layout and say so.
+  ZipReader(const ByteSource& source, std::string where,
+            const std::function<void(const std::vector<std::string>&)>& inspect_names = {});
 
   bool has(const std::string& name) const { return records_.count(name) != 0; }
   /// The declared size of a record (checked against the file already).

@@ -505,7 +505,7 @@ def cases(base):
     add(Case("placeholder_target_injection", "placeholder target",
              make=edited(base, lambda a: a.user_placeholder().update(target="x" + PWNED)),
              commands=("show", "show --code")))
-    add(Case("placeholder_target_newline", "placeholder target",
+    add(Case("placeholder_target_newline", "control character",
              make=edited(base, lambda a: a.user_placeholder().update(target="x\nimport os"))))
     add(Case("call_target_newline", "control character",
              make=edited(base, lambda a: a.victim().update(target="aten::relu\nimport os"))))

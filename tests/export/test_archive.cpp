@@ -378,3 +378,22 @@ TEST_CASE("archive: a loaded program that fails at run time raises RunError nami
   CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 5})}}), doctest::Contains("%linear"),
                        RunError);
 }
+
+TEST_CASE("archive: records the program does not name, and version 1 layouts, are refused") {
+  Records records = records_of(seed_program());
+  auto weights = records.weights;
+  weights.emplace_back("weights.pkl", "cos\nsystem\n(S'echo pwned'\ntR.");
+  CHECK_THROWS_WITH_AS(load_bytes(archive_of(records.document.dump(), weights), "stray.pt2"),
+                       "stray.pt2: record 'weights.pkl' is not part of the program", ArchiveError);
+  tdfx::detail::ZipWriter old;
+  old.add("model/version", "1\n");
+  old.add("model/program.json", records.document.dump());
+  CHECK_THROWS_WITH_AS(load_bytes(old.finish(), "old.pt2"),
+                       "old.pt2: this is a tdfx archive of format version 1 (pickled weights), "
+                       "which is not supported; this tdfx reads version 2: export the program "
+                       "again with this tdfx",
+                       ArchiveError);
+  CHECK(refusal([](Records& r) {
+          node_with_target(r.document, "aten::relu")["target"] = "aten::relu\nimport os";
+        }) == "edited.pt2: node %relu: target 'aten::relu\\nimport os' holds a control character");
+}
