@@ -1,5 +1,6 @@
 #include "tensordict/tensordict_module.h"
 
+#include <c10/util/Type.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +20,27 @@ std::string quoted_names(const std::vector<NestedKey>& keys) {
   std::vector<std::string> names;
   for (const NestedKey& key : keys) names.push_back("'" + key.joined("_") + "'");
   return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// The type of a result an AnyModule or a Sequential returned that TensorDictModule cannot
+// split into outputs; run_inner adds the module's name.
+class UnsupportedResult : public Error {
+ public:
+  using Error::Error;
+};
+
+// The counts set in a mask of accepted tensor counts: "2", "3 or 4", "1 to 16".
+std::string count_text(uint32_t counts) {
+  std::vector<size_t> set;
+  for (size_t n = 0; n < 32; ++n) {
+    if (counts & (uint32_t{1} << n)) set.push_back(n);
+  }
+  if (set.empty()) return "no";
+  const bool run = set.back() - set.front() + 1 == set.size();
+  if (set.size() > 2 && run) return fmt::format("{} to {}", set.front(), set.back());
+  if (set.size() == 1) return std::to_string(set[0]);
+  return fmt::format("{} or {}", fmt::join(std::vector<size_t>(set.begin(), set.end() - 1), ", "),
+                     set.back());
 }
 
 }  // namespace
@@ -122,14 +144,44 @@ std::string TensorDictModuleBase::keys_description() const {
 
 // ---- CallableModule -------------------------------------------------------------------------
 
-CallableModule::CallableModule(Fn fn, size_t arity)
-    : torch::nn::Module("Callable"), fn_(std::move(fn)), arity_(arity) {}
+CallableModule::CallableModule(Fn fn) : torch::nn::Module("Callable"), fn_(std::move(fn)) {}
 
 std::vector<c10::IValue> CallableModule::forward(const std::vector<at::Tensor>& args) {
   return fn_(args);
 }
 
 void CallableModule::pretty_print(std::ostream& stream) const { stream << "Callable()"; }
+
+std::vector<c10::IValue> detail::SequentialCall::operator()(const at::Tensor& input) {
+  // An empty Sequential returns its input, as Python's nn.Sequential() does (LibTorch's
+  // forward throws).
+  if (impl->is_empty()) return {input};
+  auto module = impl->begin();
+  torch::nn::AnyValue value = module->any_forward(input);
+  for (++module; module != impl->end(); ++module) value = module->any_forward(std::move(value));
+  return any_value_results(std::move(value));
+}
+
+std::vector<c10::IValue> detail::any_value_results(torch::nn::AnyValue value) {
+  using at::Tensor;
+  if (auto* tensor = value.try_get<Tensor>()) return {std::move(*tensor)};
+  if (auto* v = value.try_get<std::vector<Tensor>>()) return to_ivalues(std::move(*v));
+  if (auto* v = value.try_get<std::tuple<Tensor, Tensor>>()) return to_ivalues(std::move(*v));
+  if (auto* v = value.try_get<std::tuple<Tensor, Tensor, Tensor>>()) {
+    return to_ivalues(std::move(*v));
+  }
+  if (auto* v = value.try_get<std::tuple<Tensor, Tensor, Tensor, Tensor>>()) {
+    return to_ivalues(std::move(*v));
+  }
+  if (auto* v = value.try_get<std::pair<Tensor, Tensor>>()) return to_ivalues(std::move(*v));
+  if (auto* v = value.try_get<c10::IValue>()) return to_ivalues(std::move(*v));
+  throw UnsupportedResult(c10::demangle(value.type_info().name()));
+}
+
+void detail::fail_tensor_count(size_t given, uint32_t accepted) {
+  fail<ShapeError>("the wrapped callable takes {} tensor(s) but was called with {}",
+                   count_text(accepted), given);
+}
 
 void detail::append_ivalue(c10::IValue value, std::vector<c10::IValue>& out) {
   if (value.isTuple()) {
@@ -150,12 +202,12 @@ TensorDictModule::TensorDictModule(detail::WrappedModule wrapped, std::vector<Ne
     : TensorDictModuleBase("TensorDictModule"),
       inner_(std::move(wrapped.module)),
       run_(std::move(wrapped.run)),
-      arity_(wrapped.arity) {
+      arity_(in_keys.size()) {
   in_keys_ = std::move(in_keys);
   out_keys_ = std::move(out_keys);
-  if (arity_ != in_keys_.size()) {
+  if (arity_ >= 32 || (wrapped.arities & (uint32_t{1} << arity_)) == 0) {
     fail<ShapeError>("{}: the wrapped module takes {} tensor(s) but in_keys {} has {}", describe(),
-                     arity_, repr(in_keys_), in_keys_.size());
+                     count_text(wrapped.arities), repr(in_keys_), in_keys_.size());
   }
   register_module("module", inner_);
 }
@@ -165,7 +217,15 @@ std::vector<at::Tensor> TensorDictModule::run_inner(const std::vector<at::Tensor
     fail<ShapeError>("{}: the wrapped module takes {} tensor(s) but got {}", describe(), arity_,
                      inputs.size());
   }
-  std::vector<c10::IValue> results = run_(inputs);
+  std::vector<c10::IValue> results;
+  try {
+    results = run_(inputs);
+  } catch (const UnsupportedResult& e) {
+    fail<Error>(
+        "{}: the wrapped module returned a {}; expected at::Tensor, a std::tuple or std::vector "
+        "of tensors, or c10::IValue",
+        describe(), e.what());
+  }
   if (results.size() != out_keys_.size()) {
     fail<ShapeError>("{}: the wrapped module returned {} output(s) but out_keys {} has {}",
                      describe(), results.size(), repr(out_keys_), out_keys_.size());

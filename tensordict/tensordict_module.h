@@ -7,9 +7,12 @@
 
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -80,38 +83,70 @@ class CallableModule : public torch::nn::Module {
  public:
   /// The type-erased call: tensors in, results out (tensors, or values checked by the caller).
   using Fn = std::function<std::vector<c10::IValue>(const std::vector<at::Tensor>&)>;
-  /// Wraps `fn`, which takes exactly `arity` tensors.
-  CallableModule(Fn fn, size_t arity);
+  /// Wraps `fn`; the TensorDictModule that owns it checks how many tensors it takes.
+  explicit CallableModule(Fn fn);
   /// Calls the function.
   std::vector<c10::IValue> forward(const std::vector<at::Tensor>& args);
-  /// Number of tensor arguments.
-  size_t arity() const { return arity_; }
   /// Prints `Callable()`.
   void pretty_print(std::ostream& stream) const override;
 
  private:
   Fn fn_;
-  size_t arity_;
 };
 
 namespace detail {
 
-/// The result and arity of a function, member function or call operator type.
-template <typename T>
-struct FunctionTraits;
-template <typename R, typename... A>
-struct FunctionTraits<R (*)(A...)> {
-  using result = R;
-  static constexpr size_t arity = sizeof...(A);
+/// The most tensors a wrapped module or callable may take.
+inline constexpr size_t kMaxTensorArgs = 16;
+
+/// True for the result types a TensorDictModule splits into its outputs.
+template <typename R>
+struct IsModuleResult : std::false_type {};
+template <>
+struct IsModuleResult<at::Tensor> : std::true_type {};
+template <>
+struct IsModuleResult<std::vector<at::Tensor>> : std::true_type {};
+template <>
+struct IsModuleResult<std::vector<c10::IValue>> : std::true_type {};
+template <>
+struct IsModuleResult<c10::IValue> : std::true_type {};
+template <typename... T>
+struct IsModuleResult<std::tuple<T...>>
+    : std::bool_constant<(std::is_constructible_v<c10::IValue, T> && ...)> {};
+template <typename A, typename B>
+struct IsModuleResult<std::pair<A, B>>
+    : std::bool_constant<std::is_constructible_v<c10::IValue, A> &&
+                         std::is_constructible_v<c10::IValue, B>> {};
+
+/// The type every probed argument has; one per index, to expand a pack of N of them.
+template <size_t I>
+struct TensorArg {
+  using type = const at::Tensor&;
 };
-template <typename R, typename C, typename... A>
-struct FunctionTraits<R (C::*)(A...)> : FunctionTraits<R (*)(A...)> {};
-template <typename R, typename C, typename... A>
-struct FunctionTraits<R (C::*)(A...) const> : FunctionTraits<R (*)(A...)> {};
-template <typename R, typename C, typename... A>
-struct FunctionTraits<R (C::*)(A...) noexcept> : FunctionTraits<R (*)(A...)> {};
-template <typename R, typename C, typename... A>
-struct FunctionTraits<R (C::*)(A...) const noexcept> : FunctionTraits<R (*)(A...)> {};
+
+/// Whether `F&` can be called with as many tensors as `Seq` has indices, giving a result
+/// IsModuleResult accepts. SFINAE-friendly, so overloads and templates answer too.
+template <typename F, typename Seq, typename = void>
+struct CallsWithTensors : std::false_type {};
+template <typename F, size_t... I>
+struct CallsWithTensors<F, std::index_sequence<I...>,
+                        std::enable_if_t<std::is_invocable_v<F&, typename TensorArg<I>::type...>>>
+    : IsModuleResult<std::decay_t<std::invoke_result_t<F&, typename TensorArg<I>::type...>>> {};
+
+/// True when `F` can be called with exactly `N` tensors.
+template <typename F, size_t N>
+inline constexpr bool kCallsWith = CallsWithTensors<F, std::make_index_sequence<N>>::value;
+
+template <typename F, size_t... N>
+constexpr uint32_t tensor_arities(std::index_sequence<N...>) {
+  return ((kCallsWith<F, N + 1> ? uint32_t{1} << (N + 1) : uint32_t{0}) | ... | uint32_t{0});
+}
+
+/// The tensor counts `F` can be called with, as a mask: bit n for n tensors (1 ≤ n ≤ 16).
+/// An overloaded or templated call answers for every count one of its overloads takes.
+template <typename F>
+inline constexpr uint32_t kTensorArities =
+    tensor_arities<F>(std::make_index_sequence<kMaxTensorArgs>{});
 
 /// Splits an IValue result into its elements (tuples and lists) or keeps it whole.
 void append_ivalue(c10::IValue value, std::vector<c10::IValue>& out);
@@ -146,59 +181,132 @@ std::vector<c10::IValue> to_ivalues(R&& result) {
   return out;
 }
 
+/// The results of an AnyModule or a Sequential: a Tensor, a std::vector of them, a std::tuple
+/// or std::pair of 2 to 4 of them, or an IValue. Error naming the type for anything else.
+std::vector<c10::IValue> any_value_results(torch::nn::AnyValue value);
+
+/// Throws ShapeError: `given` tensors for a callable that takes the counts in `accepted`.
+[[noreturn]] void fail_tensor_count(size_t given, uint32_t accepted);
+
 template <typename F, size_t... I>
 std::vector<c10::IValue> invoke_with(F& f, const std::vector<at::Tensor>& args,
                                      std::index_sequence<I...>) {
   return to_ivalues(f(args[I]...));
 }
 
+template <typename F, size_t N>
+bool invoke_exactly(F& f, const std::vector<at::Tensor>& args, std::vector<c10::IValue>& out) {
+  if constexpr (kCallsWith<F, N>) {
+    out = invoke_with(f, args, std::make_index_sequence<N>{});
+    return true;
+  } else {
+    return false;
+  }
+}
+
+/// Calls `f` with all of `args`, through the overload that takes that many tensors.
+template <typename F, size_t... N>
+std::vector<c10::IValue> invoke_any(F& f, const std::vector<at::Tensor>& args,
+                                    std::index_sequence<N...>) {
+  std::vector<c10::IValue> out;
+  const bool called = ((args.size() == N + 1 && invoke_exactly<F, N + 1>(f, args, out)) || ...);
+  if (!called) fail_tensor_count(args.size(), kTensorArities<F>);
+  return out;
+}
+
+/// `f` as a CallableModule::Fn.
+template <typename F>
+CallableModule::Fn tensor_fn(F f) {
+  return [f = std::move(f)](const std::vector<at::Tensor>& args) mutable {
+    return invoke_any(f, args, std::make_index_sequence<kMaxTensorArgs>{});
+  };
+}
+
+/// Calls `impl->forward`, whichever of its overloads or instantiations takes the tensors.
+template <typename Impl>
+struct ForwardCall {
+  std::shared_ptr<Impl> impl;
+  // `I` defers the lookup of `forward` to overload resolution, where a missing or unfit
+  // forward removes this operator instead of failing to compile.
+  template <typename... A, typename I = Impl>
+  auto operator()(A&&... args) -> decltype(std::declval<I&>().forward(std::forward<A>(args)...)) {
+    return impl->forward(std::forward<A>(args)...);
+  }
+};
+
+/// Calls a torch::nn::Sequential with its one tensor. Its forward is a template over the
+/// arguments and the return type, so it is run as Sequential::forward runs it, module by
+/// module through their AnyModules, and the last result is taken whatever its type.
+struct SequentialCall {
+  std::shared_ptr<torch::nn::SequentialImpl> impl;
+  std::vector<c10::IValue> operator()(const at::Tensor& input);
+};
+
+/// Calls an AnyModule with tensors. How many its module takes is known only when called.
+struct AnyModuleCall {
+  torch::nn::AnyModule module;
+  template <typename... T, typename = std::enable_if_t<(std::is_same_v<T, at::Tensor> && ...)>>
+  std::vector<c10::IValue> operator()(const T&... args) {
+    return any_value_results(module.any_forward(args...));
+  }
+};
+
+/// How a module implementation is called.
+template <typename Impl>
+using ImplCall = std::conditional_t<std::is_base_of_v<torch::nn::SequentialImpl, Impl>,
+                                    SequentialCall, ForwardCall<Impl>>;
+
+/// How a wrapped `M` is called: its module's forward for holders, shared_ptrs and
+/// AnyModules, `M` itself for anything else (which then has to be callable with tensors).
+template <typename M, typename = void>
+struct CallOf {
+  using type = M;
+};
+template <typename M>
+struct CallOf<M, std::enable_if_t<std::is_base_of_v<torch::detail::ModuleHolderIndicator, M>>> {
+  using type = ImplCall<typename M::ContainedType>;
+};
+template <typename T>
+struct CallOf<std::shared_ptr<T>, std::enable_if_t<std::is_base_of_v<torch::nn::Module, T>>> {
+  using type = ImplCall<T>;
+};
+template <>
+struct CallOf<torch::nn::AnyModule> {
+  using type = AnyModuleCall;
+};
+
 /// A wrapped module: the child to register, how to call it and how many tensors it takes.
 struct WrappedModule {
   std::shared_ptr<torch::nn::Module> module;
   CallableModule::Fn run;
-  size_t arity;
+  /// The tensor counts `run` accepts, as kTensorArities gives them.
+  uint32_t arities = 0;
 };
 
-template <typename T>
-struct IsSharedPtr : std::false_type {};
-template <typename T>
-struct IsSharedPtr<std::shared_ptr<T>> : std::true_type {};
-
-/// Wraps a module implementation: calls `impl->forward` with as many tensors as it takes.
-template <typename Impl>
-WrappedModule wrap_impl(std::shared_ptr<Impl> impl) {
-  using Traits = FunctionTraits<decltype(&Impl::forward)>;
-  static_assert(Traits::arity >= 1 && Traits::arity <= 6,
-                "a wrapped module's forward must take 1 to 6 tensors");
-  auto call = [impl](auto&&... args) { return impl->forward(args...); };
-  CallableModule::Fn run = [call](const std::vector<at::Tensor>& args) mutable {
-    return invoke_with(call, args, std::make_index_sequence<Traits::arity>{});
-  };
-  return {std::move(impl), std::move(run), Traits::arity};
-}
-
-/// Wraps a module holder, a shared_ptr to a module, or a callable taking tensors.
+/// Wraps a module holder, a shared_ptr to a module, an AnyModule, or a callable taking tensors.
 template <typename M>
 WrappedModule wrap(M module) {
+  using Call = typename CallOf<M>::type;
+  constexpr uint32_t arities = kTensorArities<Call>;
+  static_assert(arities != 0,
+                "make_td_module: cannot call this module with tensors; pass a torch::nn module "
+                "holder, a std::shared_ptr<Module>, a torch::nn::AnyModule, or a callable taking "
+                "1 to 16 at::Tensor arguments and returning at::Tensor, or a std::tuple or "
+                "std::vector of them");
   if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, M>) {
-    return wrap_impl(module.ptr());
-  } else if constexpr (IsSharedPtr<M>::value) {
-    static_assert(std::is_base_of_v<torch::nn::Module, typename M::element_type>,
-                  "a shared_ptr passed to TensorDictModule must point to a torch::nn::Module");
-    return wrap_impl(std::move(module));
+    auto impl = module.ptr();
+    return {impl, tensor_fn(Call{impl}), arities};
+  } else if constexpr (std::is_same_v<M, torch::nn::AnyModule>) {
+    auto impl = module.ptr();
+    return {std::move(impl), tensor_fn(Call{std::move(module)}), arities};
+  } else if constexpr (!std::is_same_v<Call, M>) {  // a shared_ptr to a module
+    return {module, tensor_fn(Call{module}), arities};
   } else {
-    using Op = std::conditional_t<std::is_pointer_v<M>, M, decltype(&M::operator())>;
-    using Traits = FunctionTraits<Op>;
-    static_assert(Traits::arity >= 1 && Traits::arity <= 6,
-                  "a wrapped callable must take 1 to 6 tensors");
-    CallableModule::Fn run = [f = std::move(module)](const std::vector<at::Tensor>& args) mutable {
-      return invoke_with(f, args, std::make_index_sequence<Traits::arity>{});
-    };
-    auto callable = std::make_shared<CallableModule>(std::move(run), Traits::arity);
+    auto callable = std::make_shared<CallableModule>(tensor_fn(std::move(module)));
     CallableModule::Fn forward = [raw = callable.get()](const std::vector<at::Tensor>& args) {
       return raw->forward(args);
     };
-    return {std::move(callable), std::move(forward), Traits::arity};
+    return {std::move(callable), std::move(forward), arities};
   }
 }
 
@@ -211,10 +319,17 @@ WrappedModule wrap(M module) {
 ///     mod.forward(td);   // td["hidden"] = linear(td["x"])
 class TensorDictModule : public TensorDictModuleBase {
  public:
-  /// Wraps a module holder (`torch::nn::Linear(3, 4)`, a TORCH_MODULE holder), a
-  /// `std::shared_ptr` to a module, or a callable taking 1..6 tensors (e.g. a lambda). The
-  /// result may be a Tensor, a tuple or vector of Tensors, or IValues checked at run time.
-  /// ShapeError when its arity differs from `in_keys.size()`.
+  /// Wraps a module holder (`torch::nn::Linear(3, 4)`, `torch::nn::Sequential(...)`, a
+  /// TORCH_MODULE holder), a `std::shared_ptr` to a module, a `torch::nn::AnyModule`, or a
+  /// callable taking 1 to 16 tensors: a lambda (generic ones too), a functor, a function or a
+  /// function pointer. A forward with several overloads or a template is called with the one
+  /// that takes `in_keys.size()` tensors; a Sequential takes one. The result may be a Tensor, a
+  /// tuple or vector of Tensors, or IValues checked at run time. ShapeError when the module
+  /// cannot take `in_keys.size()` tensors (for an AnyModule, only when it is called).
+  ///
+  ///     make_td_module(torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::ReLU()),
+  ///                    {"x"}, {"hidden"});
+  ///     make_td_module(&residual, {"x", "skip"}, {"y"});   // at::Tensor residual(x, skip)
   template <typename M>
   TensorDictModule(M module, std::vector<NestedKey> in_keys, std::vector<NestedKey> out_keys)
       : TensorDictModule(detail::wrap(std::move(module)), std::move(in_keys), std::move(out_keys)) {
@@ -224,7 +339,7 @@ class TensorDictModule : public TensorDictModuleBase {
   torch::nn::Module& inner() { return *inner_; }
   /// The wrapped module, shared.
   std::shared_ptr<torch::nn::Module> inner_ptr() const { return inner_; }
-  /// Number of tensors the wrapped module takes.
+  /// Number of tensors the wrapped module is called with (one per in key).
   size_t arity() const { return arity_; }
   /// Calls the wrapped module on `inputs` (one per in key); returns one tensor per out key.
   /// ShapeError for a wrong count; Error for a non-tensor output.

@@ -2,9 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
@@ -87,10 +92,104 @@ class StateSnapshot {
   std::vector<Saved> saved_;
 };
 
+// Catches a module turning a traced tensor into a C++ value while it is traced. The JIT
+// tracer records none of these ops (their results are not tensors), so a branch on the value,
+// or the value used as a number, would become one fixed path or constant of the graph with
+// nothing to show for it. They are seen through LibTorch's op observers instead. Only calls
+// made by the module itself count: an op that reads values inside another op
+// (repeat_interleave sizing its result) is recorded as that op and runs again with the graph.
+class ValueReadWatch {
+ public:
+  ValueReadWatch() : previous_(active_) {
+    active_ = this;
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
+  }
+  ~ValueReadWatch() {
+    at::removeCallback(handle_);
+    active_ = previous_;
+  }
+  ValueReadWatch(const ValueReadWatch&) = delete;
+  ValueReadWatch& operator=(const ValueReadWatch&) = delete;
+
+  /// The first op that read a value ("aten::item"), or "" when none did.
+  const std::string& op() const { return op_; }
+
+ private:
+  static bool reads_value(std::string_view op) {
+    // is_nonzero is what `if (tensor)` and bool conversions call; allclose and equal answer
+    // with a bool; item and _local_scalar_dense give the number itself.
+    return op == "aten::item" || op == "aten::_local_scalar_dense" || op == "aten::is_nonzero" ||
+           op == "aten::equal" || op == "aten::allclose";
+  }
+  static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+    ValueReadWatch* watch = active_;
+    if (watch && watch->depth_++ == 0 && watch->op_.empty() && reads_value(fn.name())) {
+      watch->op_ = fn.name();
+    }
+    return nullptr;
+  }
+  static void on_end(const at::RecordFunction&, at::ObserverContext*) {
+    if (active_) --active_->depth_;
+  }
+
+  static thread_local ValueReadWatch* active_;
+  ValueReadWatch* previous_;
+  // Observers only run where RecordFunction is enabled; a caller may have disabled it.
+  at::RecordFunctionGuard enabled_{true};
+  at::CallbackHandle handle_ = 0;
+  int depth_ = 0;
+  std::string op_;
+};
+
+thread_local ValueReadWatch* ValueReadWatch::active_ = nullptr;
+
+// True for a recorded op that must stay even when nothing uses its results: it mutates a
+// tensor, draws random numbers (dropping it would shift the random stream of the ops after
+// it), or is a training-mode batch or instance norm, which updates its running statistics
+// although its schema does not say so.
+bool has_effect(const jit::Node* node) {
+  if (node->hasSideEffects() || node->isNondeterministic()) return true;
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (schema && schema->is_mutable()) return true;
+  const c10::Symbol kind = node->kind();
+  const bool norm = kind == c10::aten::batch_norm || kind == c10::aten::instance_norm ||
+                    kind == c10::aten::native_batch_norm ||
+                    kind == c10::aten::_batch_norm_impl_index;
+  if (!norm || node->inputs().size() < 6) return false;
+  const bool has_running_stats = !node->input(3)->type()->cast<c10::NoneType>();
+  const auto training = jit::constant_as<bool>(node->input(5));
+  return has_running_stats && (!training || *training);
+}
+
+[[noreturn]] void fail_value_read(const TensorDictModule& module, const std::string& path,
+                                  const std::string& op) {
+  fail<TraceError>(
+      "{}{}: {} turns a traced tensor into a C++ value; symbolically traced variables cannot be "
+      "used as inputs to control flow, and the graph would keep only what this trace saw. "
+      "Compute it with tensor ops instead (at::where for a branch)",
+      module.describe(), path.empty() ? "" : fmt::format(" at '{}'", path), op);
+}
+
+// Called inside a catch block: rethrows the wrapped module's failure as a tdfx::Error.
+[[noreturn]] void rethrow_module_failure(const TensorDictModule& module) {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error& e) {
+    fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
+                     e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
+                     e.what());
+  }
+}
+
 class Recorder {
  public:
-  Recorder(const TensorDict& example, std::string strip_prefix)
-      : td_(example), strip_(std::move(strip_prefix)) {}
+  Recorder(const TensorDict& example, std::string strip_prefix, const TraceOptions& options)
+      : td_(example), strip_(std::move(strip_prefix)), options_(options) {}
 
   Recording run(TensorDictModuleBase& module) {
     auto state = std::make_shared<tracer::TracingState>();
@@ -112,6 +211,7 @@ class Recorder {
       throw;
     }
     tracer::setTracingState(nullptr);
+    prune_dead_nodes();
     return std::move(recording_);
   }
 
@@ -174,16 +274,17 @@ class Recorder {
 
     jit::Node* before = last_node();
     std::vector<at::Tensor> outputs;
-    try {
-      outputs = module.run_inner(inputs);
-    } catch (const Error&) {
-      throw;
-    } catch (const c10::Error& e) {
-      fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
-                       e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
-                       e.what());
+    {
+      ValueReadWatch watch;
+      try {
+        outputs = module.run_inner(inputs);
+      } catch (...) {
+        // A module that failed after reading a value most likely failed because of it (a
+        // branch taken for other tensors), so that is what it is told.
+        if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
+        rethrow_module_failure(module);
+      }
+      if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
     }
     for (jit::Node* node = next_node(before); node != end_node(); node = node->next()) {
       record.nodes.push_back(node);
@@ -195,6 +296,58 @@ class Recorder {
       values_[module.out_keys()[i]] = outputs[i];
     }
     recording_.calls.push_back(std::move(record));
+  }
+
+  // True when the graph builder shows the whole call as one call_module node, which then has
+  // all of the call's outputs.
+  bool outlined_whole(const ModuleCall& call) const {
+    if (!options_.outline_leaves) return false;
+    const torch::nn::Module& inner = *call.module->inner_ptr();
+    return is_builtin_leaf(inner) ||
+           (options_.is_leaf_module && options_.is_leaf_module(inner, call.inner_path));
+  }
+
+  // Removes the recorded nodes no output needs, so that no node without users reaches a
+  // graph: `x.sum()` computed and dropped, or a key written and overwritten before any read.
+  // Key reads stay: they are the graph's inputs. Ops with an effect stay (has_effect).
+  void prune_dead_nodes() {
+    std::unordered_set<const jit::Value*> needed;
+    for (const auto& [key, value] : recording_.outputs) needed.insert(value);
+    std::vector<jit::Node*> dead;  // in reverse graph order: users before what they use
+    for (auto call = recording_.calls.rbegin(); call != recording_.calls.rend(); ++call) {
+      bool outputs_needed = false;
+      for (const jit::Value* value : call->outputs) outputs_needed |= needed.count(value) > 0;
+      if (outputs_needed && outlined_whole(*call)) {
+        needed.insert(call->outputs.begin(), call->outputs.end());
+      }
+      std::vector<jit::Node*> kept;
+      for (auto it = call->nodes.rbegin(); it != call->nodes.rend(); ++it) {
+        jit::Node* node = *it;
+        bool live = has_effect(node);
+        for (const jit::Value* value : node->outputs()) live |= needed.count(value) > 0;
+        if (live) {
+          needed.insert(node->inputs().begin(), node->inputs().end());
+          kept.push_back(node);
+        } else {
+          dead.push_back(node);
+        }
+      }
+      call->nodes.assign(kept.rbegin(), kept.rend());
+    }
+    std::unordered_set<const jit::Value*> destroyed;
+    for (jit::Node* node : dead) {
+      destroyed.insert(node->outputs().begin(), node->outputs().end());
+      recording_.node_call.erase(node);
+      node->destroy();
+    }
+    // A whole call may be gone: its values must not dangle for the graph builder.
+    auto gone = [&](const jit::Value* value) { return destroyed.count(value) > 0; };
+    for (ModuleCall& call : recording_.calls) {
+      call.inputs.erase(std::remove_if(call.inputs.begin(), call.inputs.end(), gone),
+                        call.inputs.end());
+      call.outputs.erase(std::remove_if(call.outputs.begin(), call.outputs.end(), gone),
+                         call.outputs.end());
+    }
   }
 
   // The traced value of `key`: the value written earlier in the trace, or a
@@ -230,6 +383,7 @@ class Recorder {
 
   const TensorDict& td_;
   std::string strip_;
+  const TraceOptions& options_;
   Recording recording_;
   std::map<NestedKey, at::Tensor> values_;
   int seq_level_ = 0;
@@ -238,12 +392,12 @@ class Recorder {
 }  // namespace
 
 Recording record(TensorDictModuleBase& module, const TensorDict& example,
-                 const std::string& strip_prefix) {
+                 const std::string& strip_prefix, const TraceOptions& options) {
   if (tracer::isTracing()) {
     fail<TraceError>("{}: a trace is already active on this thread", module.describe());
   }
   StateSnapshot snapshot(module);
-  return Recorder(example, strip_prefix).run(module);
+  return Recorder(example, strip_prefix, options).run(module);
 }
 
 }  // namespace tdfx::detail

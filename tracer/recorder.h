@@ -16,6 +16,7 @@
 
 #include "core/nested_key.h"
 #include "tensordict/modules.h"
+#include "tracer/trace_options.h"
 
 namespace tdfx::detail {
 
@@ -28,9 +29,12 @@ struct ModuleCall {
   std::string inner_path;
   /// For each enclosing TensorDictSequential, innermost first: its index and child index.
   std::vector<std::pair<int, int>> levels;
-  /// The jit nodes its wrapped module recorded, in order (key reads excluded).
+  /// The jit nodes its wrapped module recorded that something needs, in order (key reads
+  /// excluded).
   std::vector<torch::jit::Node*> nodes;
-  /// The jit values of its inputs (one per in key) and outputs (one per out key).
+  /// The jit values of its inputs (one per in key) and outputs (one per out key), without
+  /// those the trace pruned because nothing needed them (all, for a call whose outputs are
+  /// never read).
   std::vector<torch::jit::Value*> inputs, outputs;
 };
 
@@ -55,13 +59,19 @@ struct Recording {
   std::unordered_map<const torch::jit::Node*, size_t> node_call;
 };
 
-/// Records `module` run on `example`. `root_prefix` is how parameter paths of
-/// `module` are shown (the graph root may be a child of `module`). Throws
+/// Records `module` run on `example`. `strip_prefix` is cut from parameter paths
+/// (the graph root may be a child of `module`, as "module" is of its TensorDictModule). Throws
 /// TraceError naming the module on failure; never leaves tracing state behind.
+/// A module that turns a traced tensor into a C++ value (`item`, `is_nonzero`,
+/// `equal`, `allclose`, as a branch on a tensor does) is a TraceError naming the
+/// op, as torch.fx refuses control flow on traced values. Nodes that no output
+/// needs are not kept, unless they mutate, draw random numbers or update
+/// running statistics; the outputs of a call that `options` makes a leaf (one
+/// call_module node) are kept or dropped together.
 /// The module runs on copies of `example`'s tensors, and its parameters and
 /// buffers are put back as they were afterwards (also on failure), so neither
 /// the example nor the module changes (BatchNorm's running statistics stay).
 Recording record(TensorDictModuleBase& module, const TensorDict& example,
-                 const std::string& strip_prefix);
+                 const std::string& strip_prefix, const TraceOptions& options = {});
 
 }  // namespace tdfx::detail

@@ -1,6 +1,8 @@
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
 #include <set>
@@ -39,6 +41,67 @@ struct AddSubImpl : torch::nn::Module {
   }
 };
 TORCH_MODULE(AddSub);
+
+/// An encoder as RL code writes it: a user module whose body is a torch::nn::Sequential.
+struct EncoderImpl : torch::nn::Module {
+  EncoderImpl()
+      : net(register_module("net", torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::ReLU(),
+                                                         torch::nn::Linear(4, 2)))) {}
+  at::Tensor forward(const at::Tensor& x) { return net->forward(x) * 2; }
+  torch::nn::Sequential net;
+};
+TORCH_MODULE(Encoder);
+
+/// Two forward overloads: one tensor scales it, two add them.
+struct OverloadedImpl : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x) { return x * 10; }
+  at::Tensor forward(const at::Tensor& a, const at::Tensor& b) { return a + b; }
+};
+TORCH_MODULE(Overloaded);
+
+/// A forward template over any number of tensors: their sum.
+struct SumAllImpl : torch::nn::Module {
+  template <typename... T>
+  at::Tensor forward(const T&... xs) {
+    return (xs + ...);
+  }
+};
+TORCH_MODULE(SumAll);
+
+/// A module that returns a plain number, which no out key can hold.
+struct CountImpl : torch::nn::Module {
+  double forward(const at::Tensor& x) { return static_cast<double>(x.numel()); }
+};
+TORCH_MODULE(Count);
+
+/// A functor with one call per tensor count.
+struct Mixer {
+  at::Tensor operator()(const at::Tensor& x) const { return -x; }
+  std::tuple<at::Tensor, at::Tensor> operator()(at::Tensor a, at::Tensor b) const {
+    return {a * b, a - b};
+  }
+};
+
+at::Tensor residual(const at::Tensor& x, const at::Tensor& skip) { return x + skip; }
+
+/// `n` tensors 1, 2, ..., n of shape [2].
+std::vector<at::Tensor> counting(int n) {
+  std::vector<at::Tensor> out;
+  for (int i = 1; i <= n; ++i) out.push_back(at::full({2}, static_cast<double>(i)));
+  return out;
+}
+
+std::vector<NestedKey> keys(int n) {
+  std::vector<NestedKey> out;
+  for (int i = 0; i < n; ++i) out.emplace_back("k" + std::to_string(i));
+  return out;
+}
+
+std::vector<std::string> parameter_names(const torch::nn::Module& module) {
+  std::vector<std::string> out;
+  for (const auto& item : module.named_parameters()) out.push_back(item.key());
+  return out;
+}
 
 }  // namespace
 
@@ -171,6 +234,130 @@ TEST_CASE("modules: TensorDictModule wraps holders, shared_ptrs and multi-output
       torch::nn::Linear(2, 3), std::vector<NestedKey>{"x"}, std::vector<NestedKey>{"y"});
   CHECK(linear->inner_ptr()->named_parameters().size() == 2);
   CHECK(&linear->inner() == linear->inner_ptr().get());
+}
+
+TEST_CASE("modules: a torch::nn::Sequential wraps directly and computes as the Sequential does") {
+  torch::nn::Sequential net(torch::nn::Linear(3, 4), torch::nn::ReLU(), torch::nn::Linear(4, 2));
+  auto mod = make_td_module(net, {"x"}, {"y"});
+  at::Tensor x = at::randn({5, 3});
+  auto out = mod->call({x});
+  REQUIRE(out.size() == 1);
+  CHECK(at::equal(out[0], net->forward(x)));
+  CHECK(mod->inner_ptr() == net.ptr());
+  auto model = make_td_sequential({mod});
+  CHECK(parameter_names(*model) ==
+        std::vector<std::string>{"module.0.module.0.weight", "module.0.module.0.bias",
+                                 "module.0.module.2.weight", "module.0.module.2.bias"});
+  CHECK_THROWS_WITH_AS(make_td_module(net, {"a", "b"}, {"y"}),
+                       doctest::Contains("takes 1 tensor(s) but in_keys ['a', 'b'] has 2"),
+                       tdfx::ShapeError);
+}
+
+TEST_CASE("modules: an empty torch::nn::Sequential returns its input, as Python's does") {
+  auto mod = make_td_module(torch::nn::Sequential(), {"x"}, {"y"});
+  at::Tensor x = at::randn({2});
+  CHECK(at::equal(mod->call({x})[0], x));
+}
+
+TEST_CASE("modules: a user module holding a torch::nn::Sequential wraps and computes") {
+  Encoder encoder;
+  auto mod = make_td_module(encoder, {"obs"}, {"latent"});
+  at::Tensor x = at::randn({4, 3});
+  CHECK(at::equal(mod->call({x})[0], encoder->net->forward(x) * 2));
+  CHECK(parameter_names(*make_td_sequential({mod})) ==
+        std::vector<std::string>{"module.0.module.net.0.weight", "module.0.module.net.0.bias",
+                                 "module.0.module.net.2.weight", "module.0.module.net.2.bias"});
+}
+
+TEST_CASE("modules: a torch::nn::AnyModule wraps and keeps its module as the child") {
+  torch::nn::Linear linear(3, 2);
+  auto mod = make_td_module(torch::nn::AnyModule(linear), {"x"}, {"y"});
+  at::Tensor x = at::randn({4, 3});
+  CHECK(at::equal(mod->call({x})[0], linear->forward(x)));
+  CHECK(mod->inner_ptr() == linear.ptr());
+  CHECK(parameter_names(*mod) == std::vector<std::string>{"module.weight", "module.bias"});
+
+  auto pair = make_td_module(torch::nn::AnyModule(AddSub()), {"a", "b"}, {"sum", "diff"});
+  auto out = pair->call({at::full({1}, 3.0), at::full({1}, 1.0)});
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].item<float>() == 4);
+  CHECK(out[1].item<float>() == 2);
+}
+
+TEST_CASE("modules: a result an AnyModule returns that is not a tensor is an error naming it") {
+  auto mod = make_td_module(torch::nn::AnyModule(Count()), {"x"}, {"n"});
+  CHECK_THROWS_WITH_AS(mod->call({at::ones({3})}),
+                       "TensorDictModule(module=(anonymous namespace)::CountImpl, in_keys=['x'], "
+                       "out_keys=['n']): the "
+                       "wrapped module returned a double; expected at::Tensor, a std::tuple or "
+                       "std::vector of tensors, or c10::IValue",
+                       tdfx::Error);
+}
+
+TEST_CASE("modules: an overloaded forward is called with the overload in_keys selects") {
+  auto one = make_td_module(Overloaded(), {"x"}, {"y"});
+  auto two = make_td_module(Overloaded(), {"a", "b"}, {"y"});
+  CHECK(one->call({at::full({1}, 2.0)})[0].item<float>() == 20);
+  CHECK(two->call({at::full({1}, 2.0), at::full({1}, 3.0)})[0].item<float>() == 5);
+  CHECK(two->arity() == 2);
+  CHECK_THROWS_WITH_AS(make_td_module(Overloaded(), {"a", "b", "c"}, {"y"}),
+                       doctest::Contains("takes 1 or 2 tensor(s) but in_keys ['a', 'b', 'c'] "
+                                         "has 3"),
+                       tdfx::ShapeError);
+}
+
+TEST_CASE("modules: a templated forward takes as many tensors as there are in keys") {
+  auto three = make_td_module(SumAll(), keys(3), {"y"});
+  CHECK(at::equal(three->run_inner(counting(3))[0], at::full({2}, 6.0)));
+  auto from_ptr = make_td_module(std::make_shared<SumAllImpl>(), keys(16), {"y"});
+  CHECK(at::equal(from_ptr->run_inner(counting(16))[0], at::full({2}, 136.0)));
+  CHECK_THROWS_WITH_AS(make_td_module(SumAll(), keys(17), {"y"}),
+                       doctest::Contains("takes 1 to 16 tensor(s) but in_keys"), tdfx::ShapeError);
+}
+
+TEST_CASE("modules: a free function and a function pointer wrap as Callable modules") {
+  at::Tensor x = at::full({2}, 3.0);
+  at::Tensor skip = at::full({2}, 4.0);
+  auto by_name = make_td_module(residual, {"x", "skip"}, {"y"});
+  auto by_pointer = make_td_module(&residual, {"x", "skip"}, {"y"});
+  CHECK(at::equal(by_name->call({x, skip})[0], at::full({2}, 7.0)));
+  CHECK(at::equal(by_pointer->call({}, {{"skip", skip}, {"x", x}})[0], at::full({2}, 7.0)));
+  CHECK(by_pointer->inner().name() == "Callable");
+  CHECK(by_pointer->describe() ==
+        "TensorDictModule(module=Callable(), in_keys=['x', 'skip'], out_keys=['y'])");
+}
+
+TEST_CASE("modules: lambdas take 7 and 10 tensors") {
+  auto seven = make_td_module(
+      [](const at::Tensor& a, const at::Tensor& b, const at::Tensor& c, const at::Tensor& d,
+         at::Tensor e, at::Tensor f, at::Tensor g) { return a + b + c + d + e + f + g; },
+      keys(7), {"y"});
+  CHECK(seven->arity() == 7);
+  CHECK(at::equal(seven->run_inner(counting(7))[0], at::full({2}, 28.0)));
+  auto ten = make_td_module(
+      [](at::Tensor a, at::Tensor b, at::Tensor c, at::Tensor d, at::Tensor e, at::Tensor f,
+         at::Tensor g, at::Tensor h, at::Tensor i,
+         at::Tensor j) { return std::make_tuple(a + b + c + d + e, f * g * h * i * j); },
+      keys(10), {"low", "high"});
+  auto out = ten->run_inner(counting(10));
+  REQUIRE(out.size() == 2);
+  CHECK(at::equal(out[0], at::full({2}, 15.0)));
+  CHECK(at::equal(out[1], at::full({2}, 30240.0)));
+}
+
+TEST_CASE("modules: generic lambdas, functors and std::function wrap") {
+  auto twice = make_td_module([](auto x) { return x * 2; }, {"x"}, {"y"});
+  CHECK(twice->call({at::full({1}, 4.0)})[0].item<float>() == 8);
+  auto sum = make_td_module([](const auto&... xs) { return (xs + ...); }, keys(5), {"y"});
+  CHECK(at::equal(sum->run_inner(counting(5))[0], at::full({2}, 15.0)));
+  auto negate = make_td_module(Mixer(), {"x"}, {"y"});
+  CHECK(negate->call({at::full({1}, 4.0)})[0].item<float>() == -4);
+  auto mix = make_td_module(Mixer(), {"a", "b"}, {"prod", "diff"});
+  auto out = mix->call({at::full({1}, 4.0), at::full({1}, 3.0)});
+  CHECK(out[0].item<float>() == 12);
+  CHECK(out[1].item<float>() == 1);
+  std::function<at::Tensor(at::Tensor)> fn = [](at::Tensor x) { return x + 1; };
+  CHECK(make_td_module(fn, {"x"}, {"y"})->call({at::zeros({1})})[0].item<float>() == 1);
 }
 
 TEST_CASE("modules: an output count that differs from out_keys is a ShapeError") {

@@ -1,0 +1,185 @@
+// symbolic_trace on pipelines as users write them: value-dependent control flow is refused as
+// torch.fx refuses it, and nothing a module computes and drops reaches the graph.
+#include <ATen/record_function.h>
+#include <doctest/doctest.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "tensordict/modules.h"
+#include "tracer/symbolic_trace.h"
+
+using namespace tdfx;
+
+namespace {
+
+/// A linear layer that also computes a statistic of its input and drops it.
+struct WastefulImpl : torch::nn::Module {
+  WastefulImpl() : fc(register_module("fc", torch::nn::Linear(3, 4))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor unused = (x * 2).sum();
+    (void)unused;
+    return torch::relu(fc(x));
+  }
+  torch::nn::Linear fc;
+};
+TORCH_MODULE(Wasteful);
+
+/// Scales its input by its largest element, read as a C++ number.
+struct ScaleByMaxImpl : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x) { return x / x.max().item<double>(); }
+};
+TORCH_MODULE(ScaleByMax);
+
+/// The message for a module that turned a traced tensor into a C++ value with `op`.
+std::string value_read_error(const std::string& module, const std::string& op) {
+  return module + ": " + op +
+         " turns a traced tensor into a C++ value; symbolically traced variables cannot be used "
+         "as inputs to control flow, and the graph would keep only what this trace saw. Compute "
+         "it with tensor ops instead (at::where for a branch)";
+}
+
+}  // namespace
+
+TEST_CASE("pipelines: a branch on a tensor's value is a TraceError naming the module and op") {
+  auto branch = [](const at::Tensor& h) {
+    if (h.sum().item<float>() > 0) return h.relu();
+    return -h;
+  };
+  auto pipeline = make_td_sequential({make_td_module(torch::nn::Linear(3, 4), {"x"}, {"h"}),
+                                      make_td_module(branch, {"h"}, {"y"})});
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(pipeline, input),
+      value_read_error("TensorDictModule(module=Callable(), in_keys=['h'], out_keys=['y']) at '1'",
+                       "aten::item")
+          .c_str(),
+      TraceError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+  CHECK_FALSE(at::hasThreadLocalCallbacks());
+}
+
+TEST_CASE("pipelines: item() on a traced tensor is a TraceError naming the module") {
+  auto module = make_td_module(ScaleByMax(), {"x"}, {"y"});
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(module, input),
+      value_read_error(
+          "TensorDictModule(module=(anonymous namespace)::ScaleByMaxImpl, in_keys=['x'], "
+          "out_keys=['y'])",
+          "aten::item")
+          .c_str(),
+      TraceError);
+}
+
+TEST_CASE("pipelines: bool conversions and comparisons of traced tensors name their op") {
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  auto is_nonzero = [](const at::Tensor& x) { return x.sum().is_nonzero() ? x : -x; };
+  auto equal = [](const at::Tensor& x) { return at::equal(x, x.abs()) ? x : -x; };
+  auto allclose = [](const at::Tensor& x) { return at::allclose(x, x.abs()) ? x : -x; };
+  CHECK_THROWS_WITH_AS(symbolic_trace(make_td_module(is_nonzero, {"x"}, {"y"}), input),
+                       doctest::Contains("out_keys=['y']): aten::is_nonzero turns a traced"),
+                       TraceError);
+  CHECK_THROWS_WITH_AS(symbolic_trace(make_td_module(equal, {"x"}, {"y"}), input),
+                       doctest::Contains("out_keys=['y']): aten::equal turns a traced"),
+                       TraceError);
+  CHECK_THROWS_WITH_AS(symbolic_trace(make_td_module(allclose, {"x"}, {"y"}), input),
+                       doctest::Contains("out_keys=['y']): aten::allclose turns a traced"),
+                       TraceError);
+}
+
+TEST_CASE("pipelines: a module that fails after a value read is told about the read") {
+  // The branch taken for these tensors multiplies shapes that do not match.
+  auto branch = [](const at::Tensor& x) {
+    if (x.numel() > 0 && x.abs().sum().item<double>() > 0) return x.matmul(x);
+    return x;
+  };
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  CHECK_THROWS_WITH_AS(symbolic_trace(make_td_module(branch, {"x"}, {"y"}), input),
+                       doctest::Contains("): aten::item turns a traced tensor"), TraceError);
+}
+
+TEST_CASE("pipelines: an op that reads values inside itself traces and runs bit-identically") {
+  // repeat_interleave reads its repeats to size its result: that read is part of the op,
+  // which the graph runs again, not a value the module takes from the trace.
+  auto module =
+      make_td_module([](const at::Tensor& x) { return x.repeat_interleave(2, 0); }, {"x"}, {"y"});
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  TDGraphModule gm = symbolic_trace(module, input);
+  TensorDict other({{"x", at::randn({5, 3})}}, {5});
+  CHECK(at::equal(gm.run(other)[0], other.get("x").repeat_interleave(2, 0)));
+}
+
+TEST_CASE("pipelines: computations a module drops leave no dead nodes in the graph") {
+  // Wasteful computes (x * 2).sum() and drops it; "scratch" is written by module 1 and
+  // overwritten by module 2 before anything reads it.
+  auto pipeline = make_td_sequential({
+      make_td_module(Wasteful(), {"x"}, {"h"}),
+      make_td_module([](const at::Tensor& x) { return x.exp(); }, {"x"}, {"scratch"}),
+      make_td_module([](const at::Tensor& h) { return h + 1; }, {"h"}, {"scratch"}),
+  });
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  TDGraphModule gm = symbolic_trace(pipeline, input);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%tensordict, x), kwargs = {})\n"
+        "    %_0_fc : [#users=1] = call_module[target=0.module.fc](args = (%getitem,), kwargs "
+        "= {})\n"
+        "    %relu : [#users=2] = call_function[target=torch.relu](args = (%_0_fc,), kwargs = "
+        "{})\n"
+        "    %add : [#users=1] = call_function[target=operator.add](args = (%relu, 1), kwargs "
+        "= {})\n"
+        "    return (relu, add)");
+  gm.graph().lint();
+  TensorDict eager(input);
+  pipeline->forward(eager);
+  std::vector<at::Tensor> traced = gm.run(input);
+  REQUIRE(traced.size() == 2);
+  CHECK(at::equal(traced[0], eager.get("h")));
+  CHECK(at::equal(traced[1], eager.get("scratch")));
+}
+
+TEST_CASE("pipelines: an output overwritten before it is read leaves no node behind") {
+  // Module 0 writes "a" and "b"; module 1 writes "b" again, so exp is never needed.
+  auto pipeline = make_td_sequential({
+      make_td_module([](const at::Tensor& x) { return std::make_tuple(x.relu(), x.exp()); }, {"x"},
+                     {"a", "b"}),
+      make_td_module([](const at::Tensor& x) { return x.sigmoid(); }, {"x"}, {"b"}),
+  });
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  TDGraphModule gm = symbolic_trace(pipeline, input);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=2] = call_function[target=operator.getitem](args = "
+        "(%tensordict, x), kwargs = {})\n"
+        "    %relu : [#users=1] = call_function[target=torch.relu](args = (%getitem,), kwargs = "
+        "{})\n"
+        "    %sigmoid : [#users=1] = call_function[target=torch.sigmoid](args = (%getitem,), "
+        "kwargs = {})\n"
+        "    return (relu, sigmoid)");
+}
+
+TEST_CASE("pipelines: dropped in-place and random ops stay in the graph") {
+  // Without them the graph would change a tensor less, or draw different random numbers
+  // for the ops after them, than the module does.
+  auto module = make_td_module(
+      [](const at::Tensor& x) {
+        at::Tensor copy = x.clone();
+        copy.add_(1);
+        at::Tensor noise = at::dropout(x, 0.5, /*train=*/true);
+        (void)noise;
+        return x.relu();
+      },
+      {"x"}, {"y"});
+  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  const std::string text = to_string(symbolic_trace(module, input).graph());
+  CHECK(text.find("\n    %clone : [#users=1] = ") != std::string::npos);
+  CHECK(text.find("\n    %add_ : [#users=0] = ") != std::string::npos);
+  CHECK(text.find("\n    %dropout : [#users=0] = ") != std::string::npos);
+}
