@@ -478,11 +478,35 @@ WeightRecords weight_records(const ExportedProgram& program) {
 }
 
 json program_document(const ExportedProgram& program, const WeightRecords& weights) {
-  return {{"format", kFormat},
-          {"version", kVersion},
-          {"nodes", graph_to_json(program.graph())},
-          {"signature", signature_to_json(program.graph_signature())},
-          {"weights", weights.entries}};
+  json document = {{"format", kFormat},
+                   {"version", kVersion},
+                   {"nodes", graph_to_json(program.graph())},
+                   {"signature", signature_to_json(program.graph_signature())},
+                   {"weights", weights.entries}};
+  if (const auto& s = program.batch_specialisation()) {
+    document["batch_specialisation"] = {
+        {"traced_batch", s->traced_batch}, {"node", s->node}, {"module", s->module}};
+  }
+  return document;
+}
+
+// A batch specialisation names a node of the graph (or none) and a positive batch.
+std::optional<BatchSpecialisation> specialisation_from_json(const json& document,
+                                                            const Graph& graph,
+                                                            const std::string& where) {
+  if (!document.contains("batch_specialisation")) return std::nullopt;
+  const std::string here = where + ": batch_specialisation";
+  const json& value = document["batch_specialisation"];
+  const json& batch = field(value, "traced_batch", here);
+  if (!batch.is_number_integer() || batch.get<int64_t>() < 0) {
+    fail<ArchiveError>("{}: traced_batch is not a non-negative int", here);
+  }
+  BatchSpecialisation out{batch.get<int64_t>(), text(value, "node", here),
+                          printable(text(value, "module", here), "module path", here)};
+  bool found = out.node.empty();
+  for (const Node* node : graph.nodes()) found = found || node->name() == out.node;
+  if (!found) fail<ArchiveError>("{}: names no node of the graph", here);
+  return out;
 }
 
 std::map<std::string, at::Tensor> load_weights(const json& entries, const Graph& graph,
@@ -606,8 +630,10 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   check_signature(graph, signature, where);
   auto state =
       load_weights(array(document, "weights", where), graph, signature, zip, options, where);
+  auto specialisation = specialisation_from_json(document, graph, where);
   try {
-    return ExportedProgram(std::move(graph), std::move(signature), std::move(state));
+    return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
+                           std::move(specialisation));
   } catch (const Error& e) {
     // The graph does not compile: an argument does not fit its operator's schema.
     fail<ArchiveError>("{}: {}", where, e.what());

@@ -37,13 +37,20 @@ std::string GraphSignature::str() const {
 }
 
 ExportedModule::ExportedModule(std::shared_ptr<const GraphModule> runner,
-                               std::vector<at::Tensor> state, std::vector<std::string> user_inputs)
-    : runner_(std::move(runner)), state_(std::move(state)), user_inputs_(std::move(user_inputs)) {}
+                               std::vector<at::Tensor> state, std::vector<std::string> user_inputs,
+                               std::optional<BatchSpecialisation> specialisation)
+    : runner_(std::move(runner)),
+      state_(std::move(state)),
+      user_inputs_(std::move(user_inputs)),
+      specialisation_(std::move(specialisation)) {}
 
 std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
   if (args.size() != user_inputs_.size()) {
     fail<ShapeError>("the exported program takes {} user input(s) ({}); {} given",
                      user_inputs_.size(), fmt::join(user_inputs_, ", "), args.size());
+  }
+  if (specialisation_) {
+    if (const auto batch = detail::input_batch(args)) specialisation_->check(*batch);
   }
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());
   inputs.insert(inputs.end(), args.begin(), args.end());
@@ -80,10 +87,12 @@ std::vector<at::Tensor> ExportedModule::operator()(
 }
 
 ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
-                                 std::map<std::string, at::Tensor> state)
+                                 std::map<std::string, at::Tensor> state,
+                                 std::optional<BatchSpecialisation> specialisation)
     : runner_(std::make_shared<GraphModule>(nullptr, std::move(graph))),
       signature_(std::move(signature)),
-      state_(std::move(state)) {
+      state_(std::move(state)),
+      specialisation_(std::move(specialisation)) {
   for (const auto& in : signature_.inputs) {
     if (in.kind != InputKind::kUserInput && !state_.count(in.name)) {
       fail<ArchiveError>("the program's input {} has no weight", in.name);
@@ -101,7 +110,7 @@ ExportedModule ExportedProgram::module() const {
       state.push_back(state_.at(in.name));
     }
   }
-  return ExportedModule(runner_, std::move(state), std::move(user_inputs));
+  return ExportedModule(runner_, std::move(state), std::move(user_inputs), specialisation_);
 }
 
 std::string ExportedProgram::code() const {
@@ -132,17 +141,32 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     example.set(module->in_keys()[static_cast<size_t>(it - accepted.begin())], tensor);
   }
 
-  detail::Recording recording = detail::record(*module, example, "");
   TraceOptions options;
   options.key_style = KeyStyle::kPlaceholder;
   options.outline_leaves = false;
-  detail::BuiltGraph built = detail::build_graph(recording, *module, options);
-  Graph graph = std::move(built.graph);
-
-  fuse_linear(graph);
-  canonicalize_scalar_overloads(graph);
-  graph.eliminate_dead_code();
-  const auto lifted = lift_parameters(graph, *module);
+  // The program of one trace: recorded, built, then the export passes.
+  std::vector<std::pair<std::string, std::string>> lifted;
+  auto trace = [&](const TensorDict& at_batch, detail::BuiltGraph& built) {
+    detail::Recording recording = detail::record(*module, at_batch, "", options);
+    built = detail::build_graph(recording, *module, options);
+    Graph graph = std::move(built.graph);
+    fuse_linear(graph);
+    canonicalize_scalar_overloads(graph);
+    graph.eliminate_dead_code();
+    lifted = lift_parameters(graph, *module);
+    return graph;
+  };
+  detail::BuiltGraph built;
+  Graph graph = trace(example, built);
+  std::optional<BatchSpecialisation> specialisation;
+  if (const auto batch = detail::example_batch(example)) {
+    const auto kept = lifted;
+    specialisation = detail::compare_batches(graph, *batch, [&] {
+      detail::BuiltGraph unused;
+      return trace(detail::widened(example, *batch), unused);
+    });
+    lifted = kept;
+  }
 
   GraphSignature signature;
   std::map<std::string, at::Tensor> state;
@@ -173,7 +197,8 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
         {node ? node->name() : std::string("<constant>"), built.output_keys[i]});
   }
   graph.lint();
-  return ExportedProgram(std::move(graph), std::move(signature), std::move(state));
+  return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
+                         std::move(specialisation));
 }
 
 }  // namespace tdfx

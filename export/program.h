@@ -15,6 +15,7 @@
 #include "graph/graph.h"
 #include "graph/graph_module.h"
 #include "tensordict/modules.h"
+#include "tracer/batch_check.h"
 
 namespace tdfx {
 
@@ -51,8 +52,10 @@ struct GraphSignature {
 class ExportedModule {
  public:
   ExportedModule(std::shared_ptr<const GraphModule> runner, std::vector<at::Tensor> state,
-                 std::vector<std::string> user_inputs);
+                 std::vector<std::string> user_inputs,
+                 std::optional<BatchSpecialisation> specialisation = std::nullopt);
   /// Positional user inputs, in signature order; returns one tensor per output.
+  /// ShapeError when the program is specialised to another batch size.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   /// User inputs by name (`{{"x", x}}`); every user input must be given once.
   std::vector<at::Tensor> operator()(
@@ -62,17 +65,22 @@ class ExportedModule {
   std::shared_ptr<const GraphModule> runner_;
   std::vector<at::Tensor> state_;
   std::vector<std::string> user_inputs_;
+  std::optional<BatchSpecialisation> specialisation_;
 };
 
 /// An exported program: its graph, signature and weights.
 class ExportedProgram {
  public:
-  ExportedProgram(Graph graph, GraphSignature signature, std::map<std::string, at::Tensor> state);
+  ExportedProgram(Graph graph, GraphSignature signature, std::map<std::string, at::Tensor> state,
+                  std::optional<BatchSpecialisation> specialisation = std::nullopt);
 
   const Graph& graph() const { return runner_->graph(); }
   const GraphSignature& graph_signature() const { return signature_; }
   /// Parameters and buffers by placeholder name.
   const std::map<std::string, at::Tensor>& state() const { return state_; }
+  /// Set when the program holds its traced batch size as a constant (see
+  /// tracer/batch_check.h); its module then checks each call's batch.
+  const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
   /// A callable running the program on plain tensors.
   ExportedModule module() const;
   /// The forward code in export style (`torch.ops.aten.linear.default(...)`).
@@ -84,6 +92,7 @@ class ExportedProgram {
   std::shared_ptr<const GraphModule> runner_;
   GraphSignature signature_;
   std::map<std::string, at::Tensor> state_;
+  std::optional<BatchSpecialisation> specialisation_;
 };
 
 /// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)

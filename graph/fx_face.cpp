@@ -57,26 +57,34 @@ std::string join(const std::vector<Argument>& items, std::string (*fn)(const Arg
 
 std::string device_str(const c10::Device& device) { return device.str(); }
 
+const Argument* find_kwarg(const Kwargs& kwargs, const std::string& name) {
+  for (const auto& [key, arg] : kwargs) {
+    if (key == name) return &arg;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
-Args schema_arguments(const Node& node) {
-  const auto& schema = node.target().schema();
+Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwargs,
+                      const std::string& name) {
+  const auto& schema = target.schema();
   const auto& formals = schema.arguments();
-  if (node.args().size() > formals.size()) {
-    fail<GraphError>("%{} passes {} arguments to {}, which takes {}", node.name(),
-                     node.args().size(), node.target().str(), formals.size());
+  if (args.size() > formals.size()) {
+    fail<GraphError>("%{} passes {} arguments to {}, which takes {}", name, args.size(),
+                     target.str(), formals.size());
   }
-  for (const auto& [key, value] : node.kwargs()) {
+  for (const auto& [key, value] : kwargs) {
     if (!schema.argumentIndexWithName(key)) {
-      fail<GraphError>("%{} passes keyword '{}' to {}, whose schema has no such argument",
-                       node.name(), key, node.target().str());
+      fail<GraphError>("%{} passes keyword '{}' to {}, whose schema has no such argument", name,
+                       key, target.str());
     }
   }
   Args full;
   for (size_t i = 0; i < formals.size(); ++i) {
-    if (i < node.args().size()) {
-      full.push_back(node.args()[i]);
-    } else if (const Argument* kw = node.kwarg(formals[i].name())) {
+    if (i < args.size()) {
+      full.push_back(args[i]);
+    } else if (const Argument* kw = find_kwarg(kwargs, formals[i].name())) {
       full.push_back(*kw);
     } else if (formals[i].default_value()) {
       const auto& value = *formals[i].default_value();
@@ -98,15 +106,19 @@ Args schema_arguments(const Node& node) {
         for (int64_t v : value.toIntVector()) items.push_back(v);
         full.push_back(list(std::move(items)));
       } else {
-        fail<GraphError>("%{}: cannot express the default of argument '{}' of {}", node.name(),
-                         formals[i].name(), node.target().str());
+        fail<GraphError>("%{}: cannot express the default of argument '{}' of {}", name,
+                         formals[i].name(), target.str());
       }
     } else {
-      fail<GraphError>("%{} gives no value for argument '{}' of {}", node.name(), formals[i].name(),
-                       node.target().str());
+      fail<GraphError>("%{} gives no value for argument '{}' of {}", name, formals[i].name(),
+                       target.str());
     }
   }
   return full;
+}
+
+Args schema_arguments(const Node& node) {
+  return schema_arguments(node.target(), node.args(), node.kwargs(), node.name());
 }
 
 bool equals_default(const Argument& arg, const c10::IValue& value) {
@@ -138,24 +150,24 @@ bool equals_default(const Argument& arg, const c10::IValue& value) {
   return false;
 }
 
-FxCall fx_call(const Node& node) {
-  if (node.target().is_getitem()) {
-    return {"operator.getitem", "{}[{}]", node.args(), node.kwargs()};
+FxCall fx_call(const Target& target, const Args& args, const Kwargs& kwargs,
+               const std::string& name) {
+  if (target.is_getitem()) {
+    return {"operator.getitem", "{}[{}]", args, kwargs};
   }
-  if (!node.target().is_aten()) {
-    fail<GraphError>("%{}: call_function target '{}' has no torch.fx face", node.name(),
-                     node.target().str());
+  if (!target.is_aten()) {
+    fail<GraphError>("%{}: call_function target '{}' has no torch.fx face", name, target.str());
   }
-  const auto& schema = node.target().schema();
+  const auto& schema = target.schema();
   const auto& formals = schema.arguments();
-  const Args full = schema_arguments(node);
+  const Args full = schema_arguments(target, args, kwargs, name);
 
   // Which trailing arguments differ from their defaults.
   auto is_default = [&](size_t i) {
     return formals[i].default_value() && equals_default(full[i], *formals[i].default_value());
   };
   const auto& ops = python_operators();
-  auto op = ops.find(node.target().op_name());
+  auto op = ops.find(target.op_name());
   if (op != ops.end() && full.size() >= op->second.operands) {
     bool rest_default = true;
     for (size_t i = op->second.operands; i < full.size(); ++i) rest_default &= is_default(i);
@@ -164,7 +176,7 @@ FxCall fx_call(const Node& node) {
       return {std::string("operator.") + op->second.name, op->second.format, operands, {}};
     }
   }
-  FxCall call{"torch." + node.target().op_name(), "", {}, {}};
+  FxCall call{"torch." + target.op_name(), "", {}, {}};
   size_t i = 0;
   for (; i < full.size() && is_tensor_type(formals[i].type()) && !formals[i].kwarg_only(); ++i) {
     call.args.push_back(full[i]);
@@ -173,6 +185,15 @@ FxCall fx_call(const Node& node) {
     if (!is_default(i)) call.kwargs.emplace_back(formals[i].name(), full[i]);
   }
   return call;
+}
+
+FxCall fx_call(const Node& node) {
+  return fx_call(node.target(), node.args(), node.kwargs(), node.name());
+}
+
+std::string fx_name(const Target& target, const Args& args, const Kwargs& kwargs) {
+  const std::string face = fx_call(target, args, kwargs, "?").target;
+  return face.substr(face.rfind('.') + 1);
 }
 
 std::string fx_str(const Argument& arg) {

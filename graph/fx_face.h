@@ -30,11 +30,22 @@ struct FxCall {
 
 /// The FX face of a call_function node (aten or getitem).
 FxCall fx_call(const Node& node);
+/// The FX face of a call of `target` with these arguments; `name` is the
+/// node's name in messages.
+FxCall fx_call(const Target& target, const Args& args, const Kwargs& kwargs,
+               const std::string& name);
+
+/// The name torch.fx gives a node calling `target` so: its face's function
+/// name (`truediv` for `a / b` on aten::div.Tensor, `relu`, `getitem`).
+std::string fx_name(const Target& target, const Args& args, const Kwargs& kwargs);
 
 /// The full argument list of an aten node in schema order: positional
 /// arguments, then keyword arguments by name, then schema defaults. Throws
 /// GraphError naming the node when an argument is missing or unknown.
 Args schema_arguments(const Node& node);
+/// schema_arguments() of a call not yet in a graph; `name` is used in messages.
+Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwargs,
+                      const std::string& name);
 
 /// True when `arg` equals the schema default `value`.
 bool equals_default(const Argument& arg, const c10::IValue& value);

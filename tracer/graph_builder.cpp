@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "graph/fx_face.h"
 
 namespace tdfx {
 
@@ -38,7 +39,14 @@ std::string describe_module(const torch::nn::Module& module) {
 std::string short_type(const torch::nn::Module& module) {
   std::string name = module.name();
   const auto colon = name.rfind("::");
-  return colon == std::string::npos ? name : name.substr(colon + 2);
+  if (colon != std::string::npos) name = name.substr(colon + 2);
+  // `struct LinearImpl` behind TORCH_MODULE(Linear): the user knows it as Linear.
+  const std::string impl = "Impl";
+  if (name.size() > impl.size() &&
+      name.compare(name.size() - impl.size(), impl.size(), impl) == 0) {
+    name.resize(name.size() - impl.size());
+  }
+  return name;
 }
 
 // Emulates the name scopes of the tensordict prototype tracer: every
@@ -405,7 +413,7 @@ class Builder {
     const std::string qualified =
         schema->name() + (schema->overload_name().empty() ? "" : "." + schema->overload_name());
     Target target = Target::aten(qualified);
-    const std::string base = target.op_name();
+    const std::string base = fx_name(target, args, {});
     Node* created =
         create(OpCode::kCallFunction, std::move(target), std::move(args), current_call_, base);
     if (node->outputs().size() == 1) {

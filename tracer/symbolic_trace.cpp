@@ -43,21 +43,28 @@ Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
 }  // namespace
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules)
+                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules,
+                             std::optional<BatchSpecialisation> specialisation)
     : root_(std::move(root)),
       graph_(std::move(graph)),
       out_keys_(std::move(out_keys)),
-      modules_(std::move(modules)) {
+      modules_(std::move(modules)),
+      specialisation_(std::move(specialisation)) {
   runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
 }
 
 std::string TDGraphModule::code() const { return python_code(graph_); }
 
 std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
-  std::vector<c10::IValue> inputs;
-  inputs.reserve(input_keys_.size());
-  for (const NestedKey& key : input_keys_) inputs.emplace_back(td.get(key));
-  auto outputs = runner_->run(std::move(inputs));
+  std::vector<at::Tensor> tensors_in;
+  tensors_in.reserve(input_keys_.size());
+  for (const NestedKey& key : input_keys_) tensors_in.push_back(td.get(key));
+  if (specialisation_) {
+    const auto batch =
+        td.batch_size().empty() ? detail::input_batch(tensors_in) : td.batch_size()[0];
+    if (batch) specialisation_->check(*batch);
+  }
+  auto outputs = runner_->run(std::vector<c10::IValue>(tensors_in.begin(), tensors_in.end()));
   std::vector<at::Tensor> tensors;
   tensors.reserve(outputs.size());
   for (auto& value : outputs) tensors.push_back(std::move(value).toTensor());
@@ -94,15 +101,23 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
                              const TensorDict& example, TraceOptions options) {
   if (!module) throw TraceError("symbolic_trace: the module is null");
   auto [root, prefix] = detail::graph_root(module, options);
-  detail::Recording recording = detail::record(*module, example, prefix);
+  detail::Recording recording = detail::record(*module, example, prefix, options);
   detail::BuiltGraph built = detail::build_graph(recording, *root, options);
+  std::optional<BatchSpecialisation> specialisation;
+  if (const auto batch = detail::example_batch(example)) {
+    specialisation = detail::compare_batches(built.graph, *batch, [&] {
+      detail::Recording wider =
+          detail::record(*module, detail::widened(example, *batch), prefix, options);
+      return std::move(detail::build_graph(wider, *root, options).graph);
+    });
+  }
   std::vector<TracedModule> modules;
   for (const auto& call : recording.calls) {
     modules.push_back(
         {call.td_path, call.module->describe(), call.module->in_keys(), call.module->out_keys()});
   }
   return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),
-                       std::move(modules));
+                       std::move(modules), std::move(specialisation));
 }
 
 }  // namespace tdfx

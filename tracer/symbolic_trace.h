@@ -10,6 +10,7 @@
 
 #include "graph/graph_module.h"
 #include "tensordict/modules.h"
+#include "tracer/batch_check.h"
 #include "tracer/trace_options.h"
 
 namespace tdfx {
@@ -35,7 +36,8 @@ class TDGraphModule {
   /// `graph` reads its keys with getitem(tensordict, key) and calls leaves
   /// with call_module; `root` is the module its targets name.
   TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                std::vector<NestedKey> out_keys, std::vector<TracedModule> modules = {});
+                std::vector<NestedKey> out_keys, std::vector<TracedModule> modules = {},
+                std::optional<BatchSpecialisation> specialisation = std::nullopt);
 
   /// The graph as traced (and printed).
   const Graph& graph() const { return graph_; }
@@ -49,6 +51,9 @@ class TDGraphModule {
   const std::vector<NestedKey>& out_keys() const { return out_keys_; }
   /// The TensorDictModule calls the trace went through, in order.
   const std::vector<TracedModule>& modules() const { return modules_; }
+  /// Set when the graph holds the traced batch size as a constant: every run
+  /// then checks its batch (ShapeError naming the node). Unset: any batch runs.
+  const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
 
   /// Runs the graph on `td`'s keys and writes the out keys into `td`.
   TensorDict& forward(TensorDict& td) const;
@@ -63,6 +68,7 @@ class TDGraphModule {
   std::vector<NestedKey> out_keys_;
   std::vector<TracedModule> modules_;
   std::vector<NestedKey> input_keys_;
+  std::optional<BatchSpecialisation> specialisation_;
   /// What runs: graph_ with leaf bodies inlined and each key read turned into
   /// a positional input (input_keys_ order), so a call builds no dictionary
   /// and runs one flat plan.
@@ -76,8 +82,10 @@ class TDGraphModule {
 /// become `getitem(tensordict, key)` nodes, built-in torch::nn modules
 /// `call_module` nodes; the root is the wrapped module of a
 /// TensorDictModule, or the ModuleList of a TensorDictSequential, as in the
-/// tensordict prototype. The graph is specialised to the shapes the module
-/// reads as plain integers. Throws KeyError for a missing key, TraceError
+/// tensordict prototype. Sizes the module reads as plain integers are
+/// constants of the graph; the trace is repeated at the next batch size to
+/// find out whether one of them is the batch size, and if so the module
+/// checks every input's batch (see batch_check.h). Throws KeyError for a missing key, TraceError
 /// naming the module for anything that cannot be recorded.
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options = {});
