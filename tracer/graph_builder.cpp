@@ -2,6 +2,8 @@
 
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_set>
@@ -12,9 +14,11 @@
 namespace tdfx {
 
 bool is_builtin_leaf(const torch::nn::Module& module) {
+  // Module::name() is the C++ class, `torch::nn::SequentialImpl` behind TORCH_MODULE. A
+  // Functional holds user code, which is traced through as a lambda's would be.
   static const std::set<std::string> containers = {
-      "torch::nn::Sequential", "torch::nn::ModuleList", "torch::nn::ModuleDict",
-      "torch::nn::ParameterList", "torch::nn::ParameterDict"};
+      "torch::nn::SequentialImpl",    "torch::nn::ModuleListImpl",    "torch::nn::ModuleDictImpl",
+      "torch::nn::ParameterListImpl", "torch::nn::ParameterDictImpl", "torch::nn::FunctionalImpl"};
   const std::string& name = module.name();
   return name.rfind("torch::nn::", 0) == 0 && containers.count(name) == 0;
 }
@@ -138,7 +142,10 @@ class Builder {
 
   BuiltGraph build() {
     for (const auto& [value, path] : recording_.parameters) parameters_by_path_[path] = value;
-    for (const auto& [key, value] : recording_.outputs) escaping_.insert(value);
+    for (const auto& [key, value] : recording_.outputs) {
+      escaping_.insert(value);
+      needed_.insert(value);
+    }
     for (const auto& call : recording_.calls) {
       for (jit::Value* v : call.outputs) escaping_.insert(v);
     }
@@ -191,19 +198,24 @@ class Builder {
         bool inside_chosen = false;
         for (const auto& c2 : chosen) inside_chosen |= sub.rfind(c2 + ".", 0) == 0;
         if (inside_chosen || !is_leaf(*item.value(), join_path(call.inner_path, sub))) continue;
-        if (auto region = region_from_parameters(call, c, sub, *item.value())) {
-          chosen.push_back(sub);
-          add_region(std::move(*region));
+        bool found = false;
+        for (LeafRegion& region : regions_from_parameters(call, c, sub, *item.value())) {
+          found |= add_region(std::move(region));
         }
+        // A leaf that outlines hides its children; one that does not shows theirs.
+        if (found) chosen.push_back(sub);
       }
     }
   }
 
-  // The contiguous run of nodes from the first to the last that reads the
-  // leaf's parameters, if it has one tensor input and one output.
-  std::optional<LeafRegion> region_from_parameters(const ModuleCall& call, size_t c,
-                                                   const std::string& sub,
-                                                   const torch::nn::Module& module) {
+  // The calls of the leaf `sub` of `call`, found from the nodes that read its parameters: each
+  // call is a contiguous run of them, and a parameter read again starts the next call (C++
+  // runs a call's ops one after another, and no built-in layer reads a parameter twice). A
+  // call becomes a region when it takes at least one tensor from outside; a run that reads
+  // parameters only (a tied weight read by user code) stays inline.
+  std::vector<LeafRegion> regions_from_parameters(const ModuleCall& call, size_t c,
+                                                  const std::string& sub,
+                                                  const torch::nn::Module& module) {
     const std::string target = join_path(call.inner_path, sub);
     std::unordered_set<const jit::Value*> params;
     const std::string prefix = target + ".";
@@ -212,19 +224,103 @@ class Builder {
          ++it) {
       params.insert(it->second);
     }
-    if (params.empty()) return std::nullopt;
-    long first = -1, last = -1;
+    std::vector<LeafRegion> regions;
+    if (params.empty()) return regions;
+    std::vector<std::pair<size_t, size_t>> runs;  // [first, last] indices into call.nodes
+    std::unordered_set<const jit::Value*> read;
     for (size_t i = 0; i < call.nodes.size(); ++i) {
+      bool reads = false, again = false;
       for (const jit::Value* input : call.nodes[i]->inputs()) {
-        if (params.count(input)) {
-          if (first < 0) first = static_cast<long>(i);
-          last = static_cast<long>(i);
+        if (!params.count(input)) continue;
+        reads = true;
+        again |= read.count(input) > 0;
+      }
+      if (!reads) continue;
+      if (runs.empty() || again) {
+        runs.emplace_back(i, i);
+        read.clear();
+      }
+      runs.back().second = i;
+      for (const jit::Value* input : call.nodes[i]->inputs()) {
+        if (params.count(input)) read.insert(input);
+      }
+      // A list of parameters (LSTM's weights) stands for them: its reader is part of the call.
+      const auto kind = call.nodes[i]->kind();
+      if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
+        params.insert(call.nodes[i]->output());
+      }
+    }
+    size_t previous_end = 0;
+    for (const auto& [first, last] : runs) {
+      LeafRegion region;
+      region.nodes = prelude(call, previous_end, first, last);
+      region.nodes.insert(region.nodes.end(), call.nodes.begin() + static_cast<long>(first),
+                          call.nodes.begin() + static_cast<long>(last) + 1);
+      previous_end = last + 1;
+      find_boundary(region, params);
+      const bool tensors_in =
+          std::all_of(region.inputs.begin(), region.inputs.end(),
+                      [](const jit::Value* v) { return v->type()->cast<c10::TensorType>(); });
+      if (region.inputs.empty() || !tensors_in || region.outputs.empty()) continue;
+      region.target = target;
+      region.base_name = sub;
+      region.module = &module;
+      region.call = c;
+      regions.push_back(std::move(region));
+    }
+    return regions;
+  }
+
+  // The nodes just before call.nodes[first] that belong to the leaf call [first, last] although
+  // they read none of its parameters: what it computes from constants alone and uses alone
+  // (LSTM's zero initial state, a list of sizes). Anything that reads a traced value stays
+  // outside, where it is the call's input.
+  std::vector<jit::Node*> prelude(const ModuleCall& call, size_t begin, size_t first,
+                                  size_t last) const {
+    std::unordered_set<const jit::Node*> members(call.nodes.begin() + static_cast<long>(first),
+                                                 call.nodes.begin() + static_cast<long>(last) + 1);
+    std::vector<jit::Node*> candidates;  // in reverse program order
+    for (size_t i = first; i-- > begin;) {
+      jit::Node* node = call.nodes[i];
+      if (node->kind() == c10::prim::Constant) continue;  // emits nothing, may be shared
+      if (region_nodes_.count(node)) break;
+      candidates.push_back(node);
+    }
+    std::reverse(candidates.begin(), candidates.end());
+    // Keep the longest run ending at `first` whose nodes read only constants and each other, and
+    // whose results only the call uses.
+    for (bool changed = true; changed && !candidates.empty();) {
+      changed = false;
+      std::unordered_set<const jit::Node*> kept(candidates.begin(), candidates.end());
+      for (size_t i = candidates.size(); i-- > 0;) {
+        if (!local_to(candidates[i], kept, members)) {
+          candidates.erase(candidates.begin(), candidates.begin() + static_cast<long>(i) + 1);
+          changed = true;
+          break;
         }
       }
     }
-    if (first < 0) return std::nullopt;
-    LeafRegion region;
-    region.nodes.assign(call.nodes.begin() + first, call.nodes.begin() + last + 1);
+    return candidates;
+  }
+
+  bool local_to(const jit::Node* node, const std::unordered_set<const jit::Node*>& kept,
+                const std::unordered_set<const jit::Node*>& members) const {
+    for (const jit::Value* input : node->inputs()) {
+      if (!is_constant(input) && !kept.count(input->node())) return false;
+    }
+    for (const jit::Value* out : node->outputs()) {
+      if (escaping_.count(out)) return false;
+      for (const jit::Use& use : out->uses()) {
+        if (!members.count(use.user) && !kept.count(use.user)) return false;
+      }
+    }
+    return true;
+  }
+
+  // The values `region` reads from outside (parameters and constants aside) and those read
+  // after it.
+  void find_boundary(LeafRegion& region,
+                     const std::unordered_set<const jit::Value*>& params) const {
     std::unordered_set<const jit::Value*> defined;
     std::unordered_set<const jit::Node*> members(region.nodes.begin(), region.nodes.end());
     for (const jit::Node* node : region.nodes) {
@@ -243,21 +339,16 @@ class Builder {
         if (used_outside) region.outputs.push_back(out);
       }
     }
-    if (region.inputs.size() != 1 || region.outputs.size() != 1) return std::nullopt;
-    region.target = target;
-    region.base_name = sub;
-    region.module = &module;
-    region.call = c;
-    return region;
   }
 
-  void add_region(LeafRegion region) {
+  bool add_region(LeafRegion region) {
     for (jit::Node* node : region.nodes) {
-      if (region_nodes_.count(node)) return;  // overlaps an earlier region: keep it inline
+      if (region_nodes_.count(node)) return false;  // overlaps an earlier region: keep it inline
     }
     for (jit::Node* node : region.nodes) region_nodes_.insert(node);
     region_starts_[region.nodes.front()] = regions_.size();
     regions_.push_back(std::move(region));
+    return true;
   }
 
   // --- emission --------------------------------------------------------------
@@ -266,6 +357,14 @@ class Builder {
     auto it = env_.find(value);
     if (it != env_.end()) return it->second;
     if (auto constant = jit::toIValue(value)) return constant_argument(*constant, nullptr, value);
+    const auto kind = value->node()->kind();
+    if ((kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) &&
+        is_constant(value)) {
+      // A list of sizes built outside a leaf's region, which the region reads.
+      std::vector<Argument> items;
+      for (const jit::Value* item : value->node()->inputs()) items.push_back(lookup(item));
+      return ArgumentList{std::move(items), kind == c10::prim::TupleConstruct};
+    }
     auto param = recording_.parameters.find(value);
     if (param != recording_.parameters.end()) {
       // A parameter read outside a leaf: a get_attr at its first use.
@@ -385,12 +484,7 @@ class Builder {
       Node* source = lookup(node->input()).node();
       if (!source)
         fail<TraceError>("{}: cannot unpack a constant list", describe_call(current_call_));
-      for (size_t i = 0; i < node->outputs().size(); ++i) {
-        Node* item = create(OpCode::kCallFunction, Target::getitem(),
-                            {source, static_cast<int64_t>(i)}, current_call_, "getitem");
-        set_meta(item, node->outputs()[i], current_call_);
-        env_[node->outputs()[i]] = item;
-      }
+      emit_items(source, node->outputs(), current_call_);
       return;
     }
     const c10::FunctionSchema* schema = node->maybeSchema();
@@ -422,13 +516,30 @@ class Builder {
     } else {
       set_meta(created, node->outputs()[0], current_call_);
       created->meta().tensor = {};
-      for (size_t i = 0; i < node->outputs().size(); ++i) {
-        Node* item = create(OpCode::kCallFunction, Target::getitem(),
-                            {created, static_cast<int64_t>(i)}, current_call_, "getitem");
-        set_meta(item, node->outputs()[i], current_call_);
-        env_[node->outputs()[i]] = item;
-      }
+      emit_items(created, node->outputs(), current_call_);
     }
+  }
+
+  // `getitem(source, i)` for each of `values` that something reads: an unused item would be a
+  // node without users (`loc, scale = x.chunk(2)` with only `loc` selected).
+  template <typename Values>
+  void emit_items(Node* source, const Values& values, size_t call) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      jit::Value* value = values[i];
+      if (!needed_.count(value) && !read_outside(value)) continue;
+      Node* item = create(OpCode::kCallFunction, Target::getitem(),
+                          {source, static_cast<int64_t>(i)}, call, "getitem");
+      set_meta(item, value, call);
+      env_[value] = item;
+    }
+  }
+
+  // True when a node this builder emits reads `value` (a leaf body sees its own nodes only).
+  bool read_outside(const jit::Value* value) const {
+    for (const jit::Use& use : value->uses()) {
+      if (!scope_ || scope_->count(use.user)) return true;
+    }
+    return false;
   }
 
   void emit_read(jit::Node* node, const KeyRead& read) {
@@ -460,6 +571,9 @@ class Builder {
         sub.env_[region.inputs[i]] = sub.out_.graph.placeholder("input");
       }
       sub.param_prefix_ = region.target + ".";
+      const std::unordered_set<const jit::Node*> members(region.nodes.begin(), region.nodes.end());
+      sub.scope_ = &members;
+      sub.needed_.insert(region.outputs.begin(), region.outputs.end());
       for (jit::Node* node : region.nodes) sub.emit(node);
       std::vector<Argument> outs;
       for (jit::Value* v : region.outputs) outs.push_back(sub.env_.at(v));
@@ -479,12 +593,7 @@ class Builder {
       env_[region.outputs[0]] = node;
     } else {
       node->meta().tensor = {};
-      for (size_t i = 0; i < region.outputs.size(); ++i) {
-        Node* item = create(OpCode::kCallFunction, Target::getitem(),
-                            {node, static_cast<int64_t>(i)}, region.call, "getitem");
-        set_meta(item, region.outputs[i], region.call);
-        env_[region.outputs[i]] = item;
-      }
+      emit_items(node, region.outputs, region.call);
     }
   }
 
@@ -499,6 +608,10 @@ class Builder {
   std::string param_prefix_;
   std::unordered_map<const jit::Value*, Argument> env_;
   std::unordered_set<const jit::Value*> escaping_;
+  /// Values that must get a node even when no jit node reads them: the graph's outputs.
+  std::unordered_set<const jit::Value*> needed_;
+  /// For a leaf's body builder, the region's nodes: reads by other nodes are not its own.
+  const std::unordered_set<const jit::Node*>* scope_ = nullptr;
   /// Parameter and buffer values by path, sorted so a module's are one range.
   std::map<std::string, const jit::Value*> parameters_by_path_;
   std::vector<LeafRegion> regions_;

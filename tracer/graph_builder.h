@@ -4,7 +4,8 @@
 /// Builds a tdfx Graph from a Recording: aten nodes become call_function
 /// nodes with their schema, constants fold into arguments, list unpacking
 /// becomes getitem, key reads become getitem or placeholders, and the ops of
-/// leaf modules are outlined into call_module nodes that keep their body.
+/// leaf modules are outlined into call_module nodes that keep their body, one
+/// per call (a Linear called twice gives `lin` and `lin_1`).
 /// Node names follow the tensordict prototype tracer exactly (see
 /// NameScopes in graph_builder.cpp).
 

@@ -26,14 +26,19 @@ struct TraceOptions {
   bool outline_leaves = true;
   /// Declares more leaf modules, as torch.fx's `Tracer.is_leaf_module`:
   /// called with a module and its path from the graph root. Built-in
-  /// torch::nn modules other than containers are always leaves. A declared
-  /// leaf is found from the ops that read its parameters, so a user leaf
-  /// needs parameters unless a TensorDictModule wraps it directly.
+  /// torch::nn modules other than containers are always leaves. C++ modules
+  /// have no call hook, so a leaf inside another module is found from the ops
+  /// that read its parameters: each call is the run of ops from its first such
+  /// read to its last, and reading a parameter again starts the next call. A
+  /// user leaf therefore needs parameters, read once per call, unless a
+  /// TensorDictModule wraps it directly.
   std::function<bool(const torch::nn::Module&, const std::string&)> is_leaf_module;
 };
 
 /// True for built-in torch::nn modules other than containers
-/// (`torch::nn::Linear`, `torch::nn::ReLU`; not `torch::nn::Sequential`).
+/// (`torch::nn::Linear`, `torch::nn::ReLU`; not `torch::nn::Sequential`,
+/// `ModuleList`, `ModuleDict`, `ParameterList`, `ParameterDict` or
+/// `Functional`, which are traced through so that their children show).
 bool is_builtin_leaf(const torch::nn::Module& module);
 
 }  // namespace tdfx

@@ -1,0 +1,115 @@
+"""The Python modules that tests/tracer/test_containers.cpp and test_leaves.cpp build in C++,
+traced by torch.fx 1.13; prints str(graph) and the forward code of each, between marker lines.
+
+Each forward takes the TensorDict as tdfx's traced graphs do (`tensordict['x']` records the
+same getitem) and returns a tuple, as a TensorDictModule's traced graph does. Where C++ calls a
+parameterless layer (ReLU, MaxPool2d, ...) tdfx cannot see the call, only its op, so the Python
+twin calls the op the layer records, written as tdfx prints it (tensors positional, the other
+arguments that differ from their defaults by keyword)."""
+import torch
+import torch.fx
+from torch import nn
+
+
+def linear_children(*sizes):
+    return [nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+
+
+class SequentialMember(nn.Module):
+    def __init__(self):
+        super().__init__()
+        first, last = linear_children(3, 4, 2)
+        self.net = nn.Sequential(first, nn.Identity(), last)  # child 1: a ReLU in C++
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        return (getattr(self.net, "2")(torch.relu(getattr(self.net, "0")(x))),)
+
+
+class SequentialRoot(nn.Module):
+    """make_td_module(Sequential(Linear(3, 4), ReLU(), Linear(4, 2))): the root is the Sequential."""
+
+    def __init__(self):
+        super().__init__()
+        first, last = linear_children(3, 4, 2)
+        self.add_module("0", first)
+        self.add_module("2", last)
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        return (getattr(self, "2")(torch.relu(getattr(self, "0")(x))),)
+
+
+class NestedContainers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        first, last = linear_children(3, 4, 2)
+        self.blocks = nn.ModuleList([nn.Sequential(first, nn.Identity()), last])
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        return (self.blocks[1](torch.tanh(self.blocks[0][0](x))),)
+
+
+class ModuleListMember(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(linear_children(3, 4, 4))
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return (x,)
+
+
+class ModuleDictMember(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Linear(3, 4)
+        self.heads = nn.ModuleDict({"mu": nn.Linear(4, 2), "sigma": nn.Linear(4, 2)})
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        h = torch.relu(self.trunk(x))
+        return (self.heads["mu"](h), torch.exp(self.heads["sigma"](h)))
+
+
+class LeafTwice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        return (self.lin(torch.relu(self.lin(x))),)
+
+
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 4)
+        self.fc2 = nn.Linear(4, 4)
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        return (torch.relu(x + self.fc2(torch.relu(self.fc1(x)))),)
+
+
+CASES = {
+    "sequential_member": SequentialMember,
+    "sequential_root": SequentialRoot,
+    "nested_containers": NestedContainers,
+    "module_list_member": ModuleListMember,
+    "module_dict_member": ModuleDictMember,
+    "leaf_twice": LeafTwice,
+    "residual": Residual,
+}
+
+if __name__ == "__main__":
+    for name, build in CASES.items():
+        module = torch.fx.symbolic_trace(build())
+        print(f"=== {name} graph")
+        print(str(module.graph))
+        print(f"=== {name} code")
+        print(module.code)
