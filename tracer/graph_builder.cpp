@@ -24,6 +24,102 @@ bool is_builtin_leaf(const torch::nn::Module& module) {
 }
 
 namespace detail {
+
+bool prints_as_method(const std::string& op) {
+  // What Python has as a Tensor method but not as a torch function (torch 1.13; checked
+  // against Python by tests/tracer/test_fx_code.cpp).
+  static const std::unordered_set<std::string> method_only = {"_autocast_to_full_precision",
+                                                              "_autocast_to_reduced_precision",
+                                                              "_dimI",
+                                                              "_dimV",
+                                                              "_indices",
+                                                              "_nested_tensor_layer_norm",
+                                                              "_nested_tensor_size",
+                                                              "_nnz",
+                                                              "_to_dense",
+                                                              "_values",
+                                                              "align_as",
+                                                              "align_to",
+                                                              "backward",
+                                                              "ccol_indices",
+                                                              "coalesce",
+                                                              "col_indices",
+                                                              "contiguous",
+                                                              "crow_indices",
+                                                              "dense_dim",
+                                                              "dim",
+                                                              "element_size",
+                                                              "expand",
+                                                              "expand_as",
+                                                              "indices",
+                                                              "is_coalesced",
+                                                              "is_contiguous",
+                                                              "is_pinned",
+                                                              "is_set_to",
+                                                              "item",
+                                                              "new_empty",
+                                                              "new_empty_strided",
+                                                              "new_full",
+                                                              "new_ones",
+                                                              "new_zeros",
+                                                              "pin_memory",
+                                                              "record_stream",
+                                                              "refine_names",
+                                                              "rename",
+                                                              "repeat",
+                                                              "reshape_as",
+                                                              "resize",
+                                                              "resize_as",
+                                                              "retain_grad",
+                                                              "row_indices",
+                                                              "size",
+                                                              "sparse_dim",
+                                                              "sparse_mask",
+                                                              "storage_offset",
+                                                              "stride",
+                                                              "sum_to_size",
+                                                              "to",
+                                                              "to_dense",
+                                                              "to_mkldnn",
+                                                              "to_padded_tensor",
+                                                              "to_sparse",
+                                                              "to_sparse_bsc",
+                                                              "to_sparse_bsr",
+                                                              "to_sparse_csc",
+                                                              "to_sparse_csr",
+                                                              "type_as",
+                                                              "unfold",
+                                                              "values",
+                                                              "view",
+                                                              "view_as"};
+  // In-place ops that are functions only (torch.dropout_, torch._C._nn.elu_).
+  static const std::unordered_set<std::string> inplace_functions = {"alpha_dropout_",
+                                                                    "celu_",
+                                                                    "copy_sparse_to_sparse_",
+                                                                    "dropout_",
+                                                                    "elu_",
+                                                                    "embedding_renorm_",
+                                                                    "feature_alpha_dropout_",
+                                                                    "feature_dropout_",
+                                                                    "gelu_",
+                                                                    "hardsigmoid_",
+                                                                    "hardswish_",
+                                                                    "hardtanh_",
+                                                                    "leaky_relu_",
+                                                                    "mish_",
+                                                                    "relu6_",
+                                                                    "rrelu_",
+                                                                    "rrelu_with_noise_",
+                                                                    "selu_",
+                                                                    "silu_",
+                                                                    "threshold_"};
+  if (method_only.count(op)) return true;
+  // Every other in-place op is a Tensor method; C++ calls it as one (`x.sub_(1)`), and some
+  // (`sub_`) exist only so.
+  const bool inplace = op.size() > 1 && op.back() == '_' && (op[0] != '_' || op == "_coalesced_");
+  return inplace && !inplace_functions.count(op);
+}
+
 namespace {
 
 namespace jit = torch::jit;
@@ -138,7 +234,11 @@ bool is_constant(const jit::Value* value) {
 class Builder {
  public:
   Builder(const Recording& recording, torch::nn::Module& root, const TraceOptions& options)
-      : recording_(recording), root_(root), options_(options), names_(recording) {}
+      : recording_(recording),
+        root_(root),
+        options_(options),
+        names_(recording),
+        method_calls_(options.method_calls && options.outline_leaves) {}
 
   BuiltGraph build() {
     for (const auto& [value, path] : recording_.parameters) parameters_by_path_[path] = value;
@@ -227,13 +327,17 @@ class Builder {
     std::vector<LeafRegion> regions;
     if (params.empty()) return regions;
     std::vector<std::pair<size_t, size_t>> runs;  // [first, last] indices into call.nodes
-    std::unordered_set<const jit::Value*> read;
+    // Values computed from the parameters alone (`weight.t()`, LSTM's list of weights) stand
+    // for them: their readers are part of the call. Reading one again is no new call.
+    std::unordered_set<const jit::Value*> derived, read;
     for (size_t i = 0; i < call.nodes.size(); ++i) {
-      bool reads = false, again = false;
-      for (const jit::Value* input : call.nodes[i]->inputs()) {
-        if (!params.count(input)) continue;
-        reads = true;
-        again |= read.count(input) > 0;
+      const jit::Node* node = call.nodes[i];
+      bool reads = false, again = false, only_parameters = true;
+      for (const jit::Value* input : node->inputs()) {
+        const bool parameter = params.count(input) > 0;
+        reads |= parameter || derived.count(input);
+        again |= parameter && read.count(input);
+        only_parameters &= parameter || derived.count(input) || is_constant(input);
       }
       if (!reads) continue;
       if (runs.empty() || again) {
@@ -241,15 +345,12 @@ class Builder {
         read.clear();
       }
       runs.back().second = i;
-      for (const jit::Value* input : call.nodes[i]->inputs()) {
+      for (const jit::Value* input : node->inputs()) {
         if (params.count(input)) read.insert(input);
       }
-      // A list of parameters (LSTM's weights) stands for them: its reader is part of the call.
-      const auto kind = call.nodes[i]->kind();
-      if (kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) {
-        params.insert(call.nodes[i]->output());
-      }
+      if (only_parameters) derived.insert(node->outputs().begin(), node->outputs().end());
     }
+    params.insert(derived.begin(), derived.end());
     size_t previous_end = 0;
     for (const auto& [first, last] : runs) {
       LeafRegion region;
@@ -438,10 +539,13 @@ class Builder {
                      value.tagKind());
   }
 
-  Node* create(OpCode op, Target target, Args args, size_t call, const std::string& base) {
+  Node* create(OpCode op, Target target, Args args, size_t call, const std::string& base,
+               Kwargs kwargs = {}) {
+    // A body has its own names (`weight`, `t`, `addmm`), not those of the graph around it.
     const std::string name =
-        call < recording_.calls.size() ? names_.node_name(call, base, op) : base;
-    Node* node = out_.graph.create_node(op, std::move(target), std::move(args), {}, name);
+        !body_ && call < recording_.calls.size() ? names_.node_name(call, base, op) : base;
+    Node* node =
+        out_.graph.create_node(op, std::move(target), std::move(args), std::move(kwargs), name);
     if (!first_op_) first_op_ = node;
     return node;
   }
@@ -507,9 +611,10 @@ class Builder {
     const std::string qualified =
         schema->name() + (schema->overload_name().empty() ? "" : "." + schema->overload_name());
     Target target = Target::aten(qualified);
-    const std::string base = fx_name(target, args, {});
     Node* created =
-        create(OpCode::kCallFunction, std::move(target), std::move(args), current_call_, base);
+        method_calls_ && prints_as_method(target.op_name())
+            ? create_method(target, args)
+            : create(OpCode::kCallFunction, target, args, current_call_, fx_name(target, args, {}));
     if (node->outputs().size() == 1) {
       set_meta(created, node->output(), current_call_);
       env_[node->output()] = created;
@@ -518,6 +623,27 @@ class Builder {
       created->meta().tensor = {};
       emit_items(created, node->outputs(), current_call_);
     }
+  }
+
+  // A call of `target` as torch.fx records `x.view(...)`: self first, then the positional
+  // arguments up to the last that differs from its default, then keyword-only ones that
+  // differ, by name (`x.add_(y, alpha = 2)`).
+  Node* create_method(const Target& target, const Args& args) {
+    const auto& formals = target.schema().arguments();
+    auto is_default = [&](size_t i) {
+      return formals[i].default_value() && equals_default(args[i], *formals[i].default_value());
+    };
+    size_t positional = 0;
+    while (positional < args.size() && !formals[positional].kwarg_only()) ++positional;
+    size_t kept = positional;
+    while (kept > 1 && is_default(kept - 1)) --kept;
+    Kwargs kwargs;
+    for (size_t i = positional; i < args.size(); ++i) {
+      if (!is_default(i)) kwargs.emplace_back(formals[i].name(), args[i]);
+    }
+    return create(OpCode::kCallMethod, Target(target.op_name()),
+                  Args(args.begin(), args.begin() + static_cast<long>(kept)), current_call_,
+                  target.op_name(), std::move(kwargs));
   }
 
   // `getitem(source, i)` for each of `values` that something reads: an unused item would be a
@@ -567,6 +693,8 @@ class Builder {
     {
       Builder sub(recording_, root_, options_);
       sub.current_call_ = recording_.calls.size();
+      sub.body_ = true;
+      sub.method_calls_ = false;
       for (size_t i = 0; i < region.inputs.size(); ++i) {
         sub.env_[region.inputs[i]] = sub.out_.graph.placeholder("input");
       }
@@ -606,6 +734,10 @@ class Builder {
   Node* first_op_ = nullptr;
   size_t current_call_ = 0;
   std::string param_prefix_;
+  /// Set for the builder of a leaf's body.
+  bool body_ = false;
+  /// Method faces for method-only ops; leaf bodies stay aten calls, which run.
+  bool method_calls_ = false;
   std::unordered_map<const jit::Value*, Argument> env_;
   std::unordered_set<const jit::Value*> escaping_;
   /// Values that must get a node even when no jit node reads them: the graph's outputs.

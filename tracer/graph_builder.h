@@ -28,4 +28,9 @@ struct BuiltGraph {
 BuiltGraph build_graph(const Recording& recording, torch::nn::Module& root,
                        const TraceOptions& options);
 
+/// True for the aten ops that Python has as Tensor methods rather than torch functions
+/// (`view`, `contiguous`, `to`) and for in-place ops that are Tensor methods (`sub_`,
+/// `relu_`): with TraceOptions::method_calls they become call_method nodes.
+bool prints_as_method(const std::string& op_name);
+
 }  // namespace tdfx::detail

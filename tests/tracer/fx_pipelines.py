@@ -96,6 +96,17 @@ class Residual(nn.Module):
         return (torch.relu(x + self.fc2(torch.relu(self.fc1(x)))),)
 
 
+class MethodCalls(nn.Module):
+    """x.flatten(1).view({2, -1}), sub_(1), repeat, to(kDouble), expand, add_ in C++."""
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        v = torch.flatten(x, start_dim=1).view([2, -1])
+        v = v.sub_(1)
+        d = v.repeat([1, 1]).to(torch.float64)
+        return (d.add_(v.expand([2, 12]).to(torch.float64), alpha=2),)
+
+
 CASES = {
     "sequential_member": SequentialMember,
     "sequential_root": SequentialRoot,
@@ -104,9 +115,29 @@ CASES = {
     "module_dict_member": ModuleDictMember,
     "leaf_twice": LeafTwice,
     "residual": Residual,
+    "method_calls": MethodCalls,
 }
 
+
+def method_faces():
+    """Each aten op name, with 1 when Python has it as a Tensor method that torch.fx records
+    with call_method: one that is not a torch function, or an in-place one."""
+    import inspect
+
+    names = sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
+                    if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
+    for name in names:
+        found = inspect.getattr_static(torch.Tensor, name, None)
+        method = found is not None and callable(getattr(torch.Tensor, name)) and \
+            type(found).__name__ not in ("property", "getset_descriptor")
+        print(name, int(method and (not hasattr(torch, name) or name.endswith("_"))))
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--method-faces"]:
+        method_faces()
+        sys.exit(0)
     for name, build in CASES.items():
         module = torch.fx.symbolic_trace(build())
         print(f"=== {name} graph")

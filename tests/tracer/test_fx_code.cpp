@@ -1,0 +1,220 @@
+// The forward code a trace prints is valid Python: ops that Python has only as Tensor methods
+// become call_method nodes (TraceOptions::method_calls), as torch.fx records `x.view(...)`.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "codegen/python_code.h"
+#include "graph/graph_module.h"
+#include "tests/tracer/tracer_test_support.h"
+#include "tracer/graph_builder.h"
+#include "tracer/recorder.h"
+
+using namespace tdfx;
+using tdfx::testing::batch_of;
+using tdfx::testing::fx_reference;
+using tdfx::testing::run_command;
+using tdfx::testing::source_dir;
+
+namespace {
+
+/// The C++ twin of fx_pipelines.py's MethodCalls.
+at::Tensor method_calls(const at::Tensor& x) {
+  at::Tensor v = x.flatten(1).view({2, -1});
+  v.sub_(1);
+  at::Tensor d = v.repeat({1, 1}).to(at::kDouble);
+  return d.add_(v.expand({2, 12}).to(at::kDouble), 2);
+}
+
+/// The graph `options` build from one recording of `module` on `input`.
+tdfx::detail::BuiltGraph build(const TensorDictModulePtr& module, const TensorDict& input,
+                               const TraceOptions& options) {
+  auto [root, prefix] = tdfx::detail::graph_root(module, options);
+  tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, options);
+  tdfx::detail::BuiltGraph built = tdfx::detail::build_graph(recording, *root, options);
+  built.graph.lint();
+  return built;
+}
+
+/// What tests/tracer/check_forward.py says of `code` (run on an "x" of `shape` if given).
+tdfx::testing::CommandResult check_in_python(const std::string& code, const std::string& shape) {
+  char path[] = "/tmp/tdfx_forward_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::ofstream(path) << code;
+  auto result = run_command("/usr/bin/python3 " + source_dir() + "/tests/tracer/check_forward.py " +
+                            path + " " + shape + " 2>&1");
+  std::remove(path);
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("fx code: prints_as_method names exactly the ops Python calls as Tensor methods") {
+  const auto result = run_command("/usr/bin/python3 " + source_dir() +
+                                  "/tests/tracer/fx_pipelines.py --method-faces");
+  REQUIRE_MESSAGE(result.status == 0, result.out);
+  std::istringstream lines(result.out);
+  std::string name;
+  int method = 0;
+  size_t names = 0, methods = 0;
+  while (lines >> name >> method) {
+    CAPTURE(name);
+    CHECK(tdfx::detail::prints_as_method(name) == (method == 1));
+    ++names;
+    methods += method;
+  }
+  CHECK(names > 1000);  // every aten op torch 1.13 has
+  CHECK(methods > 200);
+}
+
+TEST_CASE("fx code: method-only ops are call_method nodes, as torch.fx records them") {
+  auto module = make_td_module(method_calls, {"x"}, {"y"});
+  const TensorDict input = batch_of(at::randn({2, 3, 4}));
+  TraceOptions options;
+  options.method_calls = true;
+  const Graph graph = build(module, input, options).graph;
+  CHECK(to_string(graph) ==
+        "graph():\n"
+        "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "x), kwargs = {})\n"
+        "    %flatten : [#users=1] = call_function[target=torch.flatten](args = (%getitem,), "
+        "kwargs = {start_dim: 1})\n"
+        "    %view : [#users=1] = call_method[target=view](args = (%flatten, [2, -1]), kwargs = "
+        "{})\n"
+        "    %sub_ : [#users=2] = call_method[target=sub_](args = (%view, 1), kwargs = {})\n"
+        "    %repeat : [#users=1] = call_method[target=repeat](args = (%sub_, [1, 1]), kwargs = "
+        "{})\n"
+        "    %to : [#users=1] = call_method[target=to](args = (%repeat, torch.float64), kwargs = "
+        "{})\n"
+        "    %expand : [#users=1] = call_method[target=expand](args = (%sub_, [2, 12]), kwargs = "
+        "{})\n"
+        "    %to_1 : [#users=1] = call_method[target=to](args = (%expand, torch.float64), kwargs "
+        "= {})\n"
+        "    %add_ : [#users=1] = call_method[target=add_](args = (%to, %to_1), kwargs = {alpha: "
+        "2})\n"
+        "    return (add_,)");
+  const std::string code = python_code(graph);
+  CHECK(code ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    flatten = torch.flatten(getitem, start_dim = 1);  getitem = None\n"
+        "    view = flatten.view([2, -1]);  flatten = None\n"
+        "    sub_ = view.sub_(1);  view = None\n"
+        "    repeat = sub_.repeat([1, 1])\n"
+        "    to = repeat.to(torch.float64);  repeat = None\n"
+        "    expand = sub_.expand([2, 12]);  sub_ = None\n"
+        "    to_1 = expand.to(torch.float64);  expand = None\n"
+        "    add_ = to.add_(to_1, alpha = 2);  to = to_1 = None\n"
+        "    return (add_,)\n"
+        "    ");
+  // The same as torch.fx's for the Python twin, and Python compiles and runs it.
+  const auto& reference = fx_reference();
+  CHECK(to_string(graph) == reference.at("method_calls graph"));
+  CHECK(code == reference.at("method_calls code"));
+  const auto checked = check_in_python(code, "2,3,4");
+  CHECK(checked.status == 0);
+  CHECK(checked.out == "compiled\nran [[2, 12]]\n");
+}
+
+TEST_CASE("fx code: without method calls the code compiles but names no torch function") {
+  // What method_calls is for: `torch.view` is not a function, so the code cannot run.
+  auto module = make_td_module(method_calls, {"x"}, {"y"});
+  const Graph graph = build(module, batch_of(at::randn({2, 3, 4})), TraceOptions{}).graph;
+  const std::string code = python_code(graph);
+  CHECK(code.find("view = torch.view(flatten, size = [2, -1])") != std::string::npos);
+  const auto checked = check_in_python(code, "2,3,4");
+  CHECK(checked.status != 0);
+  CHECK(checked.out.find("module 'torch' has no attribute 'view'") != std::string::npos);
+}
+
+TEST_CASE("fx code: the recording of a method-call graph runs bit-identically as aten calls") {
+  // A GraphModule runs aten call_function nodes: the graph that runs is built from the same
+  // recording with every op inlined and each key a placeholder, as export builds its program.
+  auto module = make_td_module(method_calls, {"x"}, {"y"});
+  const TensorDict input = batch_of(at::randn({2, 3, 4}));
+  TraceOptions printed;
+  printed.method_calls = true;
+  auto [root, prefix] = tdfx::detail::graph_root(module, printed);
+  tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, printed);
+  TraceOptions flat = printed;
+  flat.outline_leaves = false;
+  flat.key_style = KeyStyle::kPlaceholder;
+  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, *root, flat);
+  for (const Node* node : runnable.graph.nodes()) CHECK(node->op() != OpCode::kCallMethod);
+  REQUIRE(runnable.input_keys == std::vector<NestedKey>{"x"});
+  GraphModule gm(root, std::move(runnable.graph));
+  // sub_ writes into a view of its input: each run gets its own copy.
+  const auto outputs = gm.run({input.get("x").clone()});
+  REQUIRE(outputs.size() == 1);
+  CHECK(tdfx::testing::bit_equal(outputs[0].toTensor(), method_calls(input.get("x").clone())));
+}
+
+TEST_CASE("fx code: in-place ops print as methods, as C++ calls them") {
+  // torch.relu_ exists too; x.relu_() is how C++ (and most Python) calls it.
+  auto module = make_td_module(
+      [](const at::Tensor& x) {
+        return x.view({2, -1}).relu_();
+      },
+      {"x"}, {"y"});
+  TraceOptions options;
+  options.method_calls = true;
+  const std::string code = python_code(build(module, batch_of(at::randn({2, 3})), options).graph);
+  CHECK(code ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    view = getitem.view([2, -1]);  getitem = None\n"
+        "    relu_ = view.relu_();  view = None\n"
+        "    return (relu_,)\n"
+        "    ");
+  const auto checked = check_in_python(code, "2,3");
+  CHECK(checked.out == "compiled\nran [[2, 3]]\n");
+}
+
+TEST_CASE("fx code: a leaf's body keeps its aten calls, which run") {
+  // Bodies are inlined into the graph that runs, so nothing in them becomes a method call.
+  struct FlatLinearImpl : torch::nn::Module {
+    FlatLinearImpl() : weight(register_parameter("weight", at::randn({6}))) {}
+    at::Tensor forward(const at::Tensor& x) { return x.matmul(weight.view({3, 2})); }
+    at::Tensor weight;
+  };
+  struct HolderImpl : torch::nn::Module {
+    HolderImpl() : flat(register_module("flat", std::make_shared<FlatLinearImpl>())) {}
+    at::Tensor forward(const at::Tensor& x) { return flat->forward(x).view({-1}); }
+    std::shared_ptr<FlatLinearImpl> flat;
+  };
+  auto module = make_td_module(std::make_shared<HolderImpl>(), {"x"}, {"y"});
+  TraceOptions options;
+  options.method_calls = true;
+  options.is_leaf_module = [](const torch::nn::Module&, const std::string& path) {
+    return path == "flat";
+  };
+  const Graph graph = build(module, batch_of(at::randn({2, 3})), options).graph;
+  CHECK(to_string(graph) ==
+        "graph():\n"
+        "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "x), kwargs = {})\n"
+        "    %flat : [#users=1] = call_module[target=flat](args = (%getitem,), kwargs = {})\n"
+        "    %view : [#users=1] = call_method[target=view](args = (%flat, [-1]), kwargs = {})\n"
+        "    return (view,)");
+  const Node* flat = graph.node_list().at(2);
+  REQUIRE(flat->body() != nullptr);
+  CHECK(to_string(*flat->body()) ==
+        "graph():\n"
+        "    %input_1 : [#users=1] = placeholder[target=input]\n"
+        "    %weight : [#users=1] = get_attr[target=weight]\n"
+        "    %view : [#users=1] = call_function[target=torch.view](args = (%weight,), kwargs = "
+        "{size: [3, 2]})\n"
+        "    %matmul : [#users=1] = call_function[target=operator.matmul](args = (%input_1, "
+        "%view), kwargs = {})\n"
+        "    return matmul");
+}
