@@ -1,6 +1,7 @@
 #include "tracer/graph_builder.h"
 
 #include <torch/csrc/jit/ir/constants.h>
+#include <torch/nn/modules/conv.h>
 
 #include <algorithm>
 #include <map>
@@ -217,7 +218,44 @@ struct LeafRegion {
   size_t call = 0;
   std::vector<jit::Value*> inputs;
   std::vector<jit::Value*> outputs;
+  /// For a recurrent layer (aten::lstm, gru, rnn_tanh, rnn_relu as its last op), that op: the
+  /// call returns what Python's does, `(output, (h, c))` or `(output, h)`, and its users pick
+  /// from it with getitem.
+  const jit::Node* recurrent = nullptr;
 };
+
+// How many ops a leaf runs on its input before it reads a parameter: a Conv pads its input
+// first when its padding mode is not zeros (`_pad_enum`).
+int ops_before_parameters(const torch::nn::Module& module) {
+  auto pads = [](const auto* conv) {
+    return conv && !c10::holds_alternative<torch::enumtype::kZeros>(conv->options.padding_mode());
+  };
+  const bool padded = pads(dynamic_cast<const torch::nn::Conv1dImpl*>(&module)) ||
+                      pads(dynamic_cast<const torch::nn::Conv2dImpl*>(&module)) ||
+                      pads(dynamic_cast<const torch::nn::Conv3dImpl*>(&module));
+  return padded ? 1 : 0;
+}
+
+// Where each output of a recurrent op sits in the layer's result: LSTM returns
+// (output, (h, c)), GRU and RNN (output, h), in C++ as in Python.
+std::vector<std::vector<int64_t>> recurrent_paths(const jit::Node* op) {
+  if (op->kind() == c10::aten::lstm) return {{0}, {1, 0}, {1, 1}};
+  return {{0}, {1}};
+}
+
+const jit::Node* recurrent_op(const LeafRegion& region) {
+  const jit::Node* last = region.nodes.back();
+  const auto kind = last->kind();
+  const bool recurrent =
+      (kind == c10::aten::lstm && last->outputs().size() == 3) ||
+      ((kind == c10::aten::gru || kind == c10::aten::rnn_tanh || kind == c10::aten::rnn_relu) &&
+       last->outputs().size() == 2);
+  if (!recurrent) return nullptr;
+  for (const jit::Value* out : region.outputs) {
+    if (out->node() != last) return nullptr;
+  }
+  return last;
+}
 
 bool is_constant(const jit::Value* value) {
   const jit::Node* node = value->node();
@@ -354,7 +392,7 @@ class Builder {
     size_t previous_end = 0;
     for (const auto& [first, last] : runs) {
       LeafRegion region;
-      region.nodes = prelude(call, previous_end, first, last);
+      region.nodes = prelude(call, previous_end, first, last, ops_before_parameters(module));
       region.nodes.insert(region.nodes.end(), call.nodes.begin() + static_cast<long>(first),
                           call.nodes.begin() + static_cast<long>(last) + 1);
       previous_end = last + 1;
@@ -367,6 +405,7 @@ class Builder {
       region.base_name = sub;
       region.module = &module;
       region.call = c;
+      region.recurrent = recurrent_op(region);
       regions.push_back(std::move(region));
     }
     return regions;
@@ -374,10 +413,11 @@ class Builder {
 
   // The nodes just before call.nodes[first] that belong to the leaf call [first, last] although
   // they read none of its parameters: what it computes from constants alone and uses alone
-  // (LSTM's zero initial state, a list of sizes). Anything that reads a traced value stays
-  // outside, where it is the call's input.
-  std::vector<jit::Node*> prelude(const ModuleCall& call, size_t begin, size_t first,
-                                  size_t last) const {
+  // (LSTM's zero initial state, a list of sizes), and the `leading` ops it runs on its input
+  // first (ops_before_parameters). Anything else that reads a traced value stays outside,
+  // where it is the call's input.
+  std::vector<jit::Node*> prelude(const ModuleCall& call, size_t begin, size_t first, size_t last,
+                                  int leading) const {
     std::unordered_set<const jit::Node*> members(call.nodes.begin() + static_cast<long>(first),
                                                  call.nodes.begin() + static_cast<long>(last) + 1);
     std::vector<jit::Node*> candidates;  // in reverse program order
@@ -388,34 +428,40 @@ class Builder {
       candidates.push_back(node);
     }
     std::reverse(candidates.begin(), candidates.end());
-    // Keep the longest run ending at `first` whose nodes read only constants and each other, and
-    // whose results only the call uses.
+    // Keep the longest run ending at `first` whose nodes read only constants and each other
+    // (but for `leading` of them), and whose results only the call uses.
     for (bool changed = true; changed && !candidates.empty();) {
       changed = false;
       std::unordered_set<const jit::Node*> kept(candidates.begin(), candidates.end());
+      int reads_left = leading;
       for (size_t i = candidates.size(); i-- > 0;) {
-        if (!local_to(candidates[i], kept, members)) {
-          candidates.erase(candidates.begin(), candidates.begin() + static_cast<long>(i) + 1);
-          changed = true;
-          break;
+        const Locality locality = local_to(candidates[i], kept, members);
+        if (locality == Locality::kLocal ||
+            (locality == Locality::kReadsOutside && reads_left-- > 0)) {
+          continue;
         }
+        candidates.erase(candidates.begin(), candidates.begin() + static_cast<long>(i) + 1);
+        changed = true;
+        break;
       }
     }
     return candidates;
   }
 
-  bool local_to(const jit::Node* node, const std::unordered_set<const jit::Node*>& kept,
-                const std::unordered_set<const jit::Node*>& members) const {
-    for (const jit::Value* input : node->inputs()) {
-      if (!is_constant(input) && !kept.count(input->node())) return false;
-    }
+  enum class Locality { kLocal, kReadsOutside, kUsedOutside };
+
+  Locality local_to(const jit::Node* node, const std::unordered_set<const jit::Node*>& kept,
+                    const std::unordered_set<const jit::Node*>& members) const {
     for (const jit::Value* out : node->outputs()) {
-      if (escaping_.count(out)) return false;
+      if (escaping_.count(out)) return Locality::kUsedOutside;
       for (const jit::Use& use : out->uses()) {
-        if (!members.count(use.user) && !kept.count(use.user)) return false;
+        if (!members.count(use.user) && !kept.count(use.user)) return Locality::kUsedOutside;
       }
     }
-    return true;
+    for (const jit::Value* input : node->inputs()) {
+      if (!is_constant(input) && !kept.count(input->node())) return Locality::kReadsOutside;
+    }
+    return Locality::kLocal;
   }
 
   // The values `region` reads from outside (parameters and constants aside) and those read
@@ -702,10 +748,12 @@ class Builder {
       const std::unordered_set<const jit::Node*> members(region.nodes.begin(), region.nodes.end());
       sub.scope_ = &members;
       sub.needed_.insert(region.outputs.begin(), region.outputs.end());
+      if (region.recurrent) {
+        sub.needed_.insert(region.recurrent->outputs().begin(), region.recurrent->outputs().end());
+      }
       for (jit::Node* node : region.nodes) sub.emit(node);
-      std::vector<Argument> outs;
-      for (jit::Value* v : region.outputs) outs.push_back(sub.env_.at(v));
-      sub.out_.graph.output(outs.size() == 1 ? outs[0] : tuple(outs));
+      sub.out_.graph.output(region.recurrent ? sub.recurrent_result(region.recurrent)
+                                             : sub.flat_result(region.outputs));
       sub.out_.graph.lint();
       *body = std::move(sub.out_.graph);
     }
@@ -717,11 +765,56 @@ class Builder {
     set_meta(node, region.outputs.front(), region.call);
     node->meta().module_path = region.target;
     node->meta().module_type = describe_module(*region.module);
-    if (region.outputs.size() == 1) {
+    if (region.recurrent) {
+      node->meta().tensor = {};
+      emit_recurrent_items(node, region);
+    } else if (region.outputs.size() == 1) {
       env_[region.outputs[0]] = node;
     } else {
       node->meta().tensor = {};
       emit_items(node, region.outputs, region.call);
+    }
+  }
+
+  Argument flat_result(const std::vector<jit::Value*>& outputs) const {
+    std::vector<Argument> items;
+    for (jit::Value* v : outputs) items.push_back(env_.at(v));
+    return items.size() == 1 ? items[0] : tuple(std::move(items));
+  }
+
+  // The nested tuple a recurrent layer returns (see recurrent_paths).
+  Argument recurrent_result(const jit::Node* op) const {
+    auto item = [&](size_t i) { return env_.at(op->outputs()[i]); };
+    if (op->kind() == c10::aten::lstm) return tuple({item(0), tuple({item(1), item(2)})});
+    return tuple({item(0), item(1)});
+  }
+
+  // getitem chains from a recurrent layer's call to each output something reads, in output
+  // order, sharing the inner tuple (`getitem_1 = lstm[1]; getitem_2 = getitem_1[0]`).
+  void emit_recurrent_items(Node* call, const LeafRegion& region) {
+    const auto paths = recurrent_paths(region.recurrent);
+    std::map<int64_t, Node*> inner;
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const jit::Value* value = region.recurrent->outputs()[i];
+      if (std::find(region.outputs.begin(), region.outputs.end(), value) == region.outputs.end()) {
+        continue;
+      }
+      if (!needed_.count(value) && !read_outside(value)) continue;
+      Node* source = call;
+      if (paths[i].size() == 2) {
+        Node*& tuple_node = inner[paths[i][0]];
+        if (!tuple_node) {
+          tuple_node = create(OpCode::kCallFunction, Target::getitem(), {call, paths[i][0]},
+                              region.call, "getitem");
+          set_meta(tuple_node, value, region.call);
+          tuple_node->meta().tensor = {};
+        }
+        source = tuple_node;
+      }
+      Node* item = create(OpCode::kCallFunction, Target::getitem(), {source, paths[i].back()},
+                          region.call, "getitem");
+      set_meta(item, value, region.call);
+      env_[value] = item;
     }
   }
 

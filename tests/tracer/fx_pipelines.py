@@ -107,6 +107,62 @@ class MethodCalls(nn.Module):
         return (d.add_(v.expand([2, 12]).to(torch.float64), alpha=2),)
 
 
+class Holder(nn.Module):
+    """A user module with one built-in layer `layer` (or none), whose forward is `call`."""
+
+    def __init__(self, layer, call):
+        super().__init__()
+        if layer is not None:
+            self.layer = layer
+        self.call = call
+
+    def forward(self, tensordict):
+        return (self.call(self, tensordict["x"]),)
+
+
+def holder(layer, call=lambda m, x: m.layer(x)):
+    return lambda: Holder(layer, call)
+
+
+# The layers of test_leaves.cpp. Parameterless ones show as the op they record, in tdfx's
+# face; `torch._C._nn` is where torch.fx finds F.gelu & co (tdfx prints `torch.` for now).
+LAYERS = {
+    "linear_3d": holder(nn.Linear(3, 4)),
+    "conv1d": holder(nn.Conv1d(3, 4, 3)),
+    "conv2d": holder(nn.Conv2d(3, 4, 3, padding=1)),
+    "conv2d_reflect": holder(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")),
+    "conv_transpose2d": holder(nn.ConvTranspose2d(3, 4, 3)),
+    "batch_norm1d": holder(nn.BatchNorm1d(4)),
+    "batch_norm2d_eval": holder(nn.BatchNorm2d(3)),
+    "layer_norm": holder(nn.LayerNorm(4)),
+    "group_norm": holder(nn.GroupNorm(2, 4)),
+    "instance_norm2d": holder(nn.InstanceNorm2d(3, affine=True)),
+    "embedding": holder(nn.Embedding(10, 3)),
+    "prelu": holder(nn.PReLU()),
+    "bilinear": holder(nn.Bilinear(4, 4, 2), lambda m, x: m.layer(x, x * 2)),
+    "lstm": holder(nn.LSTM(3, 4, batch_first=True), lambda m, x: m.layer(x)[0]),
+    "lstm_hidden": holder(nn.LSTM(3, 4, batch_first=True), lambda m, x: torch.squeeze(m.layer(x)[1][0], dim=0)),
+    "gru": holder(nn.GRU(3, 4, batch_first=True), lambda m, x: m.layer(x)[0]),
+    "dropout": holder(None, lambda m, x: torch.dropout(x, p=0.5, train=True)),
+    "relu": holder(None, lambda m, x: torch.relu(x)),
+    "tanh": holder(None, lambda m, x: torch.tanh(x)),
+    "sigmoid": holder(None, lambda m, x: torch.sigmoid(x)),
+    "softmax": holder(None, lambda m, x: torch.softmax(x, dim=1)),
+    "gelu": holder(None, lambda m, x: torch._C._nn.gelu(x)),
+    "elu": holder(None, lambda m, x: torch._C._nn.elu(x, alpha=1.0)),
+    "leaky_relu": holder(None, lambda m, x: torch._C._nn.leaky_relu(x)),
+    "silu": holder(None, lambda m, x: torch._C._nn.silu(x)),
+    "softplus": holder(None, lambda m, x: torch._C._nn.softplus(x, beta=1.0, threshold=20.0)),
+    "max_pool2d": holder(None, lambda m, x: torch.max_pool2d(x, kernel_size=[2, 2],
+                                                             stride=[2, 2])),
+    "avg_pool2d": holder(None, lambda m, x: torch._C._nn.avg_pool2d(x, kernel_size=[2, 2],
+                                                                    stride=[2, 2])),
+    "adaptive_avg_pool2d": holder(None, lambda m, x: torch._C._nn.adaptive_avg_pool2d(
+        x, output_size=[1, 1])),
+    "flatten": holder(None, lambda m, x: torch.flatten(x, start_dim=1)),
+    "identity": holder(None, lambda m, x: x),
+}
+
 CASES = {
     "sequential_member": SequentialMember,
     "sequential_root": SequentialRoot,
@@ -116,6 +172,7 @@ CASES = {
     "leaf_twice": LeafTwice,
     "residual": Residual,
     "method_calls": MethodCalls,
+    **LAYERS,
 }
 
 
