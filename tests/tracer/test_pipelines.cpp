@@ -9,7 +9,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "samples/pipelines.h"
 #include "tensordict/modules.h"
+#include "tests/tracer/tracer_test_support.h"
 #include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
@@ -182,4 +184,32 @@ TEST_CASE("pipelines: dropped in-place and random ops stay in the graph") {
   CHECK(text.find("\n    %clone : [#users=1] = ") != std::string::npos);
   CHECK(text.find("\n    %add_ : [#users=0] = ") != std::string::npos);
   CHECK(text.find("\n    %dropout : [#users=0] = ") != std::string::npos);
+}
+
+TEST_CASE("pipelines: an unpacked output that is not selected leaves no getitem behind") {
+  // NormalParamExtractor's chunk unpacks into loc and scale; with only loc selected, scale's
+  // getitem would have no users.
+  auto model = samples::seed_000_model();
+  model->select_out_keys("loc");
+  const TensorDict input({{"x", at::randn({1, 3})}}, {1});
+  TDGraphModule gm = symbolic_trace(model, input);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "x), kwargs = {})\n"
+        "    %_0_linear : [#users=1] = call_module[target=0.module](args = (%getitem,), kwargs = "
+        "{})\n"
+        "    %_1_re_lu : [#users=1] = call_module[target=1.module](args = (%_0_linear,), kwargs = "
+        "{})\n"
+        "    %_2_linear_1 : [#users=1] = call_module[target=2.module](args = (%_1_re_lu,), "
+        "kwargs = {})\n"
+        "    %chunk : [#users=1] = call_function[target=torch.chunk](args = (%_2_linear_1,), "
+        "kwargs = {chunks: 2, dim: -1})\n"
+        "    %getitem_1 : [#users=1] = call_function[target=operator.getitem](args = (%chunk, 0), "
+        "kwargs = {})\n"
+        "    return (getitem_1,)");
+  gm.graph().lint();
+  tdfx::testing::check_runs_like_eager(model, gm, input);
+  tdfx::testing::check_runs_like_eager(model, gm, TensorDict({{"x", at::randn({4, 3})}}, {4}));
 }
