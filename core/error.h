@@ -61,6 +61,11 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+/// A LibTorch error's message as tdfx shows it: no C++ backtrace, and no
+/// tensor values (LibTorch appends a tensor's whole print to some messages,
+/// "Tensor:\n<values>"; a captured Linear's weight would fill a screen).
+std::string library_message(const std::exception& error);
+
 /// Throws E with a message formatted by fmt: `fail<KeyError>("key {} not found", k)`.
 template <typename E = Error, typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

@@ -9,6 +9,16 @@
 #include "graph/fx_face.h"
 
 namespace tdfx {
+namespace {
+
+// A node as the user saw it printed: an op inlined from a call_module body,
+// which no printed graph shows, is named by that call.
+std::string shown_node(const Node& node) {
+  return node.meta().inlined_from.empty() ? describe(node) : node.meta().inlined_from;
+}
+
+}  // namespace
+
 namespace detail {
 
 /// Where a call's argument comes from at run time.
@@ -411,11 +421,11 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
         case Step::Kind::kOutput:
           return output.materialize(slots);
       }
-    } catch (const c10::Error& e) {
-      throw RunError(
-          fmt::format("while executing {}: {}", describe(*step.node), e.what_without_backtrace()));
+    } catch (const Error&) {
+      throw;  // already names what failed (a ShapeError, or a RunError from a body)
     } catch (const std::exception& e) {
-      throw RunError(fmt::format("while executing {}: {}", describe(*step.node), e.what()));
+      throw RunError(
+          fmt::format("while executing {}: {}", shown_node(*step.node), library_message(e)));
     }
     for (int slot : step.release) slots[static_cast<size_t>(slot)] = c10::IValue();
   }

@@ -44,6 +44,10 @@ struct NodeMeta {
   /// Path of the TensorDictModule whose call produced the node ("0", "0.module.1"),
   /// "" outside any; diagrams draw one box per TensorDictModule from it.
   std::string td_module;
+  /// For a node copied out of a call_module's body when the body was inlined
+  /// to run: that call_module as the user saw it printed
+  /// (`%_0_fc1 = call_module[0.module.fc1](%getitem)`), so errors name it.
+  std::string inlined_from;
 };
 
 /// One operation of a Graph. Owned by its graph; `Node*` is a non-owning

@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "graph/graph_module.h"
 
 namespace tdfx {
 namespace {
@@ -34,6 +35,9 @@ bool inline_one(Graph& graph, Node* call) {
                                            {}, {}, node->name())
                        : graph.node_copy(*node, lookup);
       if (node->op() == OpCode::kGetAttr) copy->meta() = node->meta();
+      // Errors while running name the call the user saw, outermost first.
+      copy->meta().inlined_from =
+          call->meta().inlined_from.empty() ? describe(*call) : call->meta().inlined_from;
       value_map[node] = copy;
     }
   }

@@ -207,11 +207,46 @@ TensorDict& TensorDict::get_sub(const NestedKey& key) {
   return const_cast<TensorDict&>(static_cast<const TensorDict*>(this)->get_sub(key));
 }
 
+namespace {
+
+// The candidate nearest to `wanted` (a key's repr) by edit distance, when it
+// is near enough to be a likely typo: within a third of the key's text, and
+// not all of it (`'x'` is not a typo of `'y'`).
+std::string closest_text(const std::string& wanted, const std::vector<std::string>& candidates) {
+  const size_t text = wanted.size() > 2 ? wanted.size() - 2 : 0;  // without the quotes
+  std::string best;
+  size_t best_distance = std::min(std::max<size_t>(1, text / 3), text == 0 ? 0 : text - 1) + 1;
+  std::vector<size_t> row(wanted.size() + 1);
+  for (const std::string& candidate : candidates) {
+    for (size_t j = 0; j <= wanted.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= candidate.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= wanted.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min(
+            {row[j] + 1, row[j - 1] + 1, diagonal + (candidate[i - 1] == wanted[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    if (row[wanted.size()] < best_distance) {
+      best_distance = row[wanted.size()];
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 void TensorDict::throw_missing(const NestedKey& key) const {
   std::vector<std::string> present;
   for (const NestedKey& k : keys(true, true)) present.push_back(k.repr());
   if (present.empty()) fail<KeyError>("key {} not found; the TensorDict is empty", key.repr());
-  fail<KeyError>("key {} not found; keys: {}", key.repr(), fmt::join(present, ", "));
+  const std::string closest = closest_text(key.repr(), present);
+  fail<KeyError>("key {} not found{}; keys: {}", key.repr(),
+                 closest.empty() ? "" : " (did you mean " + closest + "?)",
+                 fmt::join(present, ", "));
 }
 
 bool TensorDict::contains(const NestedKey& key) const { return find_entry(key) != nullptr; }

@@ -245,8 +245,23 @@ std::vector<at::Tensor> TensorDictModule::run_inner(const std::vector<at::Tensor
 void TensorDictModule::run(TensorDict& td) {
   std::vector<at::Tensor> inputs;
   inputs.reserve(in_keys_.size());
-  for (const NestedKey& key : in_keys_) inputs.push_back(td.get(key));
-  std::vector<at::Tensor> outputs = run_inner(inputs);
+  for (const NestedKey& key : in_keys_) {
+    try {
+      inputs.push_back(td.get(key));
+    } catch (const KeyError& e) {
+      fail<KeyError>("{} reads {}: {}", describe(), key.repr(), e.what());
+    }
+  }
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = run_inner(inputs);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // LibTorch's own message (a shape mismatch in a Linear, say), without
+    // its backtrace, under the name of the module the user wrote.
+    fail<RunError>("{}: the wrapped module failed: {}", describe(), library_message(e));
+  }
   for (size_t i = 0; i < outputs.size(); ++i) td.set(out_keys_[i], std::move(outputs[i]));
 }
 

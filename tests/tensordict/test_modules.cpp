@@ -422,7 +422,11 @@ TEST_CASE("modules: a missing input key during forward is a KeyError listing the
   auto model = seed_model();
   TensorDict td;
   td.set("y", at::ones({1, 3}));
-  CHECK_THROWS_WITH_AS(model->forward(td), "key 'x' not found; keys: 'y'", tdfx::KeyError);
+  CHECK_THROWS_WITH_AS(model->forward(td),
+                       "TensorDictModule(module=torch::nn::Linear(in_features=3, out_features=4, "
+                       "bias=true), in_keys=['x'], out_keys=['hidden']) reads 'x': key 'x' not "
+                       "found; keys: 'y'",
+                       tdfx::KeyError);
 }
 
 TEST_CASE("modules: describe names the wrapped module and the keys") {
@@ -499,4 +503,25 @@ TEST_CASE("normal_param_extractor: an unknown scale mapping lists the accepted o
             ("unknown scale_mapping '" + bad + "'; accepted: 'biased_softplus_<bias>'").c_str()),
         tdfx::Error);
   }
+}
+
+TEST_CASE("modules: a failure inside the wrapped module names the module, without a backtrace") {
+  auto model = make_td_module(torch::nn::Linear(3, 4), {"x"}, {"hidden"});
+  TensorDict td({{"x", at::randn({2, 5})}}, {2});
+  CHECK_THROWS_WITH_AS(model->forward(td),
+                       "TensorDictModule(module=torch::nn::Linear(in_features=3, out_features=4, "
+                       "bias=true), in_keys=['x'], out_keys=['hidden']): the wrapped module "
+                       "failed: mat1 and mat2 shapes cannot be multiplied (2x5 and 3x4)",
+                       tdfx::RunError);
+}
+
+TEST_CASE("modules: a missing key close to an existing one is suggested") {
+  auto model = make_td_module(torch::nn::Linear(3, 4), {{"obs", "pixels"}}, {"hidden"});
+  TensorDict td({{{"obs", "pixel"}, at::randn({2, 3})}}, {2});
+  CHECK_THROWS_WITH_AS(model->forward(td),
+                       "TensorDictModule(module=torch::nn::Linear(in_features=3, out_features=4, "
+                       "bias=true), in_keys=[('obs', 'pixels')], out_keys=['hidden']) reads "
+                       "('obs', 'pixels'): key ('obs', 'pixels') not found (did you mean ('obs', "
+                       "'pixel')?); keys: ('obs', 'pixel')",
+                       tdfx::KeyError);
 }

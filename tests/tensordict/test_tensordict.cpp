@@ -87,9 +87,11 @@ TEST_CASE("tensordict: get of a missing key names it and lists the leaf keys") {
   TensorDict td;
   td.set({"input", "x"}, at::zeros({1}));
   td.set({"input", "mask"}, at::zeros({1}));
-  CHECK_THROWS_WITH_AS(td.get({"input", "y"}),
-                       "key ('input', 'y') not found; keys: ('input', 'x'), ('input', 'mask')",
-                       tdfx::KeyError);
+  CHECK_THROWS_WITH_AS(
+      td.get({"input", "y"}),
+      "key ('input', 'y') not found (did you mean ('input', 'x')?); keys: ('input', "
+      "'x'), ('input', 'mask')",
+      tdfx::KeyError);
   CHECK_THROWS_WITH_AS(TensorDict().get("a"), "key 'a' not found; the TensorDict is empty",
                        tdfx::KeyError);
   CHECK_THROWS_WITH_AS(td.get({"input", "x", "deeper"}), doctest::Contains("not found"),

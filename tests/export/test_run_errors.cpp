@@ -1,0 +1,33 @@
+// Errors while running a traced or exported graph name what the user sees:
+// the printed node and its module, LibTorch's message without a backtrace.
+#include <doctest/doctest.h>
+
+#include "core/error.h"
+#include "export/program.h"
+#include "samples/pipelines.h"
+#include "tracer/symbolic_trace.h"
+
+using namespace tdfx;
+
+TEST_CASE("run errors: a failure inside an outlined leaf names the call_module node") {
+  TDGraphModule gm = symbolic_trace(samples::seed_sequential(), samples::seed_sequential_input());
+  TensorDict wrong({{{"input", "x"}, at::randn({32, 7})}, {{"input", "mask"}, at::ones({32, 10})}},
+                   {32});
+  std::string message;
+  try {
+    gm.run(wrong);
+  } catch (const RunError& e) {
+    message = e.what();
+  }
+  CHECK(message ==
+        "while executing %_0_fc1 = call_module[0.module.fc1](%getitem,): mat1 and mat2 shapes "
+        "cannot be multiplied (32x7 and 100x50)");
+}
+
+TEST_CASE("run errors: no message prints a tensor's values") {
+  const std::string message = library_message(c10::Error(
+      "Cannot insert a Tensor that requires grad as a constant.\nTensor:\n 0.1 0.2\n 0.3 0.4\n",
+      ""));
+  CHECK(message ==
+        "Cannot insert a Tensor that requires grad as a constant. (tensor values omitted)");
+}
