@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -224,6 +225,42 @@ struct LeafRegion {
   const jit::Node* recurrent = nullptr;
 };
 
+// False when `nodes` lack the op a call of the built-in layer `module` always records: user
+// code that reads a layer's weight itself (a language model's head tied to its embedding,
+// `h.matmul(emb->weight.t())`) reads parameters as a call does, but is no call.
+bool records_its_op(const torch::nn::Module& module, const std::vector<jit::Node*>& nodes) {
+  static const std::unordered_map<std::string, std::vector<std::string>> ops = [] {
+    std::unordered_map<std::string, std::vector<std::string>> table = {
+        {"Linear", {"addmm", "matmul", "mm", "linear"}},
+        {"Bilinear", {"bilinear"}},
+        {"Embedding", {"embedding"}},
+        {"EmbeddingBag", {"embedding_bag", "_embedding_bag"}},
+        {"LayerNorm", {"layer_norm"}},
+        {"GroupNorm", {"group_norm"}},
+        {"PReLU", {"prelu"}},
+        {"LSTM", {"lstm"}},
+        {"GRU", {"gru"}},
+        {"RNN", {"rnn_tanh", "rnn_relu"}},
+    };
+    for (const char* d : {"1d", "2d", "3d"}) {
+      table[std::string("Conv") + d] = {"_convolution", "convolution"};
+      table[std::string("ConvTranspose") + d] = {"_convolution", "convolution"};
+      table[std::string("BatchNorm") + d] = {"batch_norm"};
+      table[std::string("InstanceNorm") + d] = {"instance_norm"};
+    }
+    return table;
+  }();
+  const std::string& name = module.name();
+  if (name.rfind("torch::nn::", 0) != 0) return true;  // a declared leaf: any ops
+  auto it = ops.find(short_type(module));
+  if (it == ops.end()) return true;
+  for (const jit::Node* node : nodes) {
+    const std::string kind = node->kind().toUnqualString();
+    if (std::find(it->second.begin(), it->second.end(), kind) != it->second.end()) return true;
+  }
+  return false;
+}
+
 // How many ops a leaf runs on its input before it reads a parameter: a Conv pads its input
 // first when its padding mode is not zeros (`_pad_enum`).
 int ops_before_parameters(const torch::nn::Module& module) {
@@ -400,7 +437,10 @@ class Builder {
       const bool tensors_in =
           std::all_of(region.inputs.begin(), region.inputs.end(),
                       [](const jit::Value* v) { return v->type()->cast<c10::TensorType>(); });
-      if (region.inputs.empty() || !tensors_in || region.outputs.empty()) continue;
+      if (region.inputs.empty() || !tensors_in || region.outputs.empty() ||
+          !records_its_op(module, region.nodes)) {
+        continue;
+      }
       region.target = target;
       region.base_name = sub;
       region.module = &module;

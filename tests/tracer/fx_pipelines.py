@@ -96,6 +96,18 @@ class Residual(nn.Module):
         return (torch.relu(x + self.fc2(torch.relu(self.fc1(x)))),)
 
 
+class TiedWeights(nn.Module):
+    """A language model's head tied to its embedding: the weight read again is no call."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, tensordict):
+        h = torch.tanh(self.emb(tensordict["x"]))
+        return (h @ torch.t(self.emb.weight),)
+
+
 class MethodCalls(nn.Module):
     """x.flatten(1).view({2, -1}), sub_(1), repeat, to(kDouble), expand, add_ in C++."""
 
@@ -171,6 +183,7 @@ CASES = {
     "module_dict_member": ModuleDictMember,
     "leaf_twice": LeafTwice,
     "residual": Residual,
+    "tied_weights": TiedWeights,
     "method_calls": MethodCalls,
     **LAYERS,
 }

@@ -6,6 +6,7 @@
 #include <torch/nn/modules/container/moduledict.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 
 #include <string>
@@ -91,6 +92,14 @@ struct ResidualImpl : torch::nn::Module {
 };
 TORCH_MODULE(Residual);
 
+/// An Embedding whose weight the head reads again: h @ t(emb.weight), h = tanh(emb(x)).
+struct TiedWeightsImpl : torch::nn::Module {
+  TiedWeightsImpl() : emb(register_module("emb", torch::nn::Embedding(10, 4))) {}
+  at::Tensor forward(const at::Tensor& x) { return torch::tanh(emb(x)).matmul(emb->weight.t()); }
+  torch::nn::Embedding emb;
+};
+TORCH_MODULE(TiedWeights);
+
 /// Traces `module` on a batch of 2, checks graph text and lint, and runs it bit-identically
 /// to eager at batch 2 and batch 5.
 TDGraphModule trace_and_run(const TensorDictModulePtr& module, int64_t features,
@@ -105,7 +114,7 @@ TDGraphModule trace_and_run(const TensorDictModulePtr& module, int64_t features,
   return gm;
 }
 
-/// The module of each case in fx_pipelines.py, with its input width.
+/// The module of each case in fx_pipelines.py, with its input width (0: indices below 10).
 std::vector<std::tuple<std::string, TensorDictModulePtr, int64_t>> python_twins() {
   return {
       {"sequential_member", make_td_module(SequentialMember(), {"x"}, {"y"}), 3},
@@ -118,6 +127,7 @@ std::vector<std::tuple<std::string, TensorDictModulePtr, int64_t>> python_twins(
       {"module_dict_member", make_td_module(ModuleDictMember(), {"x"}, {"mu", "sigma"}), 3},
       {"leaf_twice", make_td_module(LeafTwice(), {"x"}, {"y"}), 4},
       {"residual", make_td_module(Residual(), {"x"}, {"y"}), 4},
+      {"tied_weights", make_td_module(TiedWeights(), {"x"}, {"y"}), 0},
   };
 }
 
@@ -266,12 +276,19 @@ TEST_CASE("containers: in a TensorDictSequential each call is named by the proto
   check_runs_like_eager(pipeline, gm, batch_of(at::randn({7, 4})));
 }
 
-TEST_CASE("containers: graphs and code match torch.fx on the Python twins") {
+TEST_CASE("containers: graphs and code match torch.fx on the Python twins, and run like eager") {
   const auto& reference = fx_reference();
   for (const auto& [name, module, features] : python_twins()) {
     CAPTURE(name);
-    TDGraphModule gm = symbolic_trace(module, batch_of(at::randn({2, features})));
+    auto x = [features = features](int64_t batch) {
+      return features ? at::randn({batch, features}) : at::randint(10, {batch, 5}, at::kLong);
+    };
+    const TensorDict input = batch_of(x(2));
+    TDGraphModule gm = symbolic_trace(module, input);
     CHECK(to_string(gm.graph()) == reference.at(name + " graph"));
     CHECK(gm.code() == reference.at(name + " code"));
+    gm.graph().lint();
+    check_runs_like_eager(module, gm, input);
+    check_runs_like_eager(module, gm, batch_of(x(3)));
   }
 }
