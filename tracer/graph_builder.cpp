@@ -324,6 +324,7 @@ class Builder {
     for (const auto& call : recording_.calls) {
       for (jit::Value* v : call.outputs) escaping_.insert(v);
     }
+    find_parameter_updates();
     if (options_.outline_leaves) find_leaf_regions();
     if (options_.key_style == KeyStyle::kGetItem)
       tensordict_ = out_.graph.placeholder("tensordict");
@@ -346,6 +347,25 @@ class Builder {
   }
 
  private:
+  // The results of in-place ops on parameters and buffers (`num_batches_tracked.add_(1)`):
+  // the jit trace gives them new values, but they are the parameter, updated.
+  void find_parameter_updates() {
+    for (const jit::Node* node : recording_.graph->nodes()) {
+      const c10::FunctionSchema* schema = node->maybeSchema();
+      if (!schema || node->inputs().empty() || node->outputs().size() != 1) continue;
+      const auto& self = schema->arguments();
+      if (self.empty() || !self[0].alias_info() || !self[0].alias_info()->isWrite()) continue;
+      const jit::Value* root = parameter_of(node->input(0));
+      if (recording_.parameters.count(root)) parameter_updates_[node->output()] = root;
+    }
+  }
+
+  // The parameter or buffer `value` is after in-place updates, else `value`.
+  const jit::Value* parameter_of(const jit::Value* value) const {
+    auto it = parameter_updates_.find(value);
+    return it == parameter_updates_.end() ? value : it->second;
+  }
+
   bool is_leaf(const torch::nn::Module& module, const std::string& path) const {
     if (is_builtin_leaf(module)) return true;
     return options_.is_leaf_module && options_.is_leaf_module(module, path);
@@ -404,14 +424,16 @@ class Builder {
     std::vector<std::pair<size_t, size_t>> runs;  // [first, last] indices into call.nodes
     // Values computed from the parameters alone (`weight.t()`, LSTM's list of weights) stand
     // for them: their readers are part of the call. Reading one again is no new call.
+    // A parameter updated in place (BatchNorm's num_batches_tracked += 1) is still that
+    // parameter: reading it again starts the next call too.
     std::unordered_set<const jit::Value*> derived, read;
     for (size_t i = 0; i < call.nodes.size(); ++i) {
       const jit::Node* node = call.nodes[i];
       bool reads = false, again = false, only_parameters = true;
       for (const jit::Value* input : node->inputs()) {
-        const bool parameter = params.count(input) > 0;
+        const bool parameter = params.count(parameter_of(input)) > 0;
         reads |= parameter || derived.count(input);
-        again |= parameter && read.count(input);
+        again |= parameter && read.count(parameter_of(input));
         only_parameters &= parameter || derived.count(input) || is_constant(input);
       }
       if (!reads) continue;
@@ -421,7 +443,7 @@ class Builder {
       }
       runs.back().second = i;
       for (const jit::Value* input : node->inputs()) {
-        if (params.count(input)) read.insert(input);
+        if (params.count(parameter_of(input))) read.insert(parameter_of(input));
       }
       if (only_parameters) derived.insert(node->outputs().begin(), node->outputs().end());
     }
@@ -515,12 +537,17 @@ class Builder {
     }
     for (jit::Node* node : region.nodes) {
       for (jit::Value* input : node->inputs()) {
-        if (defined.count(input) || params.count(input) || is_constant(input)) continue;
+        if (defined.count(input) || params.count(input) || params.count(parameter_of(input)) ||
+            is_constant(input)) {
+          continue;
+        }
         if (std::find(region.inputs.begin(), region.inputs.end(), input) == region.inputs.end()) {
           region.inputs.push_back(input);
         }
       }
       for (jit::Value* out : node->outputs()) {
+        // A parameter updated in place is read as the parameter after the call.
+        if (parameter_of(out) != out) continue;
         bool used_outside = escaping_.count(out) > 0;
         for (const jit::Use& use : out->uses()) used_outside |= members.count(use.user) == 0;
         if (used_outside) region.outputs.push_back(out);
@@ -552,6 +579,7 @@ class Builder {
       for (const jit::Value* item : value->node()->inputs()) items.push_back(lookup(item));
       return ArgumentList{std::move(items), kind == c10::prim::TupleConstruct};
     }
+    if (parameter_of(value) != value) return lookup(parameter_of(value));
     auto param = recording_.parameters.find(value);
     if (param != recording_.parameters.end()) {
       // A parameter read outside a leaf: a get_attr at its first use.
@@ -781,6 +809,7 @@ class Builder {
       sub.current_call_ = recording_.calls.size();
       sub.body_ = true;
       sub.method_calls_ = false;
+      sub.parameter_updates_ = parameter_updates_;
       for (size_t i = 0; i < region.inputs.size(); ++i) {
         sub.env_[region.inputs[i]] = sub.out_.graph.placeholder("input");
       }
@@ -877,6 +906,8 @@ class Builder {
   std::unordered_set<const jit::Value*> needed_;
   /// For a leaf's body builder, the region's nodes: reads by other nodes are not its own.
   const std::unordered_set<const jit::Node*>* scope_ = nullptr;
+  /// In-place results on parameters and buffers, to the parameter's own value.
+  std::unordered_map<const jit::Value*, const jit::Value*> parameter_updates_;
   /// Parameter and buffer values by path, sorted so a module's are one range.
   std::map<std::string, const jit::Value*> parameters_by_path_;
   std::vector<LeafRegion> regions_;

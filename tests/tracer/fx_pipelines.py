@@ -96,6 +96,19 @@ class Residual(nn.Module):
         return (torch.relu(x + self.fc2(torch.relu(self.fc1(x)))),)
 
 
+class LoopedLayers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        for _ in range(3):
+            x = torch.relu(self.bn(self.lin(x)))
+        return (x,)
+
+
 class TiedWeights(nn.Module):
     """A language model's head tied to its embedding: the weight read again is no call."""
 
@@ -184,6 +197,7 @@ CASES = {
     "leaf_twice": LeafTwice,
     "residual": Residual,
     "tied_weights": TiedWeights,
+    "looped_layers": LoopedLayers,
     "method_calls": MethodCalls,
     **LAYERS,
 }

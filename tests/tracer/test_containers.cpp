@@ -3,6 +3,7 @@
 // modules are in fx_pipelines.py.
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/moduledict.h>
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -92,6 +93,21 @@ struct ResidualImpl : torch::nn::Module {
 };
 TORCH_MODULE(Residual);
 
+/// x = relu(bn(lin(x))) three times, the BatchNorm in training mode (it updates its
+/// statistics in place on every call).
+struct LoopedLayersImpl : torch::nn::Module {
+  LoopedLayersImpl()
+      : lin(register_module("lin", Linear(4, 4))),
+        bn(register_module("bn", torch::nn::BatchNorm1d(4))) {}
+  at::Tensor forward(at::Tensor x) {
+    for (int i = 0; i < 3; ++i) x = torch::relu(bn(lin(x)));
+    return x;
+  }
+  Linear lin;
+  torch::nn::BatchNorm1d bn;
+};
+TORCH_MODULE(LoopedLayers);
+
 /// An Embedding whose weight the head reads again: h @ t(emb.weight), h = tanh(emb(x)).
 struct TiedWeightsImpl : torch::nn::Module {
   TiedWeightsImpl() : emb(register_module("emb", torch::nn::Embedding(10, 4))) {}
@@ -128,6 +144,7 @@ std::vector<std::tuple<std::string, TensorDictModulePtr, int64_t>> python_twins(
       {"leaf_twice", make_td_module(LeafTwice(), {"x"}, {"y"}), 4},
       {"residual", make_td_module(Residual(), {"x"}, {"y"}), 4},
       {"tied_weights", make_td_module(TiedWeights(), {"x"}, {"y"}), 0},
+      {"looped_layers", make_td_module(LoopedLayers(), {"x"}, {"y"}), 4},
   };
 }
 
@@ -242,6 +259,55 @@ TEST_CASE("containers: a leaf called twice gives two nodes with the ops between 
     REQUIRE(node->body() != nullptr);
     CHECK(to_string(*node->body()).find("torch.addmm") != std::string::npos);
   }
+}
+
+TEST_CASE("containers: layers called in a loop give a node per call, statistics updated alike") {
+  // BatchNorm's num_batches_tracked.add_(1) gives the buffer a new jit value on every call;
+  // it is still the buffer, and reading it again starts the next call.
+  auto module = make_td_module(LoopedLayers(), {"x"}, {"y"});
+  const TensorDict input = batch_of(at::randn({3, 4}));
+  TDGraphModule gm = symbolic_trace(module, input);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "x), kwargs = {})\n"
+        "    %lin : [#users=1] = call_module[target=lin](args = (%getitem,), kwargs = {})\n"
+        "    %bn : [#users=1] = call_module[target=bn](args = (%lin,), kwargs = {})\n"
+        "    %relu : [#users=1] = call_function[target=torch.relu](args = (%bn,), kwargs = {})\n"
+        "    %lin_1 : [#users=1] = call_module[target=lin](args = (%relu,), kwargs = {})\n"
+        "    %bn_1 : [#users=1] = call_module[target=bn](args = (%lin_1,), kwargs = {})\n"
+        "    %relu_1 : [#users=1] = call_function[target=torch.relu](args = (%bn_1,), kwargs = "
+        "{})\n"
+        "    %lin_2 : [#users=1] = call_module[target=lin](args = (%relu_1,), kwargs = {})\n"
+        "    %bn_2 : [#users=1] = call_module[target=bn](args = (%lin_2,), kwargs = {})\n"
+        "    %relu_2 : [#users=1] = call_function[target=torch.relu](args = (%bn_2,), kwargs = "
+        "{})\n"
+        "    return (relu_2,)");
+  gm.graph().lint();
+  // Eager and traced runs from the same statistics end with the same statistics.
+  auto buffers = [&] {
+    std::vector<at::Tensor> out;
+    for (const auto& item : module->named_buffers(true)) out.push_back(item.value().clone());
+    return out;
+  };
+  const auto before = buffers();
+  TensorDict eager(input);
+  module->forward(eager);
+  const auto after_eager = buffers();
+  {
+    at::NoGradGuard no_grad;
+    size_t i = 0;
+    for (const auto& item : module->named_buffers(true)) item.value().copy_(before[i++]);
+  }
+  const auto traced = gm.run(input);
+  CHECK(tdfx::testing::bit_equal(traced.at(0), eager.get("y")));
+  const auto after_traced = buffers();
+  REQUIRE(after_traced.size() == 3);
+  for (size_t i = 0; i < after_traced.size(); ++i) {
+    CHECK(tdfx::testing::bit_equal(after_traced[i], after_eager[i]));
+  }
+  CHECK(after_traced[2].item<int64_t>() == 3);  // num_batches_tracked, once per call
 }
 
 TEST_CASE("containers: in a TensorDictSequential each call is named by the prototype's rule") {
