@@ -27,94 +27,35 @@ bool is_builtin_leaf(const torch::nn::Module& module) {
 
 namespace detail {
 
+namespace {
+
+std::unordered_set<std::string> word_set(const std::string& words) {
+  std::unordered_set<std::string> out;
+  std::istringstream in(words);
+  for (std::string word; in >> word;) out.insert(word);
+  return out;
+}
+
+}  // namespace
+
 bool prints_as_method(const std::string& op) {
   // What Python has as a Tensor method but not as a torch function (torch 1.13; checked
   // against Python by tests/tracer/test_fx_code.cpp).
-  static const std::unordered_set<std::string> method_only = {"_autocast_to_full_precision",
-                                                              "_autocast_to_reduced_precision",
-                                                              "_dimI",
-                                                              "_dimV",
-                                                              "_indices",
-                                                              "_nested_tensor_layer_norm",
-                                                              "_nested_tensor_size",
-                                                              "_nnz",
-                                                              "_to_dense",
-                                                              "_values",
-                                                              "align_as",
-                                                              "align_to",
-                                                              "backward",
-                                                              "ccol_indices",
-                                                              "coalesce",
-                                                              "col_indices",
-                                                              "contiguous",
-                                                              "crow_indices",
-                                                              "dense_dim",
-                                                              "dim",
-                                                              "element_size",
-                                                              "expand",
-                                                              "expand_as",
-                                                              "indices",
-                                                              "is_coalesced",
-                                                              "is_contiguous",
-                                                              "is_pinned",
-                                                              "is_set_to",
-                                                              "item",
-                                                              "new_empty",
-                                                              "new_empty_strided",
-                                                              "new_full",
-                                                              "new_ones",
-                                                              "new_zeros",
-                                                              "pin_memory",
-                                                              "record_stream",
-                                                              "refine_names",
-                                                              "rename",
-                                                              "repeat",
-                                                              "reshape_as",
-                                                              "resize",
-                                                              "resize_as",
-                                                              "retain_grad",
-                                                              "row_indices",
-                                                              "size",
-                                                              "sparse_dim",
-                                                              "sparse_mask",
-                                                              "storage_offset",
-                                                              "stride",
-                                                              "sum_to_size",
-                                                              "to",
-                                                              "to_dense",
-                                                              "to_mkldnn",
-                                                              "to_padded_tensor",
-                                                              "to_sparse",
-                                                              "to_sparse_bsc",
-                                                              "to_sparse_bsr",
-                                                              "to_sparse_csc",
-                                                              "to_sparse_csr",
-                                                              "type_as",
-                                                              "unfold",
-                                                              "values",
-                                                              "view",
-                                                              "view_as"};
+  static const auto method_only = word_set(
+      "_autocast_to_full_precision _autocast_to_reduced_precision _dimI _dimV _indices "
+      "_nested_tensor_layer_norm _nested_tensor_size _nnz _to_dense _values align_as align_to "
+      "backward ccol_indices coalesce col_indices contiguous crow_indices dense_dim dim "
+      "element_size expand expand_as indices is_coalesced is_contiguous is_pinned is_set_to item "
+      "new_empty new_empty_strided new_full new_ones new_zeros pin_memory record_stream "
+      "refine_names rename repeat reshape_as resize resize_as retain_grad row_indices size "
+      "sparse_dim sparse_mask storage_offset stride sum_to_size to to_dense to_mkldnn "
+      "to_padded_tensor to_sparse to_sparse_bsc to_sparse_bsr to_sparse_csc to_sparse_csr "
+      "type_as unfold values view view_as");
   // In-place ops that are functions only (torch.dropout_, torch._C._nn.elu_).
-  static const std::unordered_set<std::string> inplace_functions = {"alpha_dropout_",
-                                                                    "celu_",
-                                                                    "copy_sparse_to_sparse_",
-                                                                    "dropout_",
-                                                                    "elu_",
-                                                                    "embedding_renorm_",
-                                                                    "feature_alpha_dropout_",
-                                                                    "feature_dropout_",
-                                                                    "gelu_",
-                                                                    "hardsigmoid_",
-                                                                    "hardswish_",
-                                                                    "hardtanh_",
-                                                                    "leaky_relu_",
-                                                                    "mish_",
-                                                                    "relu6_",
-                                                                    "rrelu_",
-                                                                    "rrelu_with_noise_",
-                                                                    "selu_",
-                                                                    "silu_",
-                                                                    "threshold_"};
+  static const auto inplace_functions = word_set(
+      "alpha_dropout_ celu_ copy_sparse_to_sparse_ dropout_ elu_ embedding_renorm_ "
+      "feature_alpha_dropout_ feature_dropout_ gelu_ hardsigmoid_ hardswish_ hardtanh_ "
+      "leaky_relu_ mish_ relu6_ rrelu_ rrelu_with_noise_ selu_ silu_ threshold_");
   if (method_only.count(op)) return true;
   // Every other in-place op is a Tensor method; C++ calls it as one (`x.sub_(1)`), and some
   // (`sub_`) exist only so.
@@ -406,8 +347,9 @@ class Builder {
   // The calls of the leaf `sub` of `call`, found from the nodes that read its parameters: each
   // call is a contiguous run of them, and a parameter read again starts the next call (C++
   // runs a call's ops one after another, and no built-in layer reads a parameter twice). A
-  // call becomes a region when it takes at least one tensor from outside; a run that reads
-  // parameters only (a tied weight read by user code) stays inline.
+  // run becomes a region when it takes at least one tensor from outside, gives at least one
+  // value, and holds the op its layer records (records_its_op); others stay inline as the ops
+  // they are (a weight read by user code, `torch.t(self.emb.weight)`).
   std::vector<LeafRegion> regions_from_parameters(const ModuleCall& call, size_t c,
                                                   const std::string& sub,
                                                   const torch::nn::Module& module) {
