@@ -177,12 +177,10 @@ bool has_effect(const jit::Node* node) {
     throw;
   } catch (const Error&) {
     throw;
-  } catch (const c10::Error& e) {
-    fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
-                     e.what_without_backtrace());
   } catch (const std::exception& e) {
+    // LibTorch's message without its backtrace or the values of a tensor it names.
     fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
-                     e.what());
+                     library_message(e));
   }
 }
 
