@@ -100,7 +100,10 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options) {
   if (!module) throw TraceError("symbolic_trace: the module is null");
-  auto [root, prefix] = detail::graph_root(module, options);
+  // Not a structured binding: C++17 lambdas (the batch retrace below) cannot capture one.
+  const auto root_and_prefix = detail::graph_root(module, options);
+  const std::shared_ptr<torch::nn::Module>& root = root_and_prefix.first;
+  const std::string& prefix = root_and_prefix.second;
   detail::Recording recording = detail::record(*module, example, prefix, options);
   detail::BuiltGraph built = detail::build_graph(recording, *root, options);
   std::optional<BatchSpecialisation> specialisation;
