@@ -13,27 +13,13 @@ using namespace tdfx;
 
 namespace {
 
-// Runs the reference script; returns its sections by marker, or empty when
-// Python's torch is not installed.
+// Runs the reference script; returns its sections by marker (empty when
+// Python's torch cannot run it: the test then fails, printing what Python said).
 std::map<std::string, std::string> python_reference() {
   const std::string command =
       "/usr/bin/python3 " + tdfx::testing::source_dir() + "/tests/graph/fx_reference.py 2>&1";
   const std::string text = tdfx::testing::run_command(command).out;
-  std::map<std::string, std::string> sections;
-  std::string current;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(pos, end - pos);
-    if (line.rfind("=== ", 0) == 0) {
-      current = line.substr(4);
-    } else if (!current.empty()) {
-      sections[current] += line + "\n";
-    }
-    pos = end + 1;
-  }
-  for (auto& [name, body] : sections) body.pop_back();  // print()'s newline
+  const auto sections = tdfx::testing::sections(text);
   if (sections.empty()) MESSAGE("reference script printed: " << text);
   return sections;
 }

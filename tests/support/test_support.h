@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -51,6 +52,29 @@ inline CommandResult run_command(const std::string& command) {
   const int raw = pclose(pipe);
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return result;
+}
+
+/// Sections of a script's output, by the name after each `=== ` marker line.
+inline std::map<std::string, std::string> sections(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::string current;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    if (line.rfind("=== ", 0) == 0) {
+      current = line.substr(4);
+      out[current];
+    } else if (!current.empty()) {
+      out[current] += line + "\n";
+    }
+    pos = end + 1;
+  }
+  for (auto& [name, body] : out) {
+    if (!body.empty()) body.pop_back();  // print()'s newline
+  }
+  return out;
 }
 
 }  // namespace tdfx::testing

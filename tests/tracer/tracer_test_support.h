@@ -13,29 +13,6 @@
 
 namespace tdfx::testing {
 
-/// Sections of a script's output, by the name after each `=== ` marker line.
-inline std::map<std::string, std::string> sections(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::string current;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(pos, end - pos);
-    if (line.rfind("=== ", 0) == 0) {
-      current = line.substr(4);
-      out[current];
-    } else if (!current.empty()) {
-      out[current] += line + "\n";
-    }
-    pos = end + 1;
-  }
-  for (auto& [name, body] : out) {
-    if (!body.empty()) body.pop_back();  // print()'s newline
-  }
-  return out;
-}
-
 /// What torch.fx prints for the Python twins in tests/tracer/fx_pipelines.py, by
 /// "<case> graph" and "<case> code". Fails the test with the script's output when Python's
 /// torch cannot run it: the comparison is the point of the tests that call this.
