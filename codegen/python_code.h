@@ -45,7 +45,8 @@ CodeOptions readable_defaults();
 /// annotations and module comments on.
 std::string print_readable(const Graph& graph, CodeOptions options = readable_defaults());
 
-/// The annotation of a node's value, `f32[1, 3]`, or "" when not one tensor.
+/// The annotation of a node's value, `f32[1, 3]`, or "" when not one tensor; a dimension
+/// that follows the batch size (TensorMeta::batch_dims) is `s0`: `f32[s0, 3]`.
 std::string type_annotation(const Node& node);
 
 }  // namespace tdfx

@@ -72,6 +72,7 @@ json graph_to_json(const Graph& graph) {
     const TensorMeta& tensor = node->meta().tensor;
     if (tensor.dtype) meta["dtype"] = dtype_name(*tensor.dtype);
     if (tensor.shape) meta["shape"] = *tensor.shape;
+    if (!tensor.batch_dims.empty()) meta["batch_dims"] = tensor.batch_dims;
     if (tensor.device) meta["device"] = tensor.device->str();
     json entry = {{"name", node->name()},
                   {"op", std::string(to_string(node->op()))},
@@ -210,6 +211,28 @@ c10::Device device_from_json(const json& value, const std::string& where) {
                        describe(value));
   }
   return c10::Device(c10::kCPU);
+}
+
+// A node's batch dimensions: distinct dimensions of its shape, in increasing order.
+std::vector<int64_t> batch_dims_from_json(const json& value,
+                                          const std::optional<std::vector<int64_t>>& shape,
+                                          const std::string& where) {
+  if (!shape || !value.is_array() || value.empty() || value.size() > shape->size()) {
+    fail<ArchiveError>("{}: batch_dims must be a non-empty list of dimensions of the shape", where);
+  }
+  std::vector<int64_t> dims;
+  for (const json& d : value) {
+    const bool valid = d.is_number_integer() && d.get<int64_t>() >= 0 &&
+                       d.get<int64_t>() < static_cast<int64_t>(shape->size()) &&
+                       (dims.empty() || d.get<int64_t>() > dims.back());
+    if (!valid) {
+      fail<ArchiveError>(
+          "{}: batch dimension {} is not a dimension of the shape in increasing order", where,
+          describe(d));
+    }
+    dims.push_back(d.get<int64_t>());
+  }
+  return dims;
 }
 
 std::vector<int64_t> shape_from_json(const json& value, const std::string& where) {
@@ -372,6 +395,9 @@ class GraphReader {
     if (meta.contains("dtype")) out.tensor.dtype = dtype_from_json(meta["dtype"], where);
     if (meta.contains("device")) out.tensor.device = device_from_json(meta["device"], where);
     if (meta.contains("shape")) out.tensor.shape = shape_from_json(meta["shape"], where);
+    if (meta.contains("batch_dims")) {
+      out.tensor.batch_dims = batch_dims_from_json(meta["batch_dims"], out.tensor.shape, where);
+    }
   }
 
   std::string where_;

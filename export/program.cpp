@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/python_repr.h"
 #include "export/passes.h"
+#include "tracer/batch_generalise.h"
 #include "tracer/graph_builder.h"
 #include "tracer/recorder.h"
 
@@ -29,8 +30,12 @@ std::string GraphSignature::str() const {
     const bool plain = !in.target.empty() && in.target.find_first_not_of(
                                                  "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTU"
                                                  "VWXYZ0123456789_.") == std::string::npos;
-    out += fmt::format("input {} {} -> {}\n", to_string(in.kind), in.name,
-                       plain ? in.target : python_repr(in.target));
+    std::string dims;
+    for (const int64_t dim : in.batch_dims) {
+      dims += fmt::format("{}dim {} is s0", dims.empty() ? " (" : ", ", dim);
+    }
+    out += fmt::format("input {} {} -> {}{}\n", to_string(in.kind), in.name,
+                       plain ? in.target : python_repr(in.target), dims.empty() ? "" : dims + ")");
   }
   for (const auto& o : outputs) out += fmt::format("output {} -> {}\n", o.name, o.key.repr());
   return out;
@@ -98,6 +103,12 @@ ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
       fail<ArchiveError>("the program's input {} has no weight", in.name);
     }
   }
+  // Which dimensions are dynamic is what the placeholders' metadata says.
+  size_t i = 0;
+  for (const Node* node : runner_->graph().nodes()) {
+    if (node->op() != OpCode::kPlaceholder || i >= signature_.inputs.size()) continue;
+    signature_.inputs[i++].batch_dims = node->meta().tensor.batch_dims;
+  }
 }
 
 ExportedModule ExportedProgram::module() const {
@@ -144,29 +155,14 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   TraceOptions options;
   options.key_style = KeyStyle::kPlaceholder;
   options.outline_leaves = false;
-  // The program of one trace: recorded, built, then the export passes.
-  std::vector<std::pair<std::string, std::string>> lifted;
-  auto trace = [&](const TensorDict& at_batch, detail::BuiltGraph& built) {
-    detail::Recording recording = detail::record(*module, at_batch, "", options);
-    built = detail::build_graph(recording, *module, options);
-    Graph graph = std::move(built.graph);
-    fuse_linear(graph);
-    canonicalize_scalar_overloads(graph);
-    graph.eliminate_dead_code();
-    lifted = lift_parameters(graph, *module);
-    return graph;
-  };
-  detail::BuiltGraph built;
-  Graph graph = trace(example, built);
-  std::optional<BatchSpecialisation> specialisation;
-  if (const auto batch = detail::example_batch(example)) {
-    const auto kept = lifted;
-    specialisation = detail::compare_batches(graph, *batch, [&] {
-      detail::BuiltGraph unused;
-      return trace(detail::widened(example, *batch), unused);
-    });
-    lifted = kept;
-  }
+  detail::CheckedRecording checked = detail::record_batch_checked(*module, example, "", options);
+  detail::BuiltGraph built = detail::build_graph(checked.recording, *module, options);
+  std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
+  Graph graph = std::move(built.graph);
+  fuse_linear(graph);
+  canonicalize_scalar_overloads(graph);
+  graph.eliminate_dead_code();
+  const std::vector<std::pair<std::string, std::string>> lifted = lift_parameters(graph, *module);
 
   GraphSignature signature;
   std::map<std::string, at::Tensor> state;

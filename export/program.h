@@ -32,6 +32,9 @@ struct InputSpec {
   std::string name;
   /// The parameter/buffer path (`module.0.module.weight`) or the input key's joined name.
   std::string target;
+  /// The dimensions that follow the batch size, which the program takes at any value (its
+  /// placeholder's TensorMeta::batch_dims); printed `(dim 0 is s0)`.
+  std::vector<int64_t> batch_dims;
 };
 
 /// One output of the program: the node returned and the key it is written to.
@@ -44,7 +47,8 @@ struct OutputSpec {
 struct GraphSignature {
   std::vector<InputSpec> inputs;
   std::vector<OutputSpec> outputs;
-  /// One line per input and output: `parameter p_module_0_module_weight -> module.0.module.weight`.
+  /// One line per input and output: `input parameter p_module_0_module_weight ->
+  /// module.0.module.weight`, `input user_input obs -> obs (dim 0 is s0)`.
   std::string str() const;
 };
 
@@ -79,7 +83,7 @@ class ExportedProgram {
   /// Parameters and buffers by placeholder name.
   const std::map<std::string, at::Tensor>& state() const { return state_; }
   /// Set when the program holds its traced batch size as a constant (see
-  /// tracer/batch_check.h); its module then checks each call's batch.
+  /// tracer/batch_generalise.h); its module then checks each call's batch.
   const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
   /// A callable running the program on plain tensors.
   ExportedModule module() const;

@@ -23,7 +23,7 @@ namespace detail {
 
 /// Where a call's argument comes from at run time.
 struct Source {
-  enum class Kind { kConstant, kSlot, kTensorList, kOptionalTensorList, kTuple };
+  enum class Kind { kConstant, kSlot, kTensorList, kOptionalTensorList, kIntList, kTuple };
   Kind kind = Kind::kConstant;
   c10::IValue constant;
   int slot = -1;
@@ -48,6 +48,12 @@ struct Source {
           list.push_back(value.isNone() ? c10::nullopt
                                         : c10::optional<at::Tensor>(value.toTensor()));
         }
+        return list;
+      }
+      case Kind::kIntList: {  // sizes some of which are size nodes: [size, -1]
+        c10::List<int64_t> list;
+        list.reserve(items.size());
+        for (const auto& item : items) list.push_back(item.materialize(slots).toInt());
         return list;
       }
       case Kind::kTuple: {
@@ -211,6 +217,8 @@ class Compiler {
         s.kind = Source::Kind::kTensorList;
       } else if (element && element->kind() == c10::TypeKind::OptionalType) {
         s.kind = Source::Kind::kOptionalTensorList;
+      } else if (element && element->kind() == c10::TypeKind::IntType) {
+        s.kind = Source::Kind::kIntList;
       } else {
         s.kind = Source::Kind::kTuple;
       }
@@ -253,7 +261,7 @@ class Compiler {
         if (node.target().is_getitem()) {
           compile_getitem(node, step);
         } else {
-          compile_aten(node, step);
+          compile_aten(node, node.target(), step);
         }
         break;
       case OpCode::kCallModule: {
@@ -272,8 +280,14 @@ class Compiler {
         break;
       }
       case OpCode::kCallMethod:
-        fail<GraphError>("call_method %{} ('{}') cannot run: tdfx runs aten operators", node.name(),
-                         node.target().str());
+        if (!node.meta().method_op.is_aten()) {
+          fail<GraphError>(
+              "call_method %{} ('{}') cannot run: tdfx runs aten operators, and no operator was "
+              "recorded for this method call",
+              node.name(), node.target().str());
+        }
+        compile_aten(node, node.meta().method_op, step);
+        break;
     }
     return step;
   }
@@ -297,11 +311,12 @@ class Compiler {
     }
   }
 
-  void compile_aten(const Node& node, Step& step) {
+  // A call of the aten operator `target` with the node's arguments (self first for a method).
+  void compile_aten(const Node& node, const Target& target, Step& step) {
     step.kind = Step::Kind::kAten;
-    step.op = &node.target().handle();
-    const auto& schema = node.target().schema();
-    const Args full = schema_arguments(node);
+    step.op = &target.handle();
+    const auto& schema = target.schema();
+    const Args full = schema_arguments(target, node.args(), node.kwargs(), node.name());
     const auto& formals = schema.arguments();
     for (size_t i = 0; i < formals.size(); ++i) {
       if (full[i].is<None>() && formals[i].default_value()) {

@@ -31,6 +31,9 @@ struct TensorMeta {
   std::optional<c10::ScalarType> dtype;
   std::optional<std::vector<int64_t>> shape;
   std::optional<c10::Device> device;
+  /// The dimensions that follow the batch size, which the graph runs at any
+  /// value of (printed `s0`, as torch.export prints a dynamic dimension).
+  std::vector<int64_t> batch_dims;
 };
 
 /// Facts attached to a node by the tracer and passes.
@@ -48,6 +51,10 @@ struct NodeMeta {
   /// to run: that call_module as the user saw it printed
   /// (`%_0_fc1 = call_module[0.module.fc1](%getitem)`), so errors name it.
   std::string inlined_from;
+  /// For a call_method node the tracer recorded from an aten operator
+  /// (`view = x.view([2, -1])` from `aten::view`): that operator, which is
+  /// what runs. A plain name (nothing) for other nodes.
+  Target method_op;
 };
 
 /// One operation of a Graph. Owned by its graph; `Node*` is a non-owning

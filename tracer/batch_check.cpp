@@ -19,20 +19,6 @@ void BatchSpecialisation::check(int64_t batch) const {
 }
 
 namespace detail {
-namespace {
-
-// The program as text, bodies included, one entry per line; the node name
-// that starts each line (or the call_module holding a body) for reporting.
-void program_lines(const Graph& graph, const std::string& owner,
-                   std::vector<std::pair<std::string, const Node*>>& out, const Node* holder) {
-  for (const Node* node : graph.nodes()) {
-    out.emplace_back(owner + to_string(*node), holder ? holder : node);
-    if (node->body())
-      program_lines(*node->body(), owner + node->name() + ".", out, holder ? holder : node);
-  }
-}
-
-}  // namespace
 
 std::optional<int64_t> example_batch(const TensorDict& example) {
   if (!example.batch_size().empty()) return example.batch_size()[0];
@@ -64,31 +50,6 @@ TensorDict widened(const TensorDict& example, int64_t batch) {
     out.set(key, batched ? at::cat({tensor, tensor.narrow(0, 0, 1)}) : tensor);
   }
   return out;
-}
-
-std::optional<BatchSpecialisation> compare_batches(const Graph& traced, int64_t batch,
-                                                   const std::function<Graph()>& retrace) {
-  std::optional<Graph> other;
-  try {
-    other.emplace(retrace());
-  } catch (const Error&) {
-    // The module cannot run at another batch size: the graph holds to this one.
-    return BatchSpecialisation{batch, "", ""};
-  }
-  std::vector<std::pair<std::string, const Node*>> a, b;
-  program_lines(traced, "", a, nullptr);
-  program_lines(*other, "", b, nullptr);
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (i >= b.size() || a[i].first != b[i].first) {
-      const Node* node = a[i].second;
-      return BatchSpecialisation{batch, node->name(), node->meta().td_module};
-    }
-  }
-  if (b.size() != a.size()) {
-    const Node* last = a.empty() ? nullptr : a.back().second;
-    return BatchSpecialisation{batch, last ? last->name() : "", last ? last->meta().td_module : ""};
-  }
-  return std::nullopt;
 }
 
 }  // namespace detail

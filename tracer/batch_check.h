@@ -1,21 +1,15 @@
 #pragma once
 
 /// \file
-/// Batch-size checks of a trace. C++ reads sizes as plain integers the tracer
-/// cannot see, so a module that computes `reshape({x.size(0), -1})` or loops
-/// `x.size(0)` times records the example's batch as a constant. The trace is
-/// therefore repeated at the next batch size (the example's first rows
-/// repeated): when both traces give the same program, the graph holds no
-/// batch-size constant and runs at any batch; otherwise it is specialised,
-/// and every run checks its input's batch against the traced one.
+/// Batch-size checks of a graph: the batch a trace was specialised to, and
+/// the batch of an example or of one run's inputs. How a trace finds out
+/// whether it holds at other batches is in batch_generalise.h.
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
 #include "tensordict/tensordict.h"
 
 namespace tdfx {
@@ -47,12 +41,6 @@ std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs);
 /// `example` with one more row: every tensor whose leading size is `batch`
 /// gets its first row appended (and a declared batch dimension grows by one).
 TensorDict widened(const TensorDict& example, int64_t batch);
-
-/// Compares a graph traced at the example's batch with `retrace`, a function
-/// tracing at batch + 1; returns what specialises the first graph, or nullopt
-/// when both print the same program (bodies included).
-std::optional<BatchSpecialisation> compare_batches(const Graph& traced, int64_t batch,
-                                                   const std::function<Graph()>& retrace);
 
 }  // namespace detail
 }  // namespace tdfx

@@ -611,6 +611,8 @@ class Builder {
       if (auto dtype = type->scalarType()) node->meta().tensor.dtype = *dtype;
       if (auto shape = type->sizes().concrete_sizes()) node->meta().tensor.shape = *shape;
       if (auto device = type->device()) node->meta().tensor.device = *device;
+      auto dims = recording_.batch_dims.find(value);
+      if (dims != recording_.batch_dims.end()) node->meta().tensor.batch_dims = dims->second;
     }
     if (call < recording_.calls.size()) {
       const ModuleCall& c = recording_.calls[call];
@@ -671,6 +673,7 @@ class Builder {
         method_calls_ && prints_as_method(target.op_name())
             ? create_method(target, args)
             : create(OpCode::kCallFunction, target, args, current_call_, fx_name(target, args, {}));
+    if (!body_) out_.origin[node] = created;
     if (node->outputs().size() == 1) {
       set_meta(created, node->output(), current_call_);
       env_[node->output()] = created;
@@ -697,9 +700,11 @@ class Builder {
     for (size_t i = positional; i < args.size(); ++i) {
       if (!is_default(i)) kwargs.emplace_back(formals[i].name(), args[i]);
     }
-    return create(OpCode::kCallMethod, Target(target.op_name()),
-                  Args(args.begin(), args.begin() + static_cast<long>(kept)), current_call_,
-                  target.op_name(), std::move(kwargs));
+    Node* node = create(OpCode::kCallMethod, Target(target.op_name()),
+                        Args(args.begin(), args.begin() + static_cast<long>(kept)), current_call_,
+                        target.op_name(), std::move(kwargs));
+    node->meta().method_op = target;
+    return node;
   }
 
   // `getitem(source, i)` for each of `values` that something reads: an unused item would be a
@@ -738,6 +743,7 @@ class Builder {
     }
     set_meta(created, node->output(), recording_.calls.size());
     created->meta().td_module = recording_.calls[read.call].td_path;
+    out_.origin[node] = created;
     out_.input_keys.push_back(read.key);
     env_[node->output()] = created;
   }
@@ -773,6 +779,7 @@ class Builder {
     Node* node = create(OpCode::kCallModule, Target(region.target), std::move(args), region.call,
                         region.base_name);
     node->set_body(body);
+    for (const jit::Node* member : region.nodes) out_.origin[member] = node;
     set_meta(node, region.outputs.front(), region.call);
     node->meta().module_path = region.target;
     node->meta().module_type = describe_module(*region.module);

@@ -9,6 +9,8 @@
 /// Node names follow the tensordict prototype tracer exactly (see
 /// NameScopes in graph_builder.cpp).
 
+#include <unordered_map>
+
 #include "graph/graph.h"
 #include "tracer/recorder.h"
 #include "tracer/trace_options.h"
@@ -22,6 +24,8 @@ struct BuiltGraph {
   std::vector<NestedKey> input_keys;
   /// The keys the outputs are written to, in output order.
   std::vector<NestedKey> output_keys;
+  /// The node each recorded op became (the call_module node for the ops of a leaf's call).
+  std::unordered_map<const torch::jit::Node*, Node*> origin;
 };
 
 /// Converts `recording` of a module whose graph root is `root`.

@@ -57,6 +57,9 @@ struct Recording {
   std::vector<std::pair<NestedKey, torch::jit::Value*>> outputs;
   /// For each jit node, the index of the ModuleCall that produced it.
   std::unordered_map<const torch::jit::Node*, size_t> node_call;
+  /// The dimensions of tensor values that follow the batch size (set by generalise_batch in
+  /// batch_generalise.h); printed `s0`.
+  std::unordered_map<const torch::jit::Value*, std::vector<int64_t>> batch_dims;
 };
 
 /// Records `module` run on `example`. `strip_prefix` is cut from parameter paths

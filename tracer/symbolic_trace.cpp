@@ -3,6 +3,7 @@
 #include "codegen/python_code.h"
 #include "core/error.h"
 #include "graph/passes.h"
+#include "tracer/batch_generalise.h"
 #include "tracer/graph_builder.h"
 #include "tracer/recorder.h"
 
@@ -100,22 +101,13 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options) {
   if (!module) throw TraceError("symbolic_trace: the module is null");
-  // Not a structured binding: C++17 lambdas (the batch retrace below) cannot capture one.
-  const auto root_and_prefix = detail::graph_root(module, options);
-  const std::shared_ptr<torch::nn::Module>& root = root_and_prefix.first;
-  const std::string& prefix = root_and_prefix.second;
-  detail::Recording recording = detail::record(*module, example, prefix, options);
-  detail::BuiltGraph built = detail::build_graph(recording, *root, options);
-  std::optional<BatchSpecialisation> specialisation;
-  if (const auto batch = detail::example_batch(example)) {
-    specialisation = detail::compare_batches(built.graph, *batch, [&] {
-      detail::Recording wider =
-          detail::record(*module, detail::widened(example, *batch), prefix, options);
-      return std::move(detail::build_graph(wider, *root, options).graph);
-    });
-  }
+  const auto [root, prefix] = detail::graph_root(module, options);
+  detail::CheckedRecording checked =
+      detail::record_batch_checked(*module, example, prefix, options);
+  detail::BuiltGraph built = detail::build_graph(checked.recording, *root, options);
+  std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
   std::vector<TracedModule> modules;
-  for (const auto& call : recording.calls) {
+  for (const auto& call : checked.recording.calls) {
     modules.push_back(
         {call.td_path, call.module->describe(), call.module->in_keys(), call.module->out_keys()});
   }

@@ -83,10 +83,12 @@ class TDGraphModule {
 /// `call_module` nodes; the root is the wrapped module of a
 /// TensorDictModule, or the ModuleList of a TensorDictSequential, as in the
 /// tensordict prototype. Sizes the module reads as plain integers are
-/// constants of the graph; the trace is repeated at the next batch size to
-/// find out whether one of them is the batch size, and if so the module
-/// checks every input's batch (see batch_check.h). Throws KeyError for a missing key, TraceError
-/// naming the module for anything that cannot be recorded.
+/// constants of the recording; the module is recorded again at the next
+/// batch size, and a constant that is the batch becomes a size node
+/// (`size = x.size(0)`); a graph that still depends on the batch checks
+/// every input's batch (see batch_generalise.h). Throws KeyError for a
+/// missing key, TraceError naming the module for anything that cannot be
+/// recorded.
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options = {});
 

@@ -25,12 +25,12 @@ struct TraceOptions {
   /// When false every op is inlined, as torch.export shows them.
   bool outline_leaves = true;
   /// With outline_leaves: ops that Python has only as Tensor methods (`view`,
-  /// `contiguous`, `to`) and in-place ops (`sub_`, `add_`) become call_method
-  /// nodes, as torch.fx records `x.view(...)`, so that the printed code is
-  /// valid Python (`view = flatten.view([2, -1])`, not `torch.view(...)`).
-  /// Off by default for now: a GraphModule runs aten call_function nodes only,
-  /// and TDGraphModule runs a copy of the printed graph.
-  bool method_calls = false;
+  /// `contiguous`, `size`) and in-place ops (`sub_`, `add_`) become
+  /// call_method nodes, as torch.fx records `x.view(...)`, so that the printed
+  /// code is valid Python (`view = flatten.view([2, -1])`, not
+  /// `torch.view(...)`). Each keeps the aten operator it was recorded from
+  /// (NodeMeta::method_op), which is what runs.
+  bool method_calls = true;
   /// Declares more leaf modules, as torch.fx's `Tracer.is_leaf_module`:
   /// called with a module and its path from the graph root. Built-in
   /// torch::nn modules other than containers are always leaves. C++ modules

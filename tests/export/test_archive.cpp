@@ -372,6 +372,29 @@ TEST_CASE("archive: a program inconsistent with its signature or weights is refu
         }).find("a size is not a non-negative int: -4") != std::string::npos);
 }
 
+TEST_CASE("archive: batch dimensions must be dimensions of the node's shape, in order") {
+  auto batch_dims = [](json value) {
+    return refusal([&](Records& r) { r.document["nodes"][4]["meta"]["batch_dims"] = value; });
+  };
+  auto expected = [](const std::string& dim) {
+    return "batch dimension " + dim + " is not a dimension of the shape in increasing order";
+  };
+  CHECK(batch_dims(json::array({0})) == "");
+  CHECK(batch_dims(json::array({2})).find(expected("2")) != std::string::npos);
+  CHECK(batch_dims(json::array({1, 0})).find(expected("0")) != std::string::npos);
+  CHECK(batch_dims(json::array({-1})).find(expected("-1")) != std::string::npos);
+  CHECK(batch_dims(json::array({"0"})).find(expected("'0'")) != std::string::npos);
+  CHECK(batch_dims(json::array()).find("batch_dims must be a non-empty list") != std::string::npos);
+  CHECK(batch_dims(json::array({0, 0, 0})).find("batch_dims must be a non-empty list") !=
+        std::string::npos);
+  CHECK(refusal([](Records& r) {
+          json& meta = r.document["nodes"][4]["meta"];
+          meta.erase("shape");
+          meta["batch_dims"] = json::array({0});
+        }).find("batch_dims must be a non-empty list of dimensions of the shape") !=
+        std::string::npos);
+}
+
 TEST_CASE("archive: a loaded program that fails at run time raises RunError naming the node") {
   const std::string bytes = archive_bytes(seed_program());
   const ExportedProgram loaded = load_bytes(bytes, "m.pt2");

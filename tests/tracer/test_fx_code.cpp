@@ -9,6 +9,7 @@
 #include <string>
 
 #include "codegen/python_code.h"
+#include "core/error.h"
 #include "graph/graph_module.h"
 #include "tests/tracer/tracer_test_support.h"
 #include "tracer/graph_builder.h"
@@ -127,7 +128,9 @@ TEST_CASE("fx code: method-only ops are call_method nodes, as torch.fx records t
 TEST_CASE("fx code: without method calls the code compiles but names no torch function") {
   // What method_calls is for: `torch.view` is not a function, so the code cannot run.
   auto module = make_td_module(method_calls, {"x"}, {"y"});
-  const Graph graph = build(module, batch_of(at::randn({2, 3, 4})), TraceOptions{}).graph;
+  TraceOptions options;
+  options.method_calls = false;
+  const Graph graph = build(module, batch_of(at::randn({2, 3, 4})), options).graph;
   const std::string code = python_code(graph);
   CHECK(code.find("view = torch.view(flatten, size = [2, -1])") != std::string::npos);
   const auto checked = check_in_python(code, "2,3,4");
@@ -155,6 +158,28 @@ TEST_CASE("fx code: the recording of a method-call graph runs bit-identically as
   const auto outputs = gm.run({input.get("x").clone()});
   REQUIRE(outputs.size() == 1);
   CHECK(tdfx::testing::bit_equal(outputs[0].toTensor(), method_calls(input.get("x").clone())));
+}
+
+TEST_CASE("fx code: a traced graph with method calls runs them as their recorded operators") {
+  auto module = make_td_module(method_calls, {"x"}, {"y"});
+  const TensorDict input = batch_of(at::randn({2, 3, 4}));
+  const TDGraphModule gm = symbolic_trace(module, input);
+  size_t methods = 0;
+  for (const Node* node : gm.graph().nodes()) methods += node->op() == OpCode::kCallMethod;
+  CHECK(methods == 7);
+  // sub_ writes into a view of its input: each run gets its own copy.
+  const at::Tensor expected = method_calls(input.get("x").clone());
+  const auto outputs = gm.run(input.clone());
+  REQUIRE(outputs.size() == 1);
+  CHECK(tdfx::testing::bit_equal(outputs[0], expected));
+  // A call_method without a recorded operator (built by hand) names itself when compiled.
+  Graph graph;
+  Node* x = graph.placeholder("x");
+  graph.output(graph.call_method("view", {x, list({-1})}));
+  CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(graph)),
+                       "call_method %view ('view') cannot run: tdfx runs aten operators, and no "
+                       "operator was recorded for this method call",
+                       GraphError);
 }
 
 TEST_CASE("fx code: in-place ops print as methods, as C++ calls them") {
