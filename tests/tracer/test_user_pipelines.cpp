@@ -211,6 +211,39 @@ struct ReusedLinearImpl : nn::Module {
 };
 TORCH_MODULE(ReusedLinear);
 
+/// A conv whose feature maps are flattened with the batch size read as a C++ integer.
+struct ConvHeadImpl : nn::Module {
+  ConvHeadImpl()
+      : conv(register_module("conv", nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1)))),
+        fc(register_module("fc", nn::Linear(4 * 4 * 4, 2))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = torch::relu(conv(x));
+    return fc(h.reshape({h.size(0), -1}));
+  }
+  nn::Conv2d conv;
+  nn::Linear fc;
+};
+TORCH_MODULE(ConvHead);
+
+/// Discounted sums over the rows (a trajectory's steps), in a loop over x.size(0):
+/// out[i] = v[i] + out[i + 1] * 0.9, v = fc(x); one op per statement, as in ImageTokenNet.
+struct DiscountedReturnImpl : nn::Module {
+  DiscountedReturnImpl() : fc(register_module("fc", nn::Linear(4, 1))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor v = fc(x);
+    const int64_t steps = x.size(0);
+    std::vector<at::Tensor> out(steps);
+    out[steps - 1] = v[steps - 1];
+    for (int64_t i = steps - 2; i >= 0; --i) {
+      const at::Tensor discounted = out[i + 1] * 0.9;
+      out[i] = v[i] + discounted;
+    }
+    return torch::stack(out);
+  }
+  nn::Linear fc;
+};
+TORCH_MODULE(DiscountedReturn);
+
 /// A free function, passed to make_td_module as a function pointer.
 at::Tensor squash(const at::Tensor& x) { return torch::tanh(x) * 2; }
 
@@ -248,6 +281,28 @@ TEST_CASE("user pipelines: a residual block between a Linear and a head") {
 
 TEST_CASE("user pipelines: a leaf reused with ops between its calls") {
   check_pipeline({"leaf_reused", make_td_module(ReusedLinear(), {"x"}, {"y"}), normal("x", {4})});
+}
+
+TEST_CASE("user pipelines: a reshape by the batch size read as an integer") {
+  auto pipeline = make_td_sequential(
+      {make_td_module(ConvHead(), {"pixels"}, {"logits"}),
+       make_td_module([](const at::Tensor& x) { return x.softmax(-1); }, {"logits"}, {"probs"})});
+  // The graph holds the batch size today. When the reshape becomes batch-generic, set this
+  // to std::nullopt and regenerate the golden files (TDFX_UPDATE_GOLDEN=1).
+  std::optional<Specialised> specialised = Specialised{
+      "reshape", "0",
+      "traced at batch 8; this input has batch 7, and %reshape (module 0) was specialised to it"};
+  check_pipeline({"reshape_by_batch", pipeline, normal("pixels", {3, 4, 4}), specialised});
+}
+
+TEST_CASE("user pipelines: a loop over the batch size read as an integer") {
+  // The loop's length and select indices hold the batch size. The refusal names %fc, the first
+  // line that differs at another batch: its user count is the number of iterations.
+  check_pipeline({"loop_over_batch", make_td_module(DiscountedReturn(), {"x"}, {"returns"}),
+                  normal("x", {4}),
+                  Specialised{"fc", "",
+                              "traced at batch 8; this input has batch 7, and %fc was "
+                              "specialised to it"}});
 }
 
 TEST_CASE("user pipelines: a function pointer as a TensorDictModule") {
