@@ -244,6 +244,15 @@ struct DiscountedReturnImpl : nn::Module {
 };
 TORCH_MODULE(DiscountedReturn);
 
+/// Gates its input on the sign of its sum, read as a C++ number.
+struct SignGateImpl : nn::Module {
+  at::Tensor forward(const at::Tensor& x) {
+    if (x.sum().item<float>() > 0) return torch::relu(x);
+    return -x;
+  }
+};
+TORCH_MODULE(SignGate);
+
 /// A free function, passed to make_td_module as a function pointer.
 at::Tensor squash(const at::Tensor& x) { return torch::tanh(x) * 2; }
 
@@ -320,4 +329,16 @@ TEST_CASE("user pipelines: an actor-critic sharing a Sequential encoder") {
   auto critic = make_td_module(nn::Linear(16, 1), {"hidden"}, {"state_value"});
   check_pipeline(
       {"actor_critic", make_td_sequential({encoder, actor, critic}), normal("observation", {6})});
+}
+
+TEST_CASE("user pipelines: a branch on a tensor's value is a TraceError") {
+  auto pipeline = make_td_sequential(
+      {make_td_module(nn::Linear(4, 4), {"x"}, {"h"}), make_td_module(SignGate(), {"h"}, {"y"})});
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(pipeline, normal("x", {4})(kTracedBatch)),
+      "TensorDictModule(module=(anonymous namespace)::SignGateImpl, in_keys=['h'], "
+      "out_keys=['y']) at '1': aten::item turns a traced tensor into a C++ value; symbolically "
+      "traced variables cannot be used as inputs to control flow, and the graph would keep only "
+      "what this trace saw. Compute it with tensor ops instead (at::where for a branch)",
+      TraceError);
 }
