@@ -296,21 +296,19 @@ TEST_CASE("user pipelines: a reshape by the batch size read as an integer") {
   auto pipeline = make_td_sequential(
       {make_td_module(ConvHead(), {"pixels"}, {"logits"}),
        make_td_module([](const at::Tensor& x) { return x.softmax(-1); }, {"logits"}, {"probs"})});
-  // The graph holds the batch size today. When the reshape becomes batch-generic, set this
-  // to std::nullopt and regenerate the golden files (TDFX_UPDATE_GOLDEN=1).
-  std::optional<Specialised> specialised = Specialised{
-      "reshape", "0",
-      "traced at batch 8; this input has batch 7, and %reshape (module 0) was specialised to it"};
+  // `x.reshape({x.size(0), -1})`: the batch constant becomes `size = x.size(0)`, and the graph
+  // runs at any batch.
+  std::optional<Specialised> specialised = std::nullopt;
   check_pipeline({"reshape_by_batch", pipeline, normal("pixels", {3, 4, 4}), specialised});
 }
 
 TEST_CASE("user pipelines: a loop over the batch size read as an integer") {
-  // The loop's length and select indices hold the batch size. The refusal names %fc, the first
-  // line that differs at another batch: its user count is the number of iterations.
+  // The loop's length and select indices hold the batch size: no size node can stand for
+  // them. The refusal names %select, the first op whose arguments differ at another batch.
   check_pipeline({"loop_over_batch", make_td_module(DiscountedReturn(), {"x"}, {"returns"}),
                   normal("x", {4}),
-                  Specialised{"fc", "",
-                              "traced at batch 8; this input has batch 7, and %fc was "
+                  Specialised{"select", "",
+                              "traced at batch 8; this input has batch 7, and %select was "
                               "specialised to it"}});
 }
 
