@@ -176,6 +176,7 @@ const jit::Node* generalise_batch(Recording& traced, const Recording& wider, int
 CheckedRecording record_batch_checked(TensorDictModuleBase& module, const TensorDict& example,
                                       const std::string& strip_prefix,
                                       const TraceOptions& options) {
+  ModuleStateGuard state(module);  // one snapshot for both recordings
   CheckedRecording out;
   out.recording = record(module, example, strip_prefix, options);
   out.batch = example_batch(example);

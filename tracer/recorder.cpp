@@ -54,6 +54,8 @@ bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
                    b.contiguous().reshape({-1}).view(at::kByte));
 }
 
+}  // namespace
+
 // The parameters and buffers of a module, put back as they were when the scope ends, even
 // by an exception: running a module to trace it may update them (BatchNorm's running
 // statistics in training mode), and a trace leaves the module as it found it. Only tensors
@@ -62,12 +64,19 @@ bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
 // statistics without bumping it.
 class StateSnapshot {
  public:
-  explicit StateSnapshot(torch::nn::Module& module) {
+  explicit StateSnapshot(torch::nn::Module& module) : module_(&module), outer_(active_) {
+    // A snapshot of this module is already taken on this thread (record_batch_checked
+    // records twice under one): the outer one puts everything back.
+    for (const StateSnapshot* s = outer_; s; s = s->outer_) {
+      if (s->module_ == module_) return;
+    }
+    active_ = this;
     at::NoGradGuard no_grad;
     for (const auto& item : module.named_parameters(true)) save(item.value());
     for (const auto& item : module.named_buffers(true)) save(item.value());
   }
   ~StateSnapshot() {
+    if (active_ == this) active_ = outer_;
     at::NoGradGuard no_grad;
     for (Saved& saved : saved_) {
       at::Tensor& tensor = saved.tensor;
@@ -101,7 +110,18 @@ class StateSnapshot {
   }
 
   std::vector<Saved> saved_;
+  const torch::nn::Module* module_;
+  const StateSnapshot* outer_;
+  static thread_local const StateSnapshot* active_;
 };
+
+thread_local const StateSnapshot* StateSnapshot::active_ = nullptr;
+
+ModuleStateGuard::ModuleStateGuard(torch::nn::Module& module)
+    : snapshot_(std::make_unique<StateSnapshot>(module)) {}
+ModuleStateGuard::~ModuleStateGuard() = default;
+
+namespace {
 
 // Catches a module turning a traced tensor into a C++ value while it is traced. The JIT
 // tracer records none of these ops (their results are not tensors), so a branch on the value,
@@ -332,8 +352,9 @@ class Recorder {
       std::vector<jit::Node*> kept;
       for (auto it = call->nodes.rbegin(); it != call->nodes.rend(); ++it) {
         jit::Node* node = *it;
-        bool live = has_effect(node);
+        bool live = false;
         for (const jit::Value* value : node->outputs()) live |= needed.count(value) > 0;
+        live = live || has_effect(node);  // the schema lookups last: most nodes are needed
         if (live) {
           needed.insert(node->inputs().begin(), node->inputs().end());
           kept.push_back(node);

@@ -62,6 +62,23 @@ struct Recording {
   std::unordered_map<const torch::jit::Value*, std::vector<int64_t>> batch_dims;
 };
 
+class StateSnapshot;
+
+/// Puts `module`'s parameters and buffers back as they were when it ends, also by an
+/// exception, as record() does for one recording. Recordings of the module made while one
+/// is alive on the thread leave it to this guard (record_batch_checked records twice under
+/// one: each tensor is copied and compared once).
+class ModuleStateGuard {
+ public:
+  explicit ModuleStateGuard(torch::nn::Module& module);
+  ~ModuleStateGuard();
+  ModuleStateGuard(const ModuleStateGuard&) = delete;
+  ModuleStateGuard& operator=(const ModuleStateGuard&) = delete;
+
+ private:
+  std::unique_ptr<StateSnapshot> snapshot_;
+};
+
 /// Records `module` run on `example`. `strip_prefix` is cut from parameter paths
 /// (the graph root may be a child of `module`, as "module" is of its TensorDictModule). Throws
 /// TraceError naming the module on failure; never leaves tracing state behind.
