@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/dtype_names.h"
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/python_repr.h"
@@ -48,6 +49,10 @@ json argument_to_json(const Argument& arg) {
       return {{"key", v.parts()}, {"is_tuple", v.is_tuple()}};
     }
     json operator()(c10::ScalarType v) const { return {{"dtype", dtype_name(v)}}; }
+    json operator()(c10::MemoryFormat v) const {
+      return {{"memory_format", memory_format_name(v)}};
+    }
+    json operator()(c10::Layout v) const { return {{"layout", layout_name(v)}}; }
     json operator()(const c10::Device& v) const { return {{"device", v.str()}}; }
     json operator()(Node* v) const { return {{"node", v->name()}}; }
     json operator()(const ArgumentList& v) const {
@@ -202,6 +207,24 @@ c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
   const auto dtype = value.is_string() ? dtype_from_name(value.get<std::string>()) : std::nullopt;
   if (!dtype) fail<ArchiveError>("{}: invalid dtype {}", where, describe(value));
   return *dtype;
+}
+
+// A memory format or layout by the name torch has it under (`channels_last`); a
+// message that refuses anything else lists the names.
+template <typename Enum>
+Enum enum_from_json(const json& value, const char* what,
+                    std::optional<Enum> (*from_name)(std::string_view), std::string (*name)(Enum),
+                    const std::string& where) {
+  const auto found = value.is_string() ? from_name(value.get<std::string>()) : std::nullopt;
+  if (!found) {
+    std::vector<std::string> names;
+    for (int i = 0; i < static_cast<int>(Enum::NumOptions); ++i) {
+      names.push_back(python_repr(name(static_cast<Enum>(i))));
+    }
+    fail<ArchiveError>("{}: invalid {} {} (one of {})", where, what, describe(value),
+                       fmt::join(names, ", "));
+  }
+  return *found;
 }
 
 c10::Device device_from_json(const json& value, const std::string& where) {
@@ -367,6 +390,12 @@ class GraphReader {
       return key_from_json(value["key"], is_tuple, where);
     }
     if (value.contains("dtype")) return dtype_from_json(value["dtype"], where);
+    if (value.contains("memory_format")) {
+      return enum_from_json(value["memory_format"], "memory format", memory_format_from_name,
+                            memory_format_name, where);
+    }
+    if (value.contains("layout"))
+      return enum_from_json(value["layout"], "layout", layout_from_name, layout_name, where);
     if (value.contains("device")) return device_from_json(value["device"], where);
     if (value.contains("node") && value["node"].is_string()) {
       auto it = nodes.find(value["node"].get<std::string>());

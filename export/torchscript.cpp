@@ -161,8 +161,12 @@ class TorchScriptPrinter {
     }
     if (arg.is<double>()) return float_literal(arg.as<double>());
     if (arg.is<std::string>()) return python_repr(arg.as<std::string>());
+    // Enums as the ints TorchScript types them as (`dtype=6`, `memory_format=2`).
     if (arg.is<c10::ScalarType>())
       return std::to_string(static_cast<int>(arg.as<c10::ScalarType>()));
+    if (arg.is<c10::MemoryFormat>())
+      return std::to_string(static_cast<int>(arg.as<c10::MemoryFormat>()));
+    if (arg.is<c10::Layout>()) return std::to_string(static_cast<int>(arg.as<c10::Layout>()));
     if (arg.is<c10::Device>()) {
       return fmt::format("torch.device({})", python_repr(arg.as<c10::Device>().str()));
     }

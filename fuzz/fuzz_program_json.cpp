@@ -2,7 +2,8 @@
 // a valid archive with seed 000's weight records, so every check after the
 // zip layer is reached. A structure-aware mutator edits parsed documents the
 // way an attacker would (operators from the allowlist, extreme integers,
-// node references moved, arguments dropped or repeated), falling back to
+// node references moved, arguments dropped or repeated, dtypes, memory
+// formats and layouts of good and bad names put anywhere), falling back to
 // byte mutations for text that does not parse.
 #include <cstddef>
 #include <cstdint>
@@ -52,7 +53,7 @@ bool mutate_document(json& document, std::mt19937& random) {
   static const std::vector<std::string_view> ops = tdfx::allowed_operators();
   static const int64_t extremes[] = {
       -1, 0, 1, 2, 7, 1 << 16, int64_t{1} << 31, int64_t{1} << 40, INT64_MAX, INT64_MIN};
-  switch (random() % 7) {
+  switch (random() % 8) {
     case 0:  // another operator
       node["target"] = "aten::" + std::string(ops[random() % ops.size()]);
       return true;
@@ -86,6 +87,27 @@ bool mutate_document(json& document, std::mt19937& random) {
       json copy = node;
       copy["name"] = "fuzz_" + std::to_string(random() % 100);
       nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(random() % nodes.size()), copy);
+      return true;
+    }
+    case 6: {  // an argument made a dtype, memory format or layout, named well or not
+      static const char* const kinds[] = {"dtype", "memory_format", "layout"};
+      static const json names[] = {"float32",
+                                   "bool",
+                                   "channels_last",
+                                   "preserve_format",
+                                   "strided",
+                                   "sparse_coo",
+                                   "_mkldnn",
+                                   "torch.strided",
+                                   "float128",
+                                   "",
+                                   2,
+                                   nullptr};
+      std::vector<json*> args;
+      collect(document, args, [](const json& v) { return v.is_object() && v.size() == 1; });
+      if (args.empty()) return false;
+      *args[random() % args.size()] = {
+          {kinds[random() % std::size(kinds)], names[random() % std::size(names)]}};
       return true;
     }
     default: {  // a shape changed

@@ -2,10 +2,12 @@
 
 /// \file
 /// Argument: one argument of a graph node — a reference to another node, or a
-/// constant (None, bool, int, float, string, nested key, dtype, device), or a
-/// list/tuple of arguments.
+/// constant (None, bool, int, float, string, nested key, dtype, memory format,
+/// layout, device), or a list/tuple of arguments.
 
 #include <c10/core/Device.h>
+#include <c10/core/Layout.h>
+#include <c10/core/MemoryFormat.h>
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
@@ -34,10 +36,13 @@ struct None {
 };
 
 /// One node argument. Implicit from its alternatives: `Argument(node)`,
-/// `Argument(int64_t{1})`, `Argument(0.5)`, `Argument(NestedKey{"a", "b"})`.
+/// `Argument(int64_t{1})`, `Argument(0.5)`, `Argument(NestedKey{"a", "b"})`,
+/// `Argument(c10::MemoryFormat::ChannelsLast)`. A dtype, memory format or layout
+/// is its own alternative, not an int, so that it prints as Python names it
+/// (`torch.channels_last`); an operator receives it as the int c10 passes.
 struct Argument {
   using Value = std::variant<None, bool, int64_t, double, std::string, NestedKey, c10::ScalarType,
-                             c10::Device, Node*, ArgumentList>;
+                             c10::MemoryFormat, c10::Layout, c10::Device, Node*, ArgumentList>;
   Value value;
 
   Argument() : value(None{}) {}
@@ -50,6 +55,8 @@ struct Argument {
   Argument(std::string v) : value(std::move(v)) {}    // NOLINT
   Argument(NestedKey v) : value(std::move(v)) {}      // NOLINT
   Argument(c10::ScalarType v) : value(v) {}           // NOLINT
+  Argument(c10::MemoryFormat v) : value(v) {}         // NOLINT
+  Argument(c10::Layout v) : value(v) {}               // NOLINT
   Argument(c10::Device v) : value(v) {}               // NOLINT
   Argument(Node* v) : value(v) {}                     // NOLINT
   Argument(ArgumentList v) : value(std::move(v)) {}   // NOLINT

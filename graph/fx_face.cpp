@@ -4,6 +4,7 @@
 
 #include <unordered_map>
 
+#include "core/enum_names.h"
 #include "core/error.h"
 #include "core/python_repr.h"
 
@@ -95,8 +96,8 @@ Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwar
       } else if (value.isBool()) {
         full.push_back(value.toBool());
       } else if (value.isInt()) {
-        // A ScalarType/Layout/MemoryFormat default is an int too; keep it so.
-        full.push_back(value.toInt());
+        // A ScalarType/Layout/MemoryFormat default is an int too: typed by the schema.
+        full.push_back(enum_or_int(value.toInt(), formals[i].real_type()));
       } else if (value.isDouble()) {
         full.push_back(value.toDouble());
       } else if (value.isString()) {
@@ -121,6 +122,28 @@ Args schema_arguments(const Node& node) {
   return schema_arguments(node.target(), node.args(), node.kwargs(), node.name());
 }
 
+Argument enum_or_int(int64_t value, const c10::TypePtr& type) {
+  c10::TypePtr bare = type;
+  if (bare && bare->kind() == c10::TypeKind::OptionalType) {
+    bare = bare->castRaw<c10::OptionalType>()->getElementType();
+  }
+  auto within = [value](auto count) { return value >= 0 && value < static_cast<int64_t>(count); };
+  switch (bare ? bare->kind() : c10::TypeKind::IntType) {
+    case c10::TypeKind::ScalarTypeType:
+      if (within(c10::ScalarType::NumOptions)) return static_cast<c10::ScalarType>(value);
+      break;
+    case c10::TypeKind::MemoryFormatType:
+      if (within(c10::MemoryFormat::NumOptions)) return static_cast<c10::MemoryFormat>(value);
+      break;
+    case c10::TypeKind::LayoutType:
+      if (within(c10::Layout::NumOptions)) return static_cast<c10::Layout>(value);
+      break;
+    default:
+      break;
+  }
+  return value;
+}
+
 bool equals_default(const Argument& arg, const c10::IValue& value) {
   if (value.isNone()) return arg.is<None>();
   if (value.isBool()) return arg.is<bool>() && arg.as<bool>() == value.toBool();
@@ -128,6 +151,9 @@ bool equals_default(const Argument& arg, const c10::IValue& value) {
     if (arg.is<int64_t>()) return arg.as<int64_t>() == value.toInt();
     if (arg.is<c10::ScalarType>())
       return static_cast<int64_t>(arg.as<c10::ScalarType>()) == value.toInt();
+    if (arg.is<c10::MemoryFormat>())
+      return static_cast<int64_t>(arg.as<c10::MemoryFormat>()) == value.toInt();
+    if (arg.is<c10::Layout>()) return static_cast<int64_t>(arg.as<c10::Layout>()) == value.toInt();
     return false;
   }
   if (value.isDouble()) {
@@ -205,6 +231,8 @@ std::string fx_str(const Argument& arg) {
     std::string operator()(const std::string& v) const { return v; }
     std::string operator()(const NestedKey& v) const { return v.str(); }
     std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
+    std::string operator()(c10::MemoryFormat v) const { return memory_format_repr(v); }
+    std::string operator()(c10::Layout v) const { return layout_repr(v); }
     std::string operator()(const c10::Device& v) const { return device_str(v); }
     std::string operator()(Node* v) const { return "%" + v->name(); }
     std::string operator()(const ArgumentList& v) const {
@@ -225,6 +253,8 @@ std::string fx_repr(const Argument& arg) {
     std::string operator()(const std::string& v) const { return python_repr(v); }
     std::string operator()(const NestedKey& v) const { return v.repr(); }
     std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
+    std::string operator()(c10::MemoryFormat v) const { return memory_format_repr(v); }
+    std::string operator()(c10::Layout v) const { return layout_repr(v); }
     std::string operator()(const c10::Device& v) const {
       const std::string type = python_repr(c10::DeviceTypeName(v.type(), true));
       if (!v.has_index()) return fmt::format("device(type={})", type);

@@ -47,6 +47,11 @@ Args schema_arguments(const Node& node);
 Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwargs,
                       const std::string& name);
 
+/// An int whose schema type (`type`, a real_type(): `MemoryFormat?`) is a dtype,
+/// memory format or layout, as that enum (`torch.channels_last`, not `2`); any
+/// other int, and one outside the enum, stays an int.
+Argument enum_or_int(int64_t value, const c10::TypePtr& type);
+
 /// True when `arg` equals the schema default `value`.
 bool equals_default(const Argument& arg, const c10::IValue& value);
 

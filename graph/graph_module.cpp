@@ -3,6 +3,7 @@
 #include <ATen/ScalarOps.h>
 #include <c10/util/Exception.h>
 
+#include <optional>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -123,6 +124,8 @@ c10::IValue constant_value(const Node& node, const Argument& arg, const c10::Typ
     c10::IValue operator()(const std::string& v) const { return v; }
     c10::IValue operator()(const NestedKey& v) const { return key_string(v); }
     c10::IValue operator()(c10::ScalarType v) const { return v; }
+    c10::IValue operator()(c10::MemoryFormat v) const { return v; }
+    c10::IValue operator()(c10::Layout v) const { return v; }
     c10::IValue operator()(const c10::Device& v) const { return v; }
     c10::IValue operator()(Node*) const { throw InternalError("node in constant"); }
     c10::IValue operator()(const ArgumentList& v) const {
@@ -154,6 +157,28 @@ c10::IValue constant_value(const Node& node, const Argument& arg, const c10::Typ
     }
   };
   return std::visit(Visitor{node, type}, arg.value);
+}
+
+// The schema type an enum argument needs (ScalarType, MemoryFormat, Layout); nullopt for
+// any other argument.
+std::optional<c10::TypeKind> enum_kind(const Argument& arg) {
+  if (arg.is<c10::ScalarType>()) return c10::TypeKind::ScalarTypeType;
+  if (arg.is<c10::MemoryFormat>()) return c10::TypeKind::MemoryFormatType;
+  if (arg.is<c10::Layout>()) return c10::TypeKind::LayoutType;
+  return std::nullopt;
+}
+
+// An enum reaches the operator as an int: one of another kind (a layout where a memory
+// format is due) would run as a wrong value, silently.
+void check_enum(const Node& node, const c10::Argument& formal, const Argument& arg) {
+  const auto kind = enum_kind(arg);
+  if (!kind) return;
+  c10::TypePtr bare = formal.real_type();
+  if (auto optional = bare->cast<c10::OptionalType>()) bare = optional->getElementType();
+  if (bare->kind() != *kind) {
+    fail<GraphError>("%{}: argument '{}' of {} is {}, where the schema takes {}", node.name(),
+                     formal.name(), node.target().str(), fx_str(arg), bare->str());
+  }
 }
 
 bool is_number(const Argument& arg) {
@@ -319,6 +344,7 @@ class Compiler {
     const Args full = schema_arguments(target, node.args(), node.kwargs(), node.name());
     const auto& formals = schema.arguments();
     for (size_t i = 0; i < formals.size(); ++i) {
+      check_enum(node, formals[i], full[i]);
       if (full[i].is<None>() && formals[i].default_value()) {
         Source s;
         s.constant = *formals[i].default_value();

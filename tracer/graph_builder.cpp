@@ -555,18 +555,10 @@ class Builder {
 
   Argument constant_argument(const c10::IValue& value, const c10::TypePtr& type,
                              const jit::Value* source) {
-    bool scalar_type = false;
-    if (type) {
-      c10::TypePtr t = type;
-      if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
-      scalar_type = t->kind() == c10::TypeKind::ScalarTypeType;
-    }
     if (value.isNone()) return None{};
     if (value.isBool()) return value.toBool();
-    if (value.isInt()) {
-      if (scalar_type) return static_cast<c10::ScalarType>(value.toInt());
-      return value.toInt();
-    }
+    // A dtype, memory format or layout is an int in the trace; the schema says which.
+    if (value.isInt()) return enum_or_int(value.toInt(), type);
     if (value.isDouble()) return value.toDouble();
     if (value.isString()) return value.toStringRef();
     if (value.isDevice()) return value.toDevice();

@@ -126,6 +126,39 @@ TEST_CASE("readable: forward code in export style names aten overloads") {
         "    ");
 }
 
+TEST_CASE("readable: memory formats and layouts print as torch's names in both styles") {
+  Graph g;
+  Node* x = with_meta(g.placeholder("x"), {2, 3, 4, 5});
+  Node* clone = with_meta(g.call_function(Target::aten("aten::clone"), {x},
+                                          {{"memory_format", c10::MemoryFormat::ChannelsLast}}),
+                          {2, 3, 4, 5});
+  Node* zeros = with_meta(g.call_function(Target::aten("aten::zeros_like"), {clone},
+                                          {{"layout", c10::Layout::Strided},
+                                           {"memory_format", c10::MemoryFormat::Contiguous}}),
+                          {2, 3, 4, 5});
+  g.output(tuple({clone, zeros}));
+  CHECK(print_readable(g) ==
+        "class GraphModule(torch.nn.Module):\n"
+        "    def forward(self, x: \"f32[2, 3, 4, 5]\"):\n"
+        "        clone: \"f32[2, 3, 4, 5]\" = torch.clone(x, memory_format = "
+        "torch.channels_last);  x = None\n"
+        "        zeros_like: \"f32[2, 3, 4, 5]\" = torch.zeros_like(clone, layout = torch.strided, "
+        "memory_format = torch.contiguous_format)\n"
+        "        return (clone, zeros_like)\n"
+        "        ");
+  CodeOptions options = readable_defaults();
+  options.style = CodeStyle::kExport;
+  CHECK(print_readable(g, options) ==
+        "class GraphModule(torch.nn.Module):\n"
+        "    def forward(self, x: \"f32[2, 3, 4, 5]\"):\n"
+        "        clone: \"f32[2, 3, 4, 5]\" = torch.ops.aten.clone.default(x, memory_format = "
+        "torch.channels_last);  x = None\n"
+        "        zeros_like: \"f32[2, 3, 4, 5]\" = torch.ops.aten.zeros_like.default(clone, "
+        "layout = torch.strided, memory_format = torch.contiguous_format)\n"
+        "        return (clone, zeros_like)\n"
+        "        ");
+}
+
 TEST_CASE("codegen: every name lands in printed code as valid, inert Python") {
   Graph g;
   Node* x = g.placeholder("x");

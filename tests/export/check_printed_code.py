@@ -12,8 +12,9 @@ For each archive:
   - the `--code` forward (torch.ops.aten.X.overload calls, operator.getitem) and the
     `--readable` module's forward run on the archive's weights and seeded random user
     inputs of the placeholders' dtype and shape;
-  - both give bit-identical outputs to an independent interpreter of program.json,
-    node by node with torch.ops.aten: the printed code and the JSON say the same;
+  - both give bit-identical outputs, with the same strides, to an independent interpreter
+    of program.json, node by node with torch.ops.aten: the printed code and the JSON say
+    the same;
   - when a TorchScript module written by tdfx's C++ sits beside the archive (X.pt for
     X.pt2, as export_module writes), it gives bit-identical outputs too.
 
@@ -56,6 +57,15 @@ def dtype_of(name):
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}")
     return dtype
+
+
+def enum_of(name, kind):
+    """torch.channels_last for ("channels_last", torch.memory_format); names stored without
+    the module, as dtypes are."""
+    value = getattr(torch, name, None)
+    if not isinstance(value, kind):
+        raise ValueError(f"unknown {kind.__name__} {name!r}")
+    return value
 
 
 def read_archive(path):
@@ -128,6 +138,10 @@ def argument(arg, env):
         return tuple(value) if arg.get("is_tuple") or len(value) > 1 else value[0]
     if kind == "dtype":
         return dtype_of(value)
+    if kind == "memory_format":
+        return enum_of(value, torch.memory_format)
+    if kind == "layout":
+        return enum_of(value, torch.layout)
     if kind == "device":
         return torch.device(value)
     if kind == "node":
@@ -232,6 +246,8 @@ def difference(got, want, where="output"):
         if got.dtype != want.dtype or got.shape != want.shape:
             return (f"{where} is {got.dtype}{list(got.shape)}, "
                     f"expected {want.dtype}{list(want.shape)}")
+        if got.stride() != want.stride():  # a memory format lost on the way
+            return f"{where} has strides {got.stride()}, expected {want.stride()}"
         if not torch.equal(raw_bytes(got), raw_bytes(want)):
             return f"{where} differs (max abs difference {(got - want).abs().max().item()})"
         return ""

@@ -578,6 +578,21 @@ def cases(base):
              make=edited(base, lambda a: call("aten::repeat", [
                  victim_input(a), {"list": [{"int": 1 << 20}, {"int": 1 << 20}]}])(a))))
 
+    # Memory formats and layouts: by the name torch has them under, of the kind the schema takes.
+    def clone(memory_format):
+        return lambda a: call("aten::clone", [victim_input(a), memory_format])(a)
+    add(Case("arg_memory_format_unknown", "invalid memory format 'channels_first'",
+             make=edited(base, clone({"memory_format": "channels_first"})),
+             commands=("show", "show --code", "render")))
+    add(Case("arg_memory_format_injection", "invalid memory format",
+             make=edited(base, clone({"memory_format": "channels_last" + PWNED})),
+             commands=("show", "show --code")))
+    add(Case("arg_layout_not_a_string", "invalid layout 0",
+             make=edited(base, lambda a: call("aten::zeros_like", [
+                 victim_input(a), {"none": None}, {"layout": 0}])(a))))
+    add(Case("arg_layout_for_memory_format", "where the schema takes MemoryFormat",
+             make=edited(base, clone({"layout": "strided"}))))
+
     # The output node and the signature.
     def set_output(value):
         return lambda a: a.output().update(args=[value])
@@ -673,6 +688,10 @@ def cases(base):
     add(Case("nodes_named_key_0_key_1", None, make=edited(base, key_names),
              commands=("show", "show --signature", "show --graph", "show --code", "render"),
              accept=True, note="legal: names the diagram once used for its notes"))
+    add(Case("clone_contiguous_format", None,
+             make=edited(base, clone({"memory_format": "contiguous_format"})),
+             commands=("show", "show --graph", "show --code", "render"),
+             accept=True, note="legal: a memory format argument"))
     return out
 
 

@@ -16,6 +16,7 @@
 #include "export/program.h"
 #include "export/torchscript.h"
 #include "samples/pipelines.h"
+#include "tests/export/enum_program.h"
 #include "tests/support/test_support.h"
 
 using namespace tdfx;
@@ -166,6 +167,27 @@ TEST_CASE("torchscript: constants of every kind keep the graph's overloads and v
   CHECK(code.find("_sum_1_list: List[int] = []") != std::string::npos);
   CHECK(code.find("_index_1_list: List[Optional[Tensor]] = [None, index]") != std::string::npos);
   CHECK(code.find("device=torch.device('cpu')") != std::string::npos);
+}
+
+TEST_CASE("torchscript: memory formats and layouts pass as the ints TorchScript types them as") {
+  const at::Tensor x = at::randn({2, 3, 4, 5});
+  const ExportedProgram program = tdfx::testing::memory_formats_program(x);
+  CHECK(torchscript_code(program) ==
+        "def forward(self, x: Tensor) -> Tuple[Tensor]:\n"
+        "    clone = torch.clone(x, memory_format=2)\n"
+        "    zeros_like = torch.zeros_like(clone, dtype=None, layout=0, device=None, "
+        "pin_memory=None, memory_format=0)\n"
+        "    add = torch.add(clone, zeros_like, alpha=1)\n"
+        "    to = torch.to(add, dtype=7, layout=0, device=None, pin_memory=None, "
+        "non_blocking=False, copy=False, memory_format=None)\n"
+        "    return (to,)\n");
+  torch::jit::Module module = to_torchscript(program);
+  const auto got = run(module, {x});
+  const auto want = program.module()({x});
+  check_equal(got, want);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].strides() == want[0].strides());
+  CHECK(got[0].is_contiguous(at::MemoryFormat::ChannelsLast));
 }
 
 TEST_CASE("torchscript: a saved module loads with torch::jit::load and runs at batch size 5") {

@@ -23,7 +23,8 @@ def all_kinds():
     sub = g.call_function(operator.sub, (n, key))
     c = g.call_module("0.module.fc1", (sub, quoted),
                       {"scale": None, "flag": False, "name": "it's", "dims": (1, 2),
-                       "dtype": torch.float64, "dev": torch.device("cpu")})
+                       "dtype": torch.float64, "dev": torch.device("cpu"),
+                       "fmt": torch.channels_last, "layout": torch.sparse_coo})
     cl = g.call_function(torch.clamp_min, (c,), {"min": 1e-05})
     big = g.call_function(operator.add, (cl, 1e16))
     ch = g.call_function(torch.chunk, (big,), {"chunks": 2, "dim": -1})
@@ -32,7 +33,10 @@ def all_kinds():
     ones = g.call_function(torch.ones, (), {"size": [2, 3], "dtype": torch.float32,
                                             "device": torch.device("cpu")})
     cat = g.call_function(torch.cat, ([summed, ones],), {"dim": 1})
-    g.output((cat, first))
+    cl = g.call_function(torch.clone, (first,), {"memory_format": torch.contiguous_format})
+    zeros = g.call_function(torch.zeros_like, (cl,), {"layout": torch.strided,
+                                                      "memory_format": torch.preserve_format})
+    g.output((cat, first, zeros))
     return g
 
 
@@ -53,6 +57,19 @@ def one_tuple_output():
     return g
 
 
+def enum_names():
+    """Each memory format and layout torch names, as `kind int repr`: the int is the one
+    TorchScript (and c10) has for it."""
+    names = sorted(name for name, value in vars(torch).items()
+                   if isinstance(value, (torch.memory_format, torch.layout)))
+    source = "def f() -> List[int]:\n    return [" + ", ".join(f"torch.{n}" for n in names) + "]\n"
+    ints = torch.jit.CompilationUnit(source).f()
+    # legacy_contiguous_format is contiguous_format again: one row each.
+    rows = {(type(getattr(torch, n)).__name__, i, repr(getattr(torch, n)))
+            for n, i in zip(names, ints)}
+    return "\n".join(f"{kind} {i} {text}" for kind, i, text in sorted(rows))
+
+
 for name, build in [("all_kinds", all_kinds), ("single_output", single_output),
                     ("one_tuple_output", one_tuple_output)]:
     graph = build()
@@ -60,4 +77,6 @@ for name, build in [("all_kinds", all_kinds), ("single_output", single_output),
     print(str(graph))
     print(f"=== {name} code")
     print(graph.python_code(root_module="self").src)
+print("=== enum names")
+print(enum_names())
 print("=== end")

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "graph/graph.h"
+#include "graph/graph_module.h"
 #include "tests/graph/graphs.h"
 
 using namespace tdfx;
@@ -188,6 +189,37 @@ TEST_CASE("graph: schema arguments are checked when printed") {
   Node* bad = g.call_function(relu(), {x}, {{"nope", 1}});
   g.output(bad);
   CHECK_THROWS_WITH_AS(to_string(g), doctest::Contains("'nope'"), GraphError);
+}
+
+TEST_CASE("graph: memory formats and layouts print as torch's names; defaults are left out") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* contiguous = g.call_function(Target::aten("aten::contiguous"), {x},
+                                     {{"memory_format", c10::MemoryFormat::Contiguous}});
+  Node* clone = g.call_function(Target::aten("aten::clone"), {contiguous},
+                                {{"memory_format", c10::MemoryFormat::ChannelsLast3d}});
+  Node* empty = g.call_function(
+      Target::aten("aten::empty_like"), {clone},
+      {{"layout", c10::Layout::SparseCsr}, {"memory_format", c10::MemoryFormat::Preserve}});
+  Node* to = g.call_function(Target::aten("aten::to.dtype_layout"), {x},
+                             {{"dtype", c10::ScalarType::Double}, {"layout", c10::Layout::Mkldnn}});
+  g.output(tuple({empty, to}));
+  g.lint();
+  CHECK(to_string(g) ==
+        "graph():\n"
+        "    %x : [#users=2] = placeholder[target=x]\n"
+        "    %contiguous : [#users=1] = call_function[target=torch.contiguous](args = (%x,), "
+        "kwargs = {})\n"
+        "    %clone : [#users=1] = call_function[target=torch.clone](args = (%contiguous,), kwargs "
+        "= {memory_format: torch.channels_last_3d})\n"
+        "    %empty_like : [#users=1] = call_function[target=torch.empty_like](args = (%clone,), "
+        "kwargs = {layout: torch.sparse_csr, memory_format: torch.preserve_format})\n"
+        "    %to : [#users=1] = call_function[target=torch.to](args = (%x,), kwargs = {dtype: "
+        "torch.float64, layout: torch._mkldnn})\n"
+        "    return (empty_like, to)");
+  CHECK(describe(*empty) ==
+        "%empty_like = torch.empty_like(%clone, layout=torch.sparse_csr, "
+        "memory_format=torch.preserve_format)");
 }
 
 TEST_CASE("graph: a 100000-node chain is built, printed, copied and destroyed without recursion") {

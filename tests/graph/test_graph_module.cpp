@@ -49,6 +49,57 @@ TEST_CASE("graph module: runs aten ops, getitem on chunks and scalars like eager
   CHECK(at::equal(out[1].toTensor(), parts[0]));
 }
 
+TEST_CASE(
+    "graph module: memory formats and layouts reach the ops, bit for bit and stride for stride") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* clone = g.call_function(Target::aten("aten::clone"), {x},
+                                {{"memory_format", c10::MemoryFormat::ChannelsLast}});
+  Node* zeros = g.call_function(
+      Target::aten("aten::zeros_like"), {x},
+      {{"layout", c10::Layout::Strided}, {"memory_format", c10::MemoryFormat::ChannelsLast}});
+  Node* to = g.call_function(Target::aten("aten::to.dtype_layout"), {clone},
+                             {{"dtype", c10::ScalarType::Double},
+                              {"layout", c10::Layout::Strided},
+                              {"memory_format", c10::MemoryFormat::Contiguous}});
+  Node* contiguous = g.call_function(Target::aten("aten::contiguous"), {clone},
+                                     {{"memory_format", c10::MemoryFormat::Contiguous}});
+  g.output(tuple({clone, zeros, to, contiguous}));
+  GraphModule gm(nullptr, std::move(g));
+
+  const auto xs = at::randn({2, 3, 4, 5});
+  const auto out = gm.run({xs});
+  const auto eager_clone = xs.clone(at::MemoryFormat::ChannelsLast);
+  const std::vector<at::Tensor> expected = {
+      eager_clone,
+      at::zeros_like(xs, at::TensorOptions().layout(at::kStrided), at::MemoryFormat::ChannelsLast),
+      eager_clone.to(at::TensorOptions().dtype(at::kDouble).layout(at::kStrided), false, false,
+                     at::MemoryFormat::Contiguous),
+      eager_clone.contiguous(at::MemoryFormat::Contiguous)};
+  REQUIRE(out.size() == expected.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    CAPTURE(i);
+    const at::Tensor got = out[i].toTensor();
+    CHECK(got.dtype() == expected[i].dtype());
+    CHECK(got.strides() == expected[i].strides());
+    CHECK(at::equal(got, expected[i]));
+  }
+  CHECK(out[0].toTensor().is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(out[3].toTensor().is_contiguous());
+}
+
+TEST_CASE("graph module: an enum of another kind than the schema's is refused, naming the node") {
+  // It would reach the operator as an int meaning something else (strided = contiguous_format).
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.output(
+      g.call_function(Target::aten("aten::clone"), {x}, {{"memory_format", c10::Layout::Strided}}));
+  CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(g)),
+                       "%clone: argument 'memory_format' of aten::clone is torch.strided, where "
+                       "the schema takes MemoryFormat",
+                       GraphError);
+}
+
 TEST_CASE("graph module: get_attr reads parameters and call_module runs the body graph") {
   auto root = make_root();
   auto body = std::make_shared<Graph>();

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "codegen/python_code.h"
+#include "core/enum_names.h"
 #include "tests/support/test_support.h"
 
 using namespace tdfx;
@@ -44,7 +45,9 @@ Graph all_kinds() {
                              {"name", "it's"},
                              {"dims", tuple({1, 2})},
                              {"dtype", c10::ScalarType::Double},
-                             {"dev", c10::Device("cpu")}});
+                             {"dev", c10::Device("cpu")},
+                             {"fmt", c10::MemoryFormat::ChannelsLast},
+                             {"layout", c10::Layout::Sparse}});
   Node* clamp = g.call_function(Target::aten("aten::clamp_min"), {fc1, 1e-05});
   Node* big = g.call_function(Target::aten("aten::add.Scalar"), {clamp, 1e16});
   Node* chunk = g.call_function(Target::aten("aten::chunk"), {big, 2, -1});
@@ -54,7 +57,12 @@ Graph all_kinds() {
   Node* ones = g.call_function(Target::aten("aten::ones"), {list({2, 3})},
                                {{"dtype", c10::ScalarType::Float}, {"device", c10::Device("cpu")}});
   Node* cat = g.call_function(Target::aten("aten::cat"), {list({sum, ones}), 1});
-  g.output(tuple({cat, first}));
+  Node* clone = g.call_function(Target::aten("aten::clone"), {first},
+                                {{"memory_format", c10::MemoryFormat::Contiguous}});
+  Node* zeros = g.call_function(
+      Target::aten("aten::zeros_like"), {clone},
+      {{"layout", c10::Layout::Strided}, {"memory_format", c10::MemoryFormat::Preserve}});
+  g.output(tuple({cat, first, zeros}));
   return g;
 }
 
@@ -89,4 +97,19 @@ TEST_CASE("python oracle: graph text and code match torch.fx 1.13 for every argu
     CHECK(to_string(g) == reference.at(name + " graph"));
     CHECK(python_code(g) == reference.at(name + " code"));
   }
+}
+
+TEST_CASE("python oracle: every memory format and layout prints as Python's torch names it") {
+  // One line per value, `kind int repr`, in the order fx_reference.py sorts them.
+  std::string names;
+  for (int i = 0; i < static_cast<int>(c10::Layout::NumOptions); ++i)
+    names += fmt::format("layout {} {}\n", i, layout_repr(static_cast<c10::Layout>(i)));
+  for (int i = 0; i < static_cast<int>(c10::MemoryFormat::NumOptions); ++i) {
+    names += fmt::format("memory_format {} {}\n", i,
+                         memory_format_repr(static_cast<c10::MemoryFormat>(i)));
+  }
+  names.pop_back();
+  const auto reference = python_reference();
+  REQUIRE_MESSAGE(!reference.empty(), "Python's torch.fx (Debian python3-torch) is required");
+  CHECK(names == reference.at("enum names"));
 }

@@ -132,6 +132,25 @@ class MethodCalls(nn.Module):
         return (d.add_(v.expand([2, 12]).to(torch.float64), alpha=2),)
 
 
+class MemoryFormats(nn.Module):
+    """x.clone(ChannelsLast), zeros_like(c, layout(kStrided), Contiguous), c + z in C++
+    (test_enums.cpp)."""
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        c = torch.clone(x, memory_format=torch.channels_last)
+        z = torch.zeros_like(c, layout=torch.strided, memory_format=torch.contiguous_format)
+        return (c + z,)
+
+
+class ContiguousChannelsLast(nn.Module):
+    """x.contiguous(ChannelsLast) * 2 in C++ (test_enums.cpp, with method calls)."""
+
+    def forward(self, tensordict):
+        x = tensordict["x"]
+        return (x.contiguous(memory_format=torch.channels_last) * 2,)
+
+
 class Holder(nn.Module):
     """A user module with one built-in layer `layer` (or none), whose forward is `call`."""
 
@@ -199,6 +218,8 @@ CASES = {
     "tied_weights": TiedWeights,
     "looped_layers": LoopedLayers,
     "method_calls": MethodCalls,
+    "memory_formats": MemoryFormats,
+    "contiguous_channels_last": ContiguousChannelsLast,
     **LAYERS,
 }
 
