@@ -15,7 +15,7 @@ namespace {
 // A node as the user saw it printed: an op inlined from a call_module body,
 // which no printed graph shows, is named by that call.
 std::string shown_node(const Node& node) {
-  return node.meta().inlined_from.empty() ? describe(node) : node.meta().inlined_from;
+  return node.meta().shown_as.empty() ? describe(node) : node.meta().shown_as;
 }
 
 }  // namespace

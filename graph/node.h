@@ -47,10 +47,11 @@ struct NodeMeta {
   /// Path of the TensorDictModule whose call produced the node ("0", "0.module.1"),
   /// "" outside any; diagrams draw one box per TensorDictModule from it.
   std::string td_module;
-  /// For a node copied out of a call_module's body when the body was inlined
-  /// to run: that call_module as the user saw it printed
-  /// (`%_0_fc1 = call_module[0.module.fc1](%getitem)`), so errors name it.
-  std::string inlined_from;
+  /// For a node of a graph built to run another one (a call_module's body
+  /// inlined, or TDGraphModule's flat graph): the node as the user saw it
+  /// printed (`%_0_fc1 = call_module[target=0.module.fc1](...)`), so errors
+  /// name it. "" when the node is the one printed.
+  std::string shown_as;
   /// For a call_method node the tracer recorded from an aten operator
   /// (`view = x.view([2, -1])` from `aten::view`): that operator, which is
   /// what runs. A plain name (nothing) for other nodes.

@@ -36,8 +36,8 @@ bool inline_one(Graph& graph, Node* call) {
                        : graph.node_copy(*node, lookup);
       if (node->op() == OpCode::kGetAttr) copy->meta() = node->meta();
       // Errors while running name the call the user saw, outermost first.
-      copy->meta().inlined_from =
-          call->meta().inlined_from.empty() ? describe(*call) : call->meta().inlined_from;
+      copy->meta().shown_as =
+          call->meta().shown_as.empty() ? describe(*call) : call->meta().shown_as;
       value_map[node] = copy;
     }
   }

@@ -41,6 +41,29 @@ Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
   return graph;
 }
 
+// The graph that runs a trace, built from its recording as export builds its program: every
+// op inlined, each key a placeholder, aten calls only. Its nodes that differ from the printed
+// ones (an op of a call_module's body, a renamed one) name the printed node for errors.
+Graph runnable_graph(const detail::Recording& recording, torch::nn::Module& root,
+                     const TraceOptions& options, const detail::BuiltGraph& printed,
+                     std::vector<NestedKey>& input_keys) {
+  TraceOptions flat = options;
+  flat.key_style = KeyStyle::kPlaceholder;
+  flat.outline_leaves = false;
+  flat.method_calls = false;
+  detail::BuiltGraph runnable = detail::build_graph(recording, root, flat);
+  for (const auto& [op, node] : runnable.origin) {
+    auto shown = printed.origin.find(op);
+    if (shown == printed.origin.end()) continue;
+    const Node& user_view = *shown->second;
+    if (user_view.op() == OpCode::kCallModule || user_view.name() != node->name()) {
+      node->meta().shown_as = describe(user_view);
+    }
+  }
+  input_keys = std::move(runnable.input_keys);
+  return std::move(runnable.graph);
+}
+
 }  // namespace
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
@@ -53,6 +76,18 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
       specialisation_(std::move(specialisation)) {
   runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
 }
+
+TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules,
+                             std::optional<BatchSpecialisation> specialisation, Graph runnable,
+                             std::vector<NestedKey> input_keys)
+    : root_(std::move(root)),
+      graph_(std::move(graph)),
+      out_keys_(std::move(out_keys)),
+      modules_(std::move(modules)),
+      input_keys_(std::move(input_keys)),
+      specialisation_(std::move(specialisation)),
+      runner_(std::make_unique<GraphModule>(root_, std::move(runnable))) {}
 
 std::string TDGraphModule::code() const { return python_code(graph_); }
 
@@ -111,8 +146,11 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
     modules.push_back(
         {call.td_path, call.module->describe(), call.module->in_keys(), call.module->out_keys()});
   }
+  std::vector<NestedKey> input_keys;
+  Graph runnable = runnable_graph(checked.recording, *root, options, built, input_keys);
   return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),
-                       std::move(modules), std::move(specialisation));
+                       std::move(modules), std::move(specialisation), std::move(runnable),
+                       std::move(input_keys));
 }
 
 }  // namespace tdfx

@@ -34,10 +34,18 @@ struct TracedModule {
 class TDGraphModule {
  public:
   /// `graph` reads its keys with getitem(tensordict, key) and calls leaves
-  /// with call_module; `root` is the module its targets name.
+  /// with call_module; `root` is the module its targets name. What runs is
+  /// `graph` with its call_module bodies inlined and its key reads made inputs.
   TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
                 std::vector<NestedKey> out_keys, std::vector<TracedModule> modules = {},
                 std::optional<BatchSpecialisation> specialisation = std::nullopt);
+  /// As above, running `runnable` instead: a flat graph of the same program
+  /// taking `input_keys` as positional inputs (symbolic_trace builds it from
+  /// the same recording as `graph`).
+  TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                std::vector<NestedKey> out_keys, std::vector<TracedModule> modules,
+                std::optional<BatchSpecialisation> specialisation, Graph runnable,
+                std::vector<NestedKey> input_keys);
 
   /// The graph as traced (and printed).
   const Graph& graph() const { return graph_; }
@@ -69,9 +77,9 @@ class TDGraphModule {
   std::vector<TracedModule> modules_;
   std::vector<NestedKey> input_keys_;
   std::optional<BatchSpecialisation> specialisation_;
-  /// What runs: graph_ with leaf bodies inlined and each key read turned into
-  /// a positional input (input_keys_ order), so a call builds no dictionary
-  /// and runs one flat plan.
+  /// What runs: the program of graph_ with leaf bodies inlined and each key
+  /// read a positional input (input_keys_ order), so a call builds no
+  /// dictionary and runs one flat plan.
   std::unique_ptr<GraphModule> runner_;
 };
 
