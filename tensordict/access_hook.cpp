@@ -12,6 +12,12 @@ std::optional<at::Tensor> KeyAccessHook::on_missing(const TensorDict& /*td*/,
   return std::nullopt;
 }
 
+std::vector<at::Tensor> KeyAccessHook::on_call(
+    const TensorDictModule& /*module*/, const std::vector<at::Tensor>& /*inputs*/,
+    const std::function<std::vector<at::Tensor>()>& run) {
+  return run();
+}
+
 ScopedKeyAccessHook::ScopedKeyAccessHook(KeyAccessHook* hook) : previous_(installed_hook) {
   installed_hook = hook;
 }

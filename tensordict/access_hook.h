@@ -1,19 +1,23 @@
 #pragma once
 
 /// \file
-/// A thread-local observer of TensorDict key reads and writes. The tracer installs one while it
-/// records a module, so that `td.get(key)` can become a getitem node or a placeholder; the
-/// TensorDict itself knows nothing about tracing.
+/// A thread-local observer of TensorDict key reads and writes and of TensorDictModule calls. The
+/// tracer installs one while it runs a module's own forward, so that `td.get(key)` can become a
+/// getitem node or a placeholder and each call's ops are known; the TensorDict and the modules
+/// themselves know nothing about tracing.
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <optional>
+#include <vector>
 
 #include "core/nested_key.h"
 
 namespace tdfx {
 
 class TensorDict;
+class TensorDictModule;
 
 /// Observes key reads and writes of every TensorDict on this thread while installed.
 class KeyAccessHook {
@@ -27,6 +31,12 @@ class KeyAccessHook {
   /// Called by get() for a key that is missing; may return a tensor to use instead (e.g. a
   /// placeholder). Default: nullopt → KeyError.
   virtual std::optional<at::Tensor> on_missing(const TensorDict& td, const NestedKey& key);
+  /// Called by TensorDictModule::forward between reading its in keys and writing its out keys:
+  /// runs the wrapped module by calling `run` and returns its outputs (the tracer records the
+  /// ops of each call). Default: `run()`.
+  virtual std::vector<at::Tensor> on_call(const TensorDictModule& module,
+                                          const std::vector<at::Tensor>& inputs,
+                                          const std::function<std::vector<at::Tensor>()>& run);
 };
 
 /// Installs `hook` for the current thread for the scope's lifetime (restores the previous one).

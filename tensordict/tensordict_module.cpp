@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "tensordict/access_hook.h"
 
 namespace tdfx {
 namespace {
@@ -254,7 +255,9 @@ void TensorDictModule::run(TensorDict& td) {
   }
   std::vector<at::Tensor> outputs;
   try {
-    outputs = run_inner(inputs);
+    KeyAccessHook* hook = current_key_access_hook();
+    outputs =
+        hook ? hook->on_call(*this, inputs, [&] { return run_inner(inputs); }) : run_inner(inputs);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

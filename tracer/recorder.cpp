@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
+#include "tensordict/access_hook.h"
 
 namespace tdfx::detail {
 namespace {
@@ -215,24 +217,34 @@ bool has_effect(const jit::Node* node) {
   }
 }
 
-class Recorder {
+// Runs a module's own forward on a copy of the example under LibTorch's tracer, as the hook
+// of every TensorDict read and TensorDictModule call: the first read of an example key
+// becomes a `tdfx::read` node, and the ops between a call's start and end are its nodes. What
+// a read returns, what a module writes and which keys a sequential passes on are the
+// TensorDict's and the modules' own doing, as in eager mode.
+class Recorder : public KeyAccessHook {
  public:
   Recorder(const TensorDict& example, std::string strip_prefix, const TraceOptions& options)
       : td_(example), strip_(std::move(strip_prefix)), options_(options) {}
 
   Recording run(TensorDictModuleBase& module) {
+    plan(module, "", {});
     auto state = std::make_shared<tracer::TracingState>();
     recording_.graph = state->graph;
     tracer::setTracingState(state);
     try {
       register_parameters(module);
-      visit(module, "", {});
+      TensorDict work(td_);  // the module writes here, not into the example
+      {
+        ScopedKeyAccessHook hook(this);
+        module.forward(work);
+      }
       for (const NestedKey& key : module.selected_out_keys()) {
-        auto it = values_.find(key);
-        if (it == values_.end()) {
+        const at::Tensor value = work.contains(key) ? work.get(key) : at::Tensor();
+        if (!value.defined() || !state->hasValue(value)) {
           fail<TraceError>("{}: out key {} was never written", module.describe(), key.repr());
         }
-        recording_.outputs.emplace_back(key, tracer::getValueTrace(it->second));
+        recording_.outputs.emplace_back(key, tracer::getValueTrace(value));
       }
     } catch (...) {
       tracer::abandon();
@@ -242,6 +254,70 @@ class Recorder {
     tracer::setTracingState(nullptr);
     prune_dead_nodes();
     return std::move(recording_);
+  }
+
+  // The traced value of an example key: a `tdfx::read` node at the point of its first read. A
+  // key written during the trace holds a traced value already.
+  at::Tensor on_read(const TensorDict& /*td*/, const NestedKey& key,
+                     const at::Tensor& stored) override {
+    if (tracer::getTracingState()->hasValue(stored)) return stored;
+    auto it = reads_.find(key);
+    if (it != reads_.end()) return it->second;
+    at::Tensor copy;
+    {
+      PauseTracing pause;
+      // A copy: the module may write into its input (an in-place op), and the example
+      // TensorDict must come out of the trace as it went in.
+      copy = stored.clone();
+    }
+    auto& graph = *recording_.graph;
+    jit::Node* node = graph.create(c10::Symbol::fromQualString("tdfx::read"), {}, 1);
+    graph.insertNode(node);
+    node->output()->inferTypeFrom(copy);
+    tracer::setValueTrace(copy, node->output());
+    // Keys are read just before the call that reads them.
+    recording_.reads[node] = KeyRead{key, recording_.calls.size()};
+    reads_.emplace(key, copy);
+    return copy;
+  }
+
+  void on_write(const TensorDict& /*td*/, const NestedKey& /*key*/,
+                const at::Tensor& /*value*/) override {}
+
+  std::vector<at::Tensor> on_call(const TensorDictModule& module,
+                                  const std::vector<at::Tensor>& inputs,
+                                  const std::function<std::vector<at::Tensor>()>& run) override {
+    auto planned = planned_.find(&module);
+    if (planned == planned_.end() || planned->second.empty()) {
+      fail<TraceError>("{}: called outside the traced pipeline's structure", module.describe());
+    }
+    ModuleCall record = std::move(planned->second.front());
+    planned->second.pop_front();
+    for (const auto& t : inputs) record.inputs.push_back(tracer::getValueTrace(t));
+    const size_t index = recording_.calls.size();
+    jit::Node* before = last_node();
+    std::vector<at::Tensor> outputs;
+    {
+      ValueReadWatch watch;
+      try {
+        outputs = run();
+      } catch (...) {
+        // A module that failed after reading a value most likely failed because of it (a
+        // branch taken for other tensors), so that is what it is told.
+        if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
+        rethrow_module_failure(module);
+      }
+      if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
+    }
+    for (jit::Node* node = before->next(); node != end_node(); node = node->next()) {
+      record.nodes.push_back(node);
+      recording_.node_call[node] = index;
+    }
+    for (const at::Tensor& output : outputs) {
+      record.outputs.push_back(tracer::getValueTrace(output));
+    }
+    recording_.calls.push_back(std::move(record));
+    return outputs;
   }
 
  private:
@@ -264,9 +340,11 @@ class Recorder {
     for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());
   }
 
-  // `path` is the module's path from the traced module ("" for it).
-  void visit(TensorDictModuleBase& module, const std::string& path,
-             std::vector<std::pair<int, int>> levels) {
+  // Where each TensorDictModule call of `module`'s forward sits, in call order: its path from
+  // the traced module ("" for it) and its enclosing sequentials. A TensorDictSequential calls
+  // its children in order, so the k-th call of a module is its k-th place here.
+  void plan(TensorDictModuleBase& module, const std::string& path,
+            const std::vector<std::pair<int, int>>& levels) {
     if (auto* seq = dynamic_cast<TensorDictSequential*>(&module)) {
       const int level = seq_level_++;
       recording_.level_count = std::max(recording_.level_count, seq_level_);
@@ -274,7 +352,7 @@ class Recorder {
       for (size_t i = 0; i < children.size(); ++i) {
         auto child_levels = levels;
         child_levels.insert(child_levels.begin(), {level, static_cast<int>(i)});
-        visit(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
+        plan(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
       }
       return;
     }
@@ -285,46 +363,12 @@ class Recorder {
           "TensorDictSequential",
           module.describe());
     }
-    call(*td_module, path, std::move(levels));
-  }
-
-  void call(TensorDictModule& module, const std::string& path,
-            std::vector<std::pair<int, int>> levels) {
-    ModuleCall record;
-    record.module = &module;
-    record.td_path = shown(path);
-    record.inner_path = shown(join_path(path, "module"));
-    record.levels = std::move(levels);
-    const size_t index = recording_.calls.size();
-
-    std::vector<at::Tensor> inputs;
-    for (const NestedKey& key : module.in_keys()) inputs.push_back(read(key, index));
-    for (const auto& t : inputs) record.inputs.push_back(tracer::getValueTrace(t));
-
-    jit::Node* before = last_node();
-    std::vector<at::Tensor> outputs;
-    {
-      ValueReadWatch watch;
-      try {
-        outputs = module.run_inner(inputs);
-      } catch (...) {
-        // A module that failed after reading a value most likely failed because of it (a
-        // branch taken for other tensors), so that is what it is told.
-        if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
-        rethrow_module_failure(module);
-      }
-      if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
-    }
-    for (jit::Node* node = next_node(before); node != end_node(); node = node->next()) {
-      record.nodes.push_back(node);
-      recording_.node_call[node] = index;
-    }
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      jit::Value* value = tracer::getValueTrace(outputs[i]);
-      record.outputs.push_back(value);
-      values_[module.out_keys()[i]] = outputs[i];
-    }
-    recording_.calls.push_back(std::move(record));
+    ModuleCall call;
+    call.module = td_module;
+    call.td_path = shown(path);
+    call.inner_path = shown(join_path(path, "module"));
+    call.levels = levels;
+    planned_[td_module].push_back(std::move(call));
   }
 
   // True when the graph builder shows the whole call as one call_module node, which then has
@@ -380,42 +424,16 @@ class Recorder {
     }
   }
 
-  // The traced value of `key`: the value written earlier in the trace, or a
-  // `tdfx::read` node at the point of the first read.
-  at::Tensor read(const NestedKey& key, size_t call_index) {
-    auto it = values_.find(key);
-    if (it != values_.end()) return it->second;
-    at::Tensor stored;
-    {
-      PauseTracing pause;
-      if (!td_.contains(key)) {
-        std::string keys;
-        for (const auto& k : td_.keys(true, true)) keys += (keys.empty() ? "" : ", ") + k.repr();
-        fail<KeyError>("key {} not found in the example TensorDict; keys: {}", key.repr(), keys);
-      }
-      // A copy: the module may write into its input (an in-place op), and the example
-      // TensorDict must come out of the trace as it went in.
-      stored = td_.get(key).clone();
-    }
-    auto& graph = *recording_.graph;
-    jit::Node* node = graph.create(c10::Symbol::fromQualString("tdfx::read"), {}, 1);
-    graph.insertNode(node);
-    node->output()->inferTypeFrom(stored);
-    tracer::setValueTrace(stored, node->output());
-    recording_.reads[node] = KeyRead{key, call_index};
-    values_[key] = stored;
-    return stored;
-  }
-
   jit::Node* last_node() const { return recording_.graph->block()->return_node()->prev(); }
   jit::Node* end_node() const { return recording_.graph->block()->return_node(); }
-  static jit::Node* next_node(jit::Node* node) { return node->next(); }
 
   const TensorDict& td_;
   std::string strip_;
   const TraceOptions& options_;
   Recording recording_;
-  std::map<NestedKey, at::Tensor> values_;
+  /// The traced copy of each example key read.
+  std::map<NestedKey, at::Tensor> reads_;
+  std::unordered_map<const TensorDictModule*, std::deque<ModuleCall>> planned_;
   int seq_level_ = 0;
 };
 

@@ -127,7 +127,7 @@ TEST_CASE("enums: a default memory format is left out, as torch.fx leaves out wh
   // (The transpose makes the input non-contiguous: otherwise contiguous() calls no op.)
   auto module = make_td_module(
       [](const at::Tensor& x) { return x.transpose(0, 1).contiguous() * 2; }, {"x"}, {"y"});
-  const TensorDict input = batch_of(at::randn({2, 3}));
+  const TensorDict input({{"x", at::randn({2, 3})}});  // no batch size: y is transposed
   TraceOptions options;
   options.method_calls = true;
   auto [root, prefix] = tdfx::detail::graph_root(module, options);

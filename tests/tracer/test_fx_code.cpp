@@ -222,7 +222,8 @@ TEST_CASE("fx code: a leaf's body keeps its aten calls, which run") {
   options.is_leaf_module = [](const torch::nn::Module&, const std::string& path) {
     return path == "flat";
   };
-  const Graph graph = build(module, batch_of(at::randn({2, 3})), options).graph;
+  // No batch size: y is flattened.
+  const Graph graph = build(module, TensorDict({{"x", at::randn({2, 3})}}), options).graph;
   CHECK(to_string(graph) ==
         "graph():\n"
         "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"

@@ -109,9 +109,9 @@ TEST_CASE("pipelines: an op that reads values inside itself traces and runs bit-
   // which the graph runs again, not a value the module takes from the trace.
   auto module =
       make_td_module([](const at::Tensor& x) { return x.repeat_interleave(2, 0); }, {"x"}, {"y"});
-  TensorDict input({{"x", at::randn({2, 3})}}, {2});
+  TensorDict input({{"x", at::randn({2, 3})}});  // no batch size: y has twice x's rows
   TDGraphModule gm = symbolic_trace(module, input);
-  TensorDict other({{"x", at::randn({5, 3})}}, {5});
+  TensorDict other({{"x", at::randn({5, 3})}});
   CHECK(at::equal(gm.run(other)[0], other.get("x").repeat_interleave(2, 0)));
 }
 
@@ -212,4 +212,45 @@ TEST_CASE("pipelines: an unpacked output that is not selected leaves no getitem 
   gm.graph().lint();
   tdfx::testing::check_runs_like_eager(model, gm, input);
   tdfx::testing::check_runs_like_eager(model, gm, TensorDict({{"x", at::randn({4, 3})}}, {4}));
+}
+
+TEST_CASE("pipelines: the trace runs the modules' own forward, key semantics included") {
+  // An inner module whose second out key is not selected: as in eager, the key is gone when
+  // the next module reads it. The trace gives the same KeyError, naming that module.
+  auto split = make_td_module([](const at::Tensor& x) { return std::make_tuple(x + 1, x - 1); },
+                              {"x"}, {"a", "b"});
+  split->select_out_keys(NestedKey("a"));
+  auto reader = make_td_module([](const at::Tensor& b) { return b * 2; }, {"b"}, {"c"});
+  auto pipeline = make_td_sequential({split, reader});
+  const TensorDict input = testing::batch_of(at::randn({3, 2}));
+  std::string eager_error;
+  try {
+    TensorDict td(input);
+    pipeline->forward(td);
+  } catch (const KeyError& e) {
+    eager_error = e.what();
+  }
+  REQUIRE_FALSE(eager_error.empty());
+  CHECK(eager_error.rfind(reader->describe() + " reads 'b'", 0) == 0);
+  CHECK_THROWS_WITH_AS(symbolic_trace(pipeline, input), eager_error.c_str(), KeyError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+}
+
+TEST_CASE("pipelines: one TensorDictModule placed twice in a sequential is a call per place") {
+  auto step = make_td_module(torch::nn::Linear(2, 2), {"h"}, {"h"});
+  auto pipeline = make_td_sequential({step, step});
+  const TensorDict input({{"h", at::randn({3, 2})}}, {3});
+  TDGraphModule gm = symbolic_trace(pipeline, input);
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['h'];  tensordict = None\n"
+        "    _0_linear = getattr(self, \"0\").module(getitem);  getitem = None\n"
+        "    _1_linear_1 = getattr(self, \"1\").module(_0_linear);  _0_linear = None\n"
+        "    return (_1_linear_1,)\n"
+        "    ");
+  REQUIRE(gm.modules().size() == 2);
+  CHECK(gm.modules()[0].path == "0");
+  CHECK(gm.modules()[1].path == "1");
+  testing::check_runs_like_eager(pipeline, gm, input);
 }
