@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/enum_names.h"
 #include "core/error.h"
@@ -176,6 +178,37 @@ bool equals_default(const Argument& arg, const c10::IValue& value) {
   return false;
 }
 
+bool is_nn_function(const std::string& op) {
+  // Python has these in torch._C._nn (where torch.nn.functional finds them) and not in torch
+  // (torch 1.13; checked against Python by tests/tracer/test_fx_code.cpp).
+  static const std::unordered_set<std::string> names = [] {
+    std::unordered_set<std::string> out;
+    std::istringstream in(
+        "_conv_depthwise2d _pad_circular _pad_enum _scaled_dot_product_attention "
+        "_test_ambiguous_defaults _test_optional_filled_intlist _test_optional_floatlist "
+        "_test_optional_intlist _test_string_default _test_warn_in_autograd "
+        "_upsample_bicubic2d_aa _upsample_bilinear2d_aa _upsample_nearest_exact1d "
+        "_upsample_nearest_exact2d _upsample_nearest_exact3d adaptive_avg_pool2d "
+        "adaptive_avg_pool3d adaptive_max_pool2d adaptive_max_pool3d avg_pool2d avg_pool3d "
+        "binary_cross_entropy col2im conv_depthwise3d cross_entropy_loss elu elu_ "
+        "flatten_dense_tensors fractional_max_pool2d fractional_max_pool3d gelu gelu_ glu "
+        "hardsigmoid hardsigmoid_ hardswish hardswish_ hardtanh hardtanh_ huber_loss im2col "
+        "l1_loss leaky_relu leaky_relu_ linear log_sigmoid max_pool2d_with_indices "
+        "max_pool3d_with_indices max_unpool2d max_unpool3d mish mish_ mkldnn_linear "
+        "mkldnn_reorder_conv2d_weight mkldnn_reorder_conv3d_weight mse_loss multi_margin_loss "
+        "multilabel_margin_loss nll_loss nll_loss2d nll_loss_nd one_hot pad pad_sequence "
+        "reflection_pad1d reflection_pad2d reflection_pad3d relu6 relu6_ replication_pad1d "
+        "replication_pad2d replication_pad3d rrelu_with_noise rrelu_with_noise_ silu silu_ "
+        "slow_conv3d slow_conv_dilated2d slow_conv_dilated3d slow_conv_transpose2d "
+        "slow_conv_transpose3d smooth_l1_loss soft_margin_loss softplus softshrink thnn_conv2d "
+        "unflatten_dense_tensors upsample_bicubic2d upsample_bilinear2d upsample_linear1d "
+        "upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_trilinear3d");
+    for (std::string name; in >> name;) out.insert(name);
+    return out;
+  }();
+  return names.count(op) > 0;
+}
+
 FxCall fx_call(const Target& target, const Args& args, const Kwargs& kwargs,
                const std::string& name) {
   if (target.is_getitem()) {
@@ -202,7 +235,8 @@ FxCall fx_call(const Target& target, const Args& args, const Kwargs& kwargs,
       return {std::string("operator.") + op->second.name, op->second.format, operands, {}};
     }
   }
-  FxCall call{"torch." + target.op_name(), "", {}, {}};
+  FxCall call{(is_nn_function(target.op_name()) ? "torch._C._nn." : "torch.") + target.op_name(),
+              "", {}, {}};
   size_t i = 0;
   for (; i < full.size() && is_tensor_type(formals[i].type()) && !formals[i].kwarg_only(); ++i) {
     call.args.push_back(full[i]);

@@ -28,6 +28,11 @@ struct FxCall {
   Kwargs kwargs;
 };
 
+/// True for the aten ops that Python has in `torch._C._nn` and not in `torch` (`gelu`,
+/// `softplus`, `linear`): torch.fx records torch.nn.functional's calls of them with targets
+/// like `torch._C._nn.gelu`, and so does their face.
+bool is_nn_function(const std::string& op);
+
 /// The FX face of a call_function node (aten or getitem).
 FxCall fx_call(const Node& node);
 /// The FX face of a call of `target` with these arguments; `name` is the

@@ -169,7 +169,7 @@ def holder(layer, call=lambda m, x: m.layer(x)):
 
 
 # The layers of test_leaves.cpp. Parameterless ones show as the op they record, in tdfx's
-# face; `torch._C._nn` is where torch.fx finds F.gelu & co (tdfx prints `torch.` for now).
+# face; `torch._C._nn` is where torch.fx finds F.gelu & co, and so does tdfx.
 LAYERS = {
     "linear_3d": holder(nn.Linear(3, 4)),
     "conv1d": holder(nn.Conv1d(3, 4, 3)),
@@ -237,11 +237,22 @@ def method_faces():
             type(found).__name__ not in ("property", "getset_descriptor")
         print(name, int(method and (not hasattr(torch, name) or name.endswith("_"))))
 
+def nn_functions():
+    """Each aten op name, with 1 when Python has it in torch._C._nn and not in torch: torch.fx
+    shows torch.nn.functional's calls of it as torch._C._nn.<name>."""
+    names = sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
+                    if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
+    for name in names:
+        print(name, int(hasattr(torch._C._nn, name) and not hasattr(torch, name)))
+
 if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] == ["--method-faces"]:
         method_faces()
+        sys.exit(0)
+    if sys.argv[1:] == ["--nn-functions"]:
+        nn_functions()
         sys.exit(0)
     for name, build in CASES.items():
         module = torch.fx.symbolic_trace(build())

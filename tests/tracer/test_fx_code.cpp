@@ -10,6 +10,7 @@
 
 #include "codegen/python_code.h"
 #include "core/error.h"
+#include "graph/fx_face.h"
 #include "graph/graph_module.h"
 #include "tests/tracer/tracer_test_support.h"
 #include "tracer/graph_builder.h"
@@ -72,6 +73,24 @@ TEST_CASE("fx code: prints_as_method names exactly the ops Python calls as Tenso
   }
   CHECK(names > 1000);  // every aten op torch 1.13 has
   CHECK(methods > 200);
+}
+
+TEST_CASE("fx code: is_nn_function names exactly the ops Python has in torch._C._nn only") {
+  const auto result = run_command("/usr/bin/python3 " + source_dir() +
+                                  "/tests/tracer/fx_pipelines.py --nn-functions");
+  REQUIRE_MESSAGE(result.status == 0, result.out);
+  std::istringstream lines(result.out);
+  std::string name;
+  int nn = 0;
+  size_t names = 0, nns = 0;
+  while (lines >> name >> nn) {
+    CAPTURE(name);
+    CHECK(is_nn_function(name) == (nn == 1));
+    ++names;
+    nns += nn;
+  }
+  CHECK(names > 1000);  // every aten op torch 1.13 has
+  CHECK(nns == 94);
 }
 
 TEST_CASE("fx code: method-only ops are call_method nodes, as torch.fx records them") {

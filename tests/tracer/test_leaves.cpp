@@ -49,7 +49,7 @@ struct LayerCase {
   /// The graph holds the batch size (a recurrent layer's zero initial state): other batches
   /// are refused with a ShapeError.
   bool batch_specialised = false;
-  /// The op's torch.fx target is torch._C._nn.<op>; tdfx's face prints torch.<op> for now.
+  /// The op's torch.fx target is torch._C._nn.<op>.
   bool nn_namespace = false;
 };
 
@@ -192,14 +192,6 @@ TDGraphModule trace_case(const std::string& name) {
   throw std::logic_error("unreachable");
 }
 
-/// `text` with torch.fx's `torch._C._nn.` targets spelled as tdfx prints them today.
-std::string as_tdfx_prints(std::string text) {
-  const std::string from = "torch._C._nn.", to = "torch.";
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
-    text.replace(at, from.size(), to);
-  return text;
-}
-
 }  // namespace
 
 TEST_CASE("leaves: every common layer in a user module prints as torch.fx and runs like eager") {
@@ -210,14 +202,10 @@ TEST_CASE("leaves: every common layer in a user module prints as torch.fx and ru
     const TensorDict input = example(c, 2);
     TDGraphModule gm = symbolic_trace(module, input);
     gm.graph().lint();
-    std::string graph = reference.at(c.name + " graph"), code = reference.at(c.name + " code");
-    if (c.nn_namespace) {
-      CHECK(graph.find("torch._C._nn.") != std::string::npos);
-      graph = as_tdfx_prints(graph);
-      code = as_tdfx_prints(code);
-    }
+    const std::string& graph = reference.at(c.name + " graph");
+    CHECK((graph.find("torch._C._nn.") != std::string::npos) == c.nn_namespace);
     CHECK(to_string(gm.graph()) == graph);
-    CHECK(gm.code() == code);
+    CHECK(gm.code() == reference.at(c.name + " code"));
     check_bit_identical(module, gm, input);
     const TensorDict other = example(c, 3);
     if (c.batch_specialised) {
@@ -274,7 +262,8 @@ TEST_CASE("leaves: a Conv that pads by reflection keeps its padding inside its c
   CHECK(to_string(*layer->body()) ==
         "graph():\n"
         "    %input_1 : [#users=1] = placeholder[target=input]\n"
-        "    %_pad_enum : [#users=1] = call_function[target=torch._pad_enum](args = (%input_1,), "
+        "    %_pad_enum : [#users=1] = call_function[target=torch._C._nn._pad_enum](args = "
+        "(%input_1,), "
         "kwargs = {pad: [1, 1, 1, 1], mode: 0})\n"
         "    %weight : [#users=1] = get_attr[target=weight]\n"
         "    %bias : [#users=1] = get_attr[target=bias]\n"
