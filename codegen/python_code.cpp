@@ -236,9 +236,8 @@ std::string type_annotation(const Node& node) {
   if (!meta.dtype || !meta.shape) return "";
   std::string dims;
   for (size_t i = 0; i < meta.shape->size(); ++i) {
-    const bool batch = std::find(meta.batch_dims.begin(), meta.batch_dims.end(),
-                                 static_cast<int64_t>(i)) != meta.batch_dims.end();
-    dims += (i ? ", " : "") + (batch ? std::string("s0") : std::to_string((*meta.shape)[i]));
+    dims += (i ? ", " : "") +
+            (meta.prints_symbolic(i) ? std::string("s0") : std::to_string((*meta.shape)[i]));
   }
   return fmt::format("{}[{}]", dtype_short(*meta.dtype), dims);
 }

@@ -46,7 +46,7 @@ CodeOptions readable_defaults();
 std::string print_readable(const Graph& graph, CodeOptions options = readable_defaults());
 
 /// The annotation of a node's value, `f32[1, 3]`, or "" when not one tensor; a dimension
-/// that follows the batch size (TensorMeta::batch_dims) is `s0`: `f32[s0, 3]`.
+/// that follows the batch size is `s0` (TensorMeta::prints_symbolic): `f32[s0, 3]`.
 std::string type_annotation(const Node& node);
 
 }  // namespace tdfx

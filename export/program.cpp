@@ -34,6 +34,7 @@ std::string GraphSignature::str() const {
     for (const int64_t dim : in.batch_dims) {
       dims += fmt::format("{}dim {} is s0", dims.empty() ? " (" : ", ", dim);
     }
+    // As the placeholder prints: a traced batch of 1 is shown as 1.
     out += fmt::format("input {} {} -> {}{}\n", to_string(in.kind), in.name,
                        plain ? in.target : python_repr(in.target), dims.empty() ? "" : dims + ")");
   }
@@ -43,11 +44,13 @@ std::string GraphSignature::str() const {
 
 ExportedModule::ExportedModule(std::shared_ptr<const GraphModule> runner,
                                std::vector<at::Tensor> state, std::vector<std::string> user_inputs,
-                               std::optional<BatchSpecialisation> specialisation)
+                               std::optional<BatchSpecialisation> specialisation,
+                               std::vector<TensorMeta> input_meta)
     : runner_(std::move(runner)),
       state_(std::move(state)),
       user_inputs_(std::move(user_inputs)),
-      specialisation_(std::move(specialisation)) {}
+      specialisation_(std::move(specialisation)),
+      input_meta_(std::move(input_meta)) {}
 
 std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
   if (args.size() != user_inputs_.size()) {
@@ -56,6 +59,9 @@ std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>
   }
   if (specialisation_) {
     if (const auto batch = detail::input_batch(args)) specialisation_->check(*batch);
+  }
+  for (size_t i = 0; i < args.size() && i < input_meta_.size(); ++i) {
+    detail::check_input_shape(input_meta_[i], args[i], user_inputs_[i]);
   }
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());
   inputs.insert(inputs.end(), args.begin(), args.end());
@@ -107,21 +113,30 @@ ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
   size_t i = 0;
   for (const Node* node : runner_->graph().nodes()) {
     if (node->op() != OpCode::kPlaceholder || i >= signature_.inputs.size()) continue;
-    signature_.inputs[i++].batch_dims = node->meta().tensor.batch_dims;
+    InputSpec& in = signature_.inputs[i++];
+    in_meta_.push_back(node->meta().tensor);
+    const TensorMeta& meta = node->meta().tensor;
+    for (const int64_t dim : meta.batch_dims) {
+      if (meta.prints_symbolic(static_cast<size_t>(dim))) in.batch_dims.push_back(dim);
+    }
   }
 }
 
 ExportedModule ExportedProgram::module() const {
   std::vector<at::Tensor> state;
   std::vector<std::string> user_inputs;
-  for (const auto& in : signature_.inputs) {
+  std::vector<TensorMeta> user_meta;
+  for (size_t i = 0; i < signature_.inputs.size(); ++i) {
+    const InputSpec& in = signature_.inputs[i];
     if (in.kind == InputKind::kUserInput) {
       user_inputs.push_back(in.target);
+      user_meta.push_back(i < in_meta_.size() ? in_meta_[i] : TensorMeta{});
     } else {
       state.push_back(state_.at(in.name));
     }
   }
-  return ExportedModule(runner_, std::move(state), std::move(user_inputs), specialisation_);
+  return ExportedModule(runner_, std::move(state), std::move(user_inputs), specialisation_,
+                        std::move(user_meta));
 }
 
 std::string ExportedProgram::code() const {

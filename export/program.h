@@ -55,11 +55,15 @@ struct GraphSignature {
 /// A callable taking and returning plain tensors, as `ExportedProgram.module()`.
 class ExportedModule {
  public:
+  /// `input_meta`: what each user input was traced with; an input whose dimensions differ
+  /// (but for those that follow the batch) is refused.
   ExportedModule(std::shared_ptr<const GraphModule> runner, std::vector<at::Tensor> state,
                  std::vector<std::string> user_inputs,
-                 std::optional<BatchSpecialisation> specialisation = std::nullopt);
+                 std::optional<BatchSpecialisation> specialisation = std::nullopt,
+                 std::vector<TensorMeta> input_meta = {});
   /// Positional user inputs, in signature order; returns one tensor per output.
-  /// ShapeError when the program is specialised to another batch size.
+  /// ShapeError when the program is specialised to another batch size, or an input's
+  /// dimensions differ from the traced ones but for those that follow the batch.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   /// User inputs by name (`{{"x", x}}`); every user input must be given once.
   std::vector<at::Tensor> operator()(
@@ -70,6 +74,7 @@ class ExportedModule {
   std::vector<at::Tensor> state_;
   std::vector<std::string> user_inputs_;
   std::optional<BatchSpecialisation> specialisation_;
+  std::vector<TensorMeta> input_meta_;
 };
 
 /// An exported program: its graph, signature and weights.
@@ -97,6 +102,8 @@ class ExportedProgram {
   GraphSignature signature_;
   std::map<std::string, at::Tensor> state_;
   std::optional<BatchSpecialisation> specialisation_;
+  /// Each input's placeholder metadata, in signature order.
+  std::vector<TensorMeta> in_meta_;
 };
 
 /// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)

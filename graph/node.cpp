@@ -9,6 +9,15 @@
 
 namespace tdfx {
 
+bool TensorMeta::follows_batch(size_t dim) const {
+  return std::find(batch_dims.begin(), batch_dims.end(), static_cast<int64_t>(dim)) !=
+         batch_dims.end();
+}
+
+bool TensorMeta::prints_symbolic(size_t dim) const {
+  return follows_batch(dim) && shape && dim < shape->size() && (*shape)[dim] >= 2;
+}
+
 std::string_view to_string(OpCode op) {
   switch (op) {
     case OpCode::kPlaceholder:

@@ -32,8 +32,15 @@ struct TensorMeta {
   std::optional<std::vector<int64_t>> shape;
   std::optional<c10::Device> device;
   /// The dimensions that follow the batch size, which the graph runs at any
-  /// value of (printed `s0`, as torch.export prints a dynamic dimension).
+  /// value of.
   std::vector<int64_t> batch_dims;
+
+  /// True when dimension `dim` follows the batch size.
+  bool follows_batch(size_t dim) const;
+  /// True when dimension `dim` follows the batch size and prints as `s0`, as
+  /// torch.export prints a dynamic dimension: a traced size of 0 or 1 prints
+  /// as itself, as torch.export specialises those (`f32[1, 3]`).
+  bool prints_symbolic(size_t dim) const;
 };
 
 /// Facts attached to a node by the tracer and passes.

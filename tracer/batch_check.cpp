@@ -40,6 +40,24 @@ std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs) {
   return batch;
 }
 
+void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const std::string& name) {
+  if (!traced.shape) return;
+  const std::vector<int64_t>& shape = *traced.shape;
+  bool fits = static_cast<size_t>(input.dim()) == shape.size();
+  for (size_t i = 0; fits && i < shape.size(); ++i) {
+    fits = traced.follows_batch(i) || input.size(static_cast<int64_t>(i)) == shape[i];
+  }
+  if (fits) return;
+  std::string expected;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    expected += (i ? ", " : "") + (traced.follows_batch(i) ? "s0" : std::to_string(shape[i]));
+  }
+  fail<ShapeError>(
+      "input {} has shape [{}]; the graph was traced for [{}], and only its batch dimensions (s0) "
+      "may differ: sizes read as integers while tracing are constants of the graph",
+      name, fmt::format("{}", fmt::join(input.sizes(), ", ")), expected);
+}
+
 TensorDict widened(const TensorDict& example, int64_t batch) {
   std::vector<int64_t> batch_size = example.batch_size();
   if (!batch_size.empty()) batch_size[0] = batch + 1;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/node.h"
 #include "tensordict/tensordict.h"
 
 namespace tdfx {
@@ -37,6 +38,11 @@ std::optional<int64_t> example_batch(const TensorDict& example);
 
 /// The batch size of one run's inputs, by the same rule as example_batch.
 std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs);
+
+/// ShapeError unless `input` fits `traced`, the metadata of the placeholder it is passed to:
+/// the same number of dimensions, and the traced size in each dimension that does not follow
+/// the batch (a sequence length the trace saw as a constant). `name` names the input.
+void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const std::string& name);
 
 /// `example` with one more row: every tensor whose leading size is `batch`
 /// gets its first row appended (and a declared batch dimension grows by one).

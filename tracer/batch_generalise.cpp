@@ -68,11 +68,9 @@ class Comparison {
     for (const Patch& patch : patches_) {
       if (!place_size_node(patch)) return patch.op;
     }
-    if (batch_ >= 2) {
-      for (const auto& [a_value, b_value] : same_) {
-        auto dims = following_dims(a_value, b_value, batch_);
-        if (!dims.empty()) a_.batch_dims[a_value] = std::move(dims);
-      }
+    for (const auto& [a_value, b_value] : same_) {
+      auto dims = following_dims(a_value, b_value, batch_);
+      if (!dims.empty()) a_.batch_dims[a_value] = std::move(dims);
     }
     return nullptr;
   }

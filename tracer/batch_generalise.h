@@ -16,9 +16,9 @@
 ///   checks its input's batch against the traced one (ShapeError naming the
 ///   first node that differs).
 /// An example of batch 0 has no row to repeat: its graph is specialised. The
-/// dimensions that follow the batch are marked on the nodes (printed `s0`, as
-/// torch.export prints them) only from a batch of 2 up: torch.export
-/// specialises sizes of 0 and 1 too, and prints a batch-1 program as `f32[1, 3]`.
+/// dimensions that follow the batch are marked on the nodes
+/// (TensorMeta::batch_dims); every other dimension of an input must be as
+/// traced (check_input_shape in batch_check.h).
 
 #include <optional>
 

@@ -75,6 +75,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
       modules_(std::move(modules)),
       specialisation_(std::move(specialisation)) {
   runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
+  note_input_meta();
 }
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
@@ -87,7 +88,15 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
       modules_(std::move(modules)),
       input_keys_(std::move(input_keys)),
       specialisation_(std::move(specialisation)),
-      runner_(std::make_unique<GraphModule>(root_, std::move(runnable))) {}
+      runner_(std::make_unique<GraphModule>(root_, std::move(runnable))) {
+  note_input_meta();
+}
+
+void TDGraphModule::note_input_meta() {
+  for (const Node* node : runner_->graph().nodes()) {
+    if (node->op() == OpCode::kPlaceholder) input_meta_.push_back(node->meta().tensor);
+  }
+}
 
 std::string TDGraphModule::code() const { return python_code(graph_); }
 
@@ -99,6 +108,9 @@ std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
     const auto batch =
         td.batch_size().empty() ? detail::input_batch(tensors_in) : td.batch_size()[0];
     if (batch) specialisation_->check(*batch);
+  }
+  for (size_t i = 0; i < tensors_in.size() && i < input_meta_.size(); ++i) {
+    detail::check_input_shape(input_meta_[i], tensors_in[i], input_keys_[i].repr());
   }
   auto outputs = runner_->run(std::vector<c10::IValue>(tensors_in.begin(), tensors_in.end()));
   std::vector<at::Tensor> tensors;

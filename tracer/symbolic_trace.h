@@ -63,7 +63,10 @@ class TDGraphModule {
   /// then checks its batch (ShapeError naming the node). Unset: any batch runs.
   const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
 
-  /// Runs the graph on `td`'s keys and writes the out keys into `td`.
+  /// Runs the graph on `td`'s keys and writes the out keys into `td`. ShapeError when the
+  /// graph is specialised to another batch, or a key's dimensions differ from the traced
+  /// ones but for those that follow the batch (a sequence length read as an integer is a
+  /// constant of the graph).
   TensorDict& forward(TensorDict& td) const;
   /// Runs the graph on `td`'s keys and writes the out keys into `tensordict_out`.
   TensorDict& forward(const TensorDict& td, TensorDict& tensordict_out) const;
@@ -81,6 +84,11 @@ class TDGraphModule {
   /// read a positional input (input_keys_ order), so a call builds no
   /// dictionary and runs one flat plan.
   std::unique_ptr<GraphModule> runner_;
+  /// What each input key was traced with (runner_'s placeholders): a run checks its inputs
+  /// against it (detail::check_input_shape).
+  std::vector<TensorMeta> input_meta_;
+
+  void note_input_meta();
 };
 
 /// Traces `module` run once on `example`. Neither changes: the module runs on

@@ -402,8 +402,14 @@ TEST_CASE("archive: batch dimensions must be dimensions of the node's shape, in 
 TEST_CASE("archive: a loaded program that fails at run time raises RunError naming the node") {
   const std::string bytes = archive_bytes(seed_program());
   const ExportedProgram loaded = load_bytes(bytes, "m.pt2");
-  CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 5})}}), doctest::Contains("%linear"),
-                       RunError);
+  // The traced shape but not the traced dtype: the linear fails.
+  CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 3}, at::kDouble)}}),
+                       doctest::Contains("%linear"), RunError);
+  CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 5})}}),
+                       "input x has shape [1, 5]; the graph was traced for [s0, 3], and only its "
+                       "batch dimensions (s0) may differ: sizes read as integers while tracing "
+                       "are constants of the graph",
+                       ShapeError);
 }
 
 TEST_CASE("archive: records the program does not name, and version 1 layouts, are refused") {

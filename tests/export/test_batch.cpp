@@ -175,3 +175,24 @@ TEST_CASE("batch: a loop over the batch is specialised too") {
       "traced at batch 4; this input has batch 5, and %sub (module 0) was specialised to it",
       ShapeError);
 }
+
+TEST_CASE("batch: a size of another dimension read as an integer is refused when it differs") {
+  // `x.size(1) - 1` is the constant 7 in the graph: a sequence of 17 steps must not run on it.
+  auto pipeline = make_td_sequential({make_td_module(
+      [](const at::Tensor& x) { return x - x.select(1, x.size(1) - 1).unsqueeze(1); }, {"x"},
+      {"y"})});
+  at::manual_seed(0);
+  TDGraphModule gm = symbolic_trace(pipeline, TensorDict({{"x", at::randn({2, 8, 4})}}, {2}));
+  const ExportedProgram program = export_program(pipeline, {{"x", at::randn({2, 8, 4})}});
+  const at::Tensor five = at::randn({5, 8, 4});
+  CHECK(gm.run(TensorDict({{"x", five}}, {5}))[0].equal(pipeline->call({five}, {})[0]));
+  CHECK(program.module()({{"x", five}})[0].equal(pipeline->call({five}, {})[0]));
+  const std::string refusal =
+      "has shape [2, 17, 4]; the graph was traced for [s0, 8, 4], and only its batch dimensions "
+      "(s0) may differ: sizes read as integers while tracing are constants of the graph";
+  const at::Tensor longer = at::randn({2, 17, 4});
+  CHECK_THROWS_WITH_AS(gm.run(TensorDict({{"x", longer}}, {2})), ("input 'x' " + refusal).c_str(),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(program.module()({{"x", longer}}), ("input x " + refusal).c_str(),
+                       ShapeError);
+}

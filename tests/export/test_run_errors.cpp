@@ -11,7 +11,9 @@ using namespace tdfx;
 
 TEST_CASE("run errors: a failure inside an outlined leaf names the call_module node") {
   TDGraphModule gm = symbolic_trace(samples::seed_sequential(), samples::seed_sequential_input());
-  TensorDict wrong({{{"input", "x"}, at::randn({32, 7})}, {{"input", "mask"}, at::ones({32, 10})}},
+  // The traced shape but not the traced dtype: fc1's matmul fails.
+  TensorDict wrong({{{"input", "x"}, at::randn({32, 100}, at::kDouble)},
+                    {{"input", "mask"}, at::ones({32, 10})}},
                    {32});
   std::string message;
   try {
@@ -20,8 +22,19 @@ TEST_CASE("run errors: a failure inside an outlined leaf names the call_module n
     message = e.what();
   }
   CHECK(message ==
-        "while executing %_0_fc1 = call_module[0.module.fc1](%getitem,): mat1 and mat2 shapes "
-        "cannot be multiplied (32x7 and 100x50)");
+        "while executing %_0_fc1 = call_module[0.module.fc1](%getitem,): mat1 and mat2 must "
+        "have the same dtype");
+}
+
+TEST_CASE("run errors: a key whose other dimensions differ from the trace is a ShapeError") {
+  TDGraphModule gm = symbolic_trace(samples::seed_sequential(), samples::seed_sequential_input());
+  TensorDict wrong({{{"input", "x"}, at::randn({32, 7})}, {{"input", "mask"}, at::ones({32, 10})}},
+                   {32});
+  CHECK_THROWS_WITH_AS(gm.run(wrong),
+                       "input ('input', 'x') has shape [32, 7]; the graph was traced for [s0, "
+                       "100], and only its batch dimensions (s0) may differ: sizes read as "
+                       "integers while tracing are constants of the graph",
+                       ShapeError);
 }
 
 TEST_CASE("run errors: no message prints a tensor's values") {
