@@ -96,11 +96,29 @@ void TDGraphModule::note_input_meta() {
   for (const Node* node : runner_->graph().nodes()) {
     if (node->op() == OpCode::kPlaceholder) input_meta_.push_back(node->meta().tensor);
   }
+  if (!root_) return;
+  for (const auto& item : root_->named_modules("", true)) {
+    modes_.push_back({item.key(), item.value(), item.value()->is_training()});
+  }
+}
+
+void TDGraphModule::check_modes() const {
+  // Innermost first: train() on a model changes every module, and its Dropout says most.
+  for (auto mode = modes_.rbegin(); mode != modes_.rend(); ++mode) {
+    if (mode->module->is_training() == mode->training) continue;
+    auto name = [](bool training) { return training ? "training" : "eval"; };
+    fail<RunError>(
+        "{} was in {} mode when traced and is in {} mode now; the graph holds the ops of the "
+        "traced mode (dropout, batch statistics): trace it again after train() or eval()",
+        mode->path.empty() ? "the traced module" : "module '" + mode->path + "'",
+        name(mode->training), name(!mode->training));
+  }
 }
 
 std::string TDGraphModule::code() const { return python_code(graph_); }
 
 std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
+  check_modes();
   std::vector<at::Tensor> tensors_in;
   tensors_in.reserve(input_keys_.size());
   for (const NestedKey& key : input_keys_) tensors_in.push_back(td.get(key));

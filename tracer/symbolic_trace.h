@@ -66,7 +66,7 @@ class TDGraphModule {
   /// Runs the graph on `td`'s keys and writes the out keys into `td`. ShapeError when the
   /// graph is specialised to another batch, or a key's dimensions differ from the traced
   /// ones but for those that follow the batch (a sequence length read as an integer is a
-  /// constant of the graph).
+  /// constant of the graph). RunError when a module's train/eval mode changed since tracing.
   TensorDict& forward(TensorDict& td) const;
   /// Runs the graph on `td`'s keys and writes the out keys into `tensordict_out`.
   TensorDict& forward(const TensorDict& td, TensorDict& tensordict_out) const;
@@ -88,7 +88,17 @@ class TDGraphModule {
   /// against it (detail::check_input_shape).
   std::vector<TensorMeta> input_meta_;
 
+  /// Each module of root_ and its training mode when traced: the graph holds that mode's ops,
+  /// so a run after train() or eval() changed it is refused.
+  struct TracedMode {
+    std::string path;
+    std::shared_ptr<torch::nn::Module> module;
+    bool training;
+  };
+  std::vector<TracedMode> modes_;
+
   void note_input_meta();
+  void check_modes() const;
 };
 
 /// Traces `module` run once on `example`. Neither changes: the module runs on

@@ -254,3 +254,20 @@ TEST_CASE("pipelines: one TensorDictModule placed twice in a sequential is a cal
   CHECK(gm.modules()[1].path == "1");
   testing::check_runs_like_eager(pipeline, gm, input);
 }
+
+TEST_CASE("pipelines: a run after train() or eval() changed a module's mode is refused") {
+  torch::nn::Sequential net(torch::nn::Linear(3, 3), torch::nn::Dropout(0.5));
+  net->eval();
+  auto module = make_td_module(net, {"x"}, {"y"});
+  const TensorDict input = testing::batch_of(at::randn({4, 3}));
+  TDGraphModule gm = symbolic_trace(module, input);
+  testing::check_runs_like_eager(module, gm, input);
+  net->train();
+  CHECK_THROWS_WITH_AS(gm.run(input),
+                       "module '1' was in eval mode when traced and is in training mode now; the "
+                       "graph holds the ops of the traced mode (dropout, batch statistics): trace "
+                       "it again after train() or eval()",
+                       RunError);
+  net->eval();
+  testing::check_runs_like_eager(module, gm, input);
+}
