@@ -257,7 +257,9 @@ class Builder {
         method_calls_(options.method_calls && options.outline_leaves) {}
 
   BuiltGraph build() {
-    for (const auto& [value, path] : recording_.parameters) parameters_by_path_[path] = value;
+    for (const auto& [value, paths] : recording_.parameter_paths) {
+      for (const std::string& path : paths) parameters_by_path_[path] = value;
+    }
     for (const auto& [key, value] : recording_.outputs) {
       escaping_.insert(value);
       needed_.insert(value);
@@ -526,7 +528,7 @@ class Builder {
     if (param != recording_.parameters.end()) {
       // A parameter read outside a leaf: a get_attr at its first use.
       const size_t call = current_call_;
-      std::string path = param->second;
+      std::string path = path_within(value, param->second, call);
       if (!param_prefix_.empty() && path.rfind(param_prefix_, 0) == 0) {
         path = path.substr(param_prefix_.size());  // inside a leaf's body
       }
@@ -539,6 +541,22 @@ class Builder {
         "{}: a value of the trace ({}) comes from outside the module; capture "
         "tensors as parameters or buffers",
         describe_call(current_call_), value->debugName());
+  }
+
+  // The path of a shared parameter (a layer in two TensorDictModules) that lies in the leaf
+  // body or the call being built, so that it is named relative to them; else `first`.
+  std::string path_within(const jit::Value* value, const std::string& first, size_t call) const {
+    auto paths = recording_.parameter_paths.find(value);
+    if (paths == recording_.parameter_paths.end()) return first;
+    std::string scope = param_prefix_;
+    if (scope.empty() && call < recording_.calls.size()) {
+      scope = recording_.calls[call].inner_path;
+      if (!scope.empty()) scope += ".";
+    }
+    for (const std::string& path : paths->second) {
+      if (path.rfind(scope, 0) == 0) return path;
+    }
+    return first;
   }
 
   std::string relative_to_call(const std::string& path, size_t call) const {

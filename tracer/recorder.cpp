@@ -330,11 +330,16 @@ class Recorder : public KeyAccessHook {
 
   void register_parameters(TensorDictModuleBase& module) {
     auto& graph = *recording_.graph;
+    std::unordered_map<const c10::TensorImpl*, jit::Value*> seen;
     auto add = [&](const std::string& name, const at::Tensor& tensor) {
-      jit::Value* value = graph.addInput(shown(name));
-      value->inferTypeFrom(tensor);
-      tracer::setValueTrace(tensor, value);
-      recording_.parameters[value] = shown(name);
+      jit::Value*& value = seen[tensor.unsafeGetTensorImpl()];
+      if (!value) {
+        value = graph.addInput(shown(name));
+        value->inferTypeFrom(tensor);
+        tracer::setValueTrace(tensor, value);
+        recording_.parameters[value] = shown(name);
+      }
+      recording_.parameter_paths[value].push_back(shown(name));
     };
     for (const auto& item : module.named_parameters(true)) add(item.key(), item.value());
     for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());

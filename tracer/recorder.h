@@ -47,8 +47,11 @@ struct KeyRead {
 /// Everything one trace recorded.
 struct Recording {
   std::shared_ptr<torch::jit::Graph> graph;
-  /// Graph inputs that are parameters or buffers, by path from the graph root.
+  /// Graph inputs that are parameters or buffers, by path from the graph root. A tensor
+  /// registered at several paths (a layer shared by two TensorDictModules) is one input with
+  /// its first path here and all of them in parameter_paths.
   std::unordered_map<const torch::jit::Value*, std::string> parameters;
+  std::unordered_map<const torch::jit::Value*, std::vector<std::string>> parameter_paths;
   std::unordered_map<const torch::jit::Node*, KeyRead> reads;
   std::vector<ModuleCall> calls;
   /// Number of TensorDictSequential levels (level 0 is the root).

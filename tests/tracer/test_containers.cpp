@@ -358,3 +358,20 @@ TEST_CASE("containers: graphs and code match torch.fx on the Python twins, and r
     check_runs_like_eager(module, gm, batch_of(x(3)));
   }
 }
+
+TEST_CASE("containers: one layer shared by two TensorDictModules is a call of each") {
+  torch::nn::Linear shared(4, 4);
+  auto pipeline = make_td_sequential(
+      {make_td_module(shared, {"x"}, {"h"}), make_td_module(shared, {"h"}, {"y"})});
+  const TensorDict input = batch_of(at::randn({3, 4}));
+  TDGraphModule gm = symbolic_trace(pipeline, input);
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    _0_linear = getattr(self, \"0\").module(getitem);  getitem = None\n"
+        "    _1_linear_1 = getattr(self, \"1\").module(_0_linear)\n"
+        "    return (_0_linear, _1_linear_1)\n"
+        "    ");
+  check_runs_like_eager(pipeline, gm, input);
+}
