@@ -404,7 +404,7 @@ class Builder {
           std::all_of(region.inputs.begin(), region.inputs.end(),
                       [](const jit::Value* v) { return v->type()->cast<c10::TensorType>(); });
       if (region.inputs.empty() || !tensors_in || region.outputs.empty() ||
-          !records_its_op(module, region.nodes)) {
+          !records_its_op(module, region.nodes) || !reads_every_parameter(region, module, target)) {
         continue;
       }
       region.target = target;
@@ -415,6 +415,24 @@ class Builder {
       regions.push_back(std::move(region));
     }
     return regions;
+  }
+
+  // False when `region` leaves out a parameter of the built-in layer `module`: a call of a
+  // Linear reads its weight and its bias, so `F::linear(x, lin->weight)` is user code reading
+  // the weight, not a call of `lin` (it would print as one, and seem to add the bias).
+  bool reads_every_parameter(const LeafRegion& region, const torch::nn::Module& module,
+                             const std::string& target) const {
+    if (module.name().rfind("torch::nn::", 0) != 0) return true;  // a declared leaf: any reads
+    std::unordered_set<const jit::Value*> read;
+    for (const jit::Node* node : region.nodes) {
+      for (const jit::Value* input : node->inputs()) read.insert(parameter_of(input));
+    }
+    for (const auto& item : module.named_parameters(true)) {
+      if (!item.value().defined()) continue;
+      auto it = parameters_by_path_.find(join_path(target, item.key()));
+      if (it != parameters_by_path_.end() && !read.count(it->second)) return false;
+    }
+    return true;
   }
 
   // The nodes just before call.nodes[first] that belong to the leaf call [first, last] although

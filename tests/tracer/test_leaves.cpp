@@ -4,6 +4,7 @@
 // fx_pipelines.py (LAYERS).
 #include <doctest/doctest.h>
 #include <torch/nn/functional/instancenorm.h>
+#include <torch/nn/functional/linear.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
@@ -308,4 +309,32 @@ TEST_CASE("leaves: a layer that branches on tensor values (MultiheadAttention) i
   CHECK_THROWS_WITH_AS(symbolic_trace(module, TensorDict({{"x", at::randn({2, 5, 4})}}, {2})),
                        doctest::Contains("aten::equal turns a traced tensor into a C++ value"),
                        TraceError);
+}
+
+TEST_CASE("leaves: a layer's weight used by user code is not a call of the layer") {
+  // `F::linear(x, lin->weight)` reads the weight alone (C++ records it as t and matmul): a
+  // get_attr and the ops, not a second `self.lin(x)`, which would add the bias. (GCC
+  // evaluates the right operand of + first.)
+  struct TiedImpl : torch::nn::Module {
+    TiedImpl() : lin(register_module("lin", torch::nn::Linear(3, 3))) {}
+    at::Tensor forward(const at::Tensor& x) {
+      return lin(x) + torch::nn::functional::linear(x, lin->weight);
+    }
+    torch::nn::Linear lin;
+  };
+  auto module = make_td_module(std::make_shared<TiedImpl>(), {"x"}, {"y"});
+  const TensorDict input = testing::batch_of(at::randn({2, 3}));
+  TDGraphModule gm = symbolic_trace(module, input);
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    lin_weight = self.lin.weight\n"
+        "    t = torch.t(lin_weight);  lin_weight = None\n"
+        "    matmul = getitem @ t;  t = None\n"
+        "    lin = self.lin(getitem);  getitem = None\n"
+        "    add = lin + matmul;  lin = matmul = None\n"
+        "    return (add,)\n"
+        "    ");
+  check_bit_identical(module, gm, input);
 }
