@@ -58,7 +58,7 @@ void BM_TraceChain(benchmark::State& state) {
       static_cast<double>(length),
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_TraceChain)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceChain)->Arg(10)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
 
 /// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
 struct Seed002 {
