@@ -46,6 +46,14 @@ std::string count_text(uint32_t counts) {
 
 }  // namespace
 
+namespace detail {
+
+void fail_empty_module(const char* what) {
+  fail<Error>("make_td_module: the {} is empty; pass a module", what);
+}
+
+}  // namespace detail
+
 // ---- TensorDictModuleBase ------------------------------------------------------------------
 
 TensorDictModuleBase::TensorDictModuleBase(std::string name) : torch::nn::Module(std::move(name)) {}

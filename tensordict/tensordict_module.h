@@ -283,6 +283,9 @@ struct WrappedModule {
   uint32_t arities = 0;
 };
 
+/// Throws tdfx::Error: make_td_module was given an empty holder, AnyModule or pointer.
+[[noreturn]] void fail_empty_module(const char* what);
+
 /// Wraps a module holder, a shared_ptr to a module, an AnyModule, or a callable taking tensors.
 template <typename M>
 WrappedModule wrap(M module) {
@@ -294,12 +297,15 @@ WrappedModule wrap(M module) {
                 "1 to 16 at::Tensor arguments and returning at::Tensor, or a std::tuple or "
                 "std::vector of them");
   if constexpr (std::is_base_of_v<torch::detail::ModuleHolderIndicator, M>) {
+    if (module.is_empty()) fail_empty_module("module holder (constructed with nullptr)");
     auto impl = module.ptr();
     return {impl, tensor_fn(Call{impl}), arities};
   } else if constexpr (std::is_same_v<M, torch::nn::AnyModule>) {
+    if (module.is_empty()) fail_empty_module("AnyModule");
     auto impl = module.ptr();
     return {std::move(impl), tensor_fn(Call{std::move(module)}), arities};
   } else if constexpr (!std::is_same_v<Call, M>) {  // a shared_ptr to a module
+    if (!module) fail_empty_module("module pointer (null)");
     return {module, tensor_fn(Call{module}), arities};
   } else {
     auto callable = std::make_shared<CallableModule>(tensor_fn(std::move(module)));

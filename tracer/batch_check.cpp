@@ -8,6 +8,12 @@ namespace tdfx {
 
 void BatchSpecialisation::check(int64_t batch) const {
   if (batch == traced_batch) return;
+  if (traced_batch == 0) {
+    fail<ShapeError>(
+        "traced at batch 0; this input has batch {}, and an example without rows cannot show "
+        "what depends on the batch: trace with at least one row",
+        batch);
+  }
   if (node.empty()) {
     fail<ShapeError>(
         "traced at batch {}; this input has batch {}, and the pipeline could not be traced at "

@@ -196,3 +196,14 @@ TEST_CASE("batch: a size of another dimension read as an integer is refused when
   CHECK_THROWS_WITH_AS(program.module()({{"x", longer}}), ("input x " + refusal).c_str(),
                        ShapeError);
 }
+
+TEST_CASE("batch: an example without rows gives a graph for batch 0 only, and says why") {
+  auto pipeline = make_td_sequential(
+      {make_td_module([](const at::Tensor& x) { return at::relu(x); }, {"obs"}, {"hidden"})});
+  TDGraphModule gm = symbolic_trace(pipeline, TensorDict({{"obs", at::randn({0, 3})}}, {0}));
+  REQUIRE(gm.batch_specialisation());
+  CHECK_THROWS_WITH_AS(gm.run(TensorDict({{"obs", at::randn({2, 3})}}, {2})),
+                       "traced at batch 0; this input has batch 2, and an example without rows "
+                       "cannot show what depends on the batch: trace with at least one row",
+                       ShapeError);
+}

@@ -525,3 +525,15 @@ TEST_CASE("modules: a missing key close to an existing one is suggested") {
                        "'pixel')?); keys: ('obs', 'pixel')",
                        tdfx::KeyError);
 }
+
+TEST_CASE("modules: an empty holder, AnyModule or null pointer is a tdfx::Error") {
+  CHECK_THROWS_WITH_AS(
+      make_td_module(torch::nn::Linear{nullptr}, {"x"}, {"y"}),
+      "make_td_module: the module holder (constructed with nullptr) is empty; pass a module",
+      tdfx::Error);
+  CHECK_THROWS_WITH_AS(make_td_module(torch::nn::AnyModule{}, {"x"}, {"y"}),
+                       "make_td_module: the AnyModule is empty; pass a module", tdfx::Error);
+  CHECK_THROWS_WITH_AS(make_td_module(std::shared_ptr<torch::nn::LinearImpl>{}, {"x"}, {"y"}),
+                       "make_td_module: the module pointer (null) is empty; pass a module",
+                       tdfx::Error);
+}
