@@ -157,7 +157,17 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   // The example TensorDict, from keyword names joined with "_".
   TensorDict example;
   std::vector<std::string> accepted;
-  for (const NestedKey& key : module->in_keys()) accepted.push_back(key.joined("_"));
+  for (const NestedKey& key : module->in_keys()) {
+    const std::string name = key.joined("_");
+    auto same = std::find(accepted.begin(), accepted.end(), name);
+    if (same != accepted.end()) {
+      fail<KeyError>(
+          "{}: in keys {} and {} are both called '{}' as program inputs; rename one of them",
+          module->describe(),
+          module->in_keys()[static_cast<size_t>(same - accepted.begin())].repr(), key.repr(), name);
+    }
+    accepted.push_back(name);
+  }
   for (const auto& [name, tensor] : inputs) {
     auto it = std::find(accepted.begin(), accepted.end(), name);
     if (it == accepted.end()) {

@@ -8,7 +8,8 @@ namespace tdfx {
 namespace {
 
 // Python 3.11's keyword.kwlist and dir(builtins), and torch.fx's
-// _custom_builtins: names a generated forward must not shadow.
+// _custom_builtins: names a generated forward must not shadow; and `self`, its
+// first parameter, which a key called "self" would repeat.
 const std::unordered_set<std::string>& reserved_names() {
   static const std::unordered_set<std::string> names = {
       "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
@@ -41,7 +42,9 @@ const std::unordered_set<std::string>& reserved_names() {
       "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple",
       "type", "vars", "zip",
       // torch.fx's custom builtins
-      "inf", "nan", "NoneType", "torch", "device", "fx_pytree", "pytree"};
+      "inf", "nan", "NoneType", "torch", "device", "fx_pytree", "pytree",
+      // the generated forward's first parameter
+      "self"};
   return names;
 }
 

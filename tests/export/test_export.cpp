@@ -157,3 +157,23 @@ TEST_CASE(
   const auto out = program.module()({{"obs-1", a}, {"input", b}, {"in", c}});
   CHECK(at::equal(out.at(0), at::div(a + b, c, "floor")));
 }
+
+TEST_CASE("export: in keys that join to one input name are refused, naming both") {
+  auto module = make_td_module([](const at::Tensor& a, const at::Tensor& b) { return a + b; },
+                               {NestedKey{"a", "b"}, "a_b"}, {"y"});
+  CHECK_THROWS_WITH_AS(export_program(module, {{"a_b", at::ones({2})}}),
+                       (module->describe() +
+                        ": in keys ('a', 'b') and 'a_b' are both called 'a_b' as program inputs; "
+                        "rename one of them")
+                           .c_str(),
+                       KeyError);
+}
+
+TEST_CASE("export: an input key called self is renamed in the signature, as a Python parameter") {
+  auto module = make_td_module([](const at::Tensor& x) { return x * 2; }, {"self"}, {"y"});
+  const ExportedProgram program = export_program(module, {{"self", at::ones({2, 3})}});
+  CHECK(program.graph_signature().str() ==
+        "input user_input self_1 -> self (dim 0 is s0)\n"
+        "output mul -> 'y'\n");
+  CHECK(program.module()({{"self", at::ones({4, 3})}})[0].equal(at::full({4, 3}, 2.0)));
+}
