@@ -57,40 +57,36 @@ tdfx::testing::CommandResult check_in_python(const std::string& code, const std:
 
 }  // namespace
 
-TEST_CASE("fx code: prints_as_method names exactly the ops Python calls as Tensor methods") {
-  const auto result = run_command("/usr/bin/python3 " + source_dir() +
-                                  "/tests/tracer/fx_pipelines.py --method-faces");
+namespace {
+
+// Checks `predicate` against Python for every aten op name: fx_pipelines.py `flag` prints each
+// name with 1 where Python's answer is yes. Returns how many names Python says yes for.
+size_t check_against_python(const std::string& flag, bool (*predicate)(const std::string&)) {
+  const auto result =
+      run_command("/usr/bin/python3 " + source_dir() + "/tests/tracer/fx_pipelines.py " + flag);
   REQUIRE_MESSAGE(result.status == 0, result.out);
   std::istringstream lines(result.out);
   std::string name;
-  int method = 0;
-  size_t names = 0, methods = 0;
-  while (lines >> name >> method) {
+  int yes = 0;
+  size_t names = 0, yeses = 0;
+  while (lines >> name >> yes) {
     CAPTURE(name);
-    CHECK(tdfx::detail::prints_as_method(name) == (method == 1));
+    CHECK(predicate(name) == (yes == 1));
     ++names;
-    methods += method;
+    yeses += static_cast<size_t>(yes);
   }
   CHECK(names > 1000);  // every aten op torch 1.13 has
-  CHECK(methods > 200);
+  return yeses;
+}
+
+}  // namespace
+
+TEST_CASE("fx code: prints_as_method names exactly the ops Python calls as Tensor methods") {
+  CHECK(check_against_python("--method-faces", tdfx::detail::prints_as_method) > 200);
 }
 
 TEST_CASE("fx code: is_nn_function names exactly the ops Python has in torch._C._nn only") {
-  const auto result = run_command("/usr/bin/python3 " + source_dir() +
-                                  "/tests/tracer/fx_pipelines.py --nn-functions");
-  REQUIRE_MESSAGE(result.status == 0, result.out);
-  std::istringstream lines(result.out);
-  std::string name;
-  int nn = 0;
-  size_t names = 0, nns = 0;
-  while (lines >> name >> nn) {
-    CAPTURE(name);
-    CHECK(is_nn_function(name) == (nn == 1));
-    ++names;
-    nns += nn;
-  }
-  CHECK(names > 1000);  // every aten op torch 1.13 has
-  CHECK(nns == 94);
+  CHECK(check_against_python("--nn-functions", is_nn_function) == 94);
 }
 
 TEST_CASE("fx code: method-only ops are call_method nodes, as torch.fx records them") {
