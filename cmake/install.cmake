@@ -15,6 +15,10 @@ set_target_properties(tdfx_library PROPERTIES EXPORT_NAME tdfx)
 install(TARGETS ${tdfx_libraries} tdfx_library EXPORT tdfxTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The Graphviz plugins are linked in from their own folder (lib/graphviz), which the
+# loader does not search: the installed command keeps the link-time folders as its RPATH,
+# as the build-tree one does.
+set_target_properties(tdfx PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS tdfx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 foreach(component core tensordict graph codegen viz tracer export)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${component}

@@ -12,4 +12,11 @@ cmake --build "$work/build" > /dev/null
 out="$("$work/build/consumer")"
 echo "$out"
 grep -q "call_module\[target=module\]" <<< "$out"
-echo "consumer: 1 passed, 0 failed"
+# The installed command, run from another folder: it draws with the Graphviz plugins it
+# links, and reads back the archive it wrote.
+mkdir "$work/run"
+(cd "$work/run" && "$work/prefix/bin/tdfx" demo --out . > demo.txt)
+grep -q "^graph():" "$work/run/demo.txt"
+head -c 5 "$work/run/"*.svg | grep -q "<?xml\|<svg"
+"$work/prefix/bin/tdfx" show "$(ls "$work/run/"*.pt2 | head -1)" > /dev/null
+echo "consumer: 2 passed, 0 failed"
