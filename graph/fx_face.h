@@ -33,6 +33,11 @@ struct FxCall {
 /// like `torch._C._nn.gelu`, and so does their face.
 bool is_nn_function(const std::string& op);
 
+/// True for the aten ops that Python has neither in `torch` nor in `torch._C._nn` nor as
+/// Tensor methods (`slice`, `_to_copy`): their face is `torch.ops.aten.slice`, so that the
+/// printed code still runs.
+bool is_aten_only(const std::string& op);
+
 /// The FX face of a call_function node (aten or getitem).
 FxCall fx_call(const Node& node);
 /// The FX face of a call of `target` with these arguments; `name` is the

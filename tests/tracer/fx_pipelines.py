@@ -245,6 +245,20 @@ def nn_functions():
     for name in names:
         print(name, int(hasattr(torch._C._nn, name) and not hasattr(torch, name)))
 
+def aten_only():
+    """Each aten op name, with 1 when Python has it neither in torch nor in torch._C._nn nor
+    as a Tensor method: only as torch.ops.aten.<name>."""
+    import inspect
+
+    names = sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
+                    if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
+    for name in names:
+        found = inspect.getattr_static(torch.Tensor, name, None)
+        method = found is not None and callable(getattr(torch.Tensor, name)) and \
+            type(found).__name__ not in ("property", "getset_descriptor")
+        print(name, int(not hasattr(torch, name) and not hasattr(torch._C._nn, name)
+                        and not method))
+
 if __name__ == "__main__":
     import sys
 
@@ -253,6 +267,9 @@ if __name__ == "__main__":
         sys.exit(0)
     if sys.argv[1:] == ["--nn-functions"]:
         nn_functions()
+        sys.exit(0)
+    if sys.argv[1:] == ["--aten-only"]:
+        aten_only()
         sys.exit(0)
     for name, build in CASES.items():
         module = torch.fx.symbolic_trace(build())

@@ -89,6 +89,32 @@ TEST_CASE("fx code: is_nn_function names exactly the ops Python has in torch._C.
   CHECK(check_against_python("--nn-functions", is_nn_function) == 94);
 }
 
+TEST_CASE("fx code: is_aten_only names exactly the ops Python has only as torch.ops.aten") {
+  CHECK(check_against_python("--aten-only", is_aten_only) == 446);
+}
+
+TEST_CASE("fx code: an op Python has only in torch.ops.aten prints there, and the code runs") {
+  // x.index({Slice(), 0}) records aten::slice, which is no torch function.
+  auto module = make_td_module(
+      [](const at::Tensor& x) {
+        using at::indexing::Slice;
+        return x.index({Slice(), 0});
+      },
+      {"x"}, {"y"});
+  const TDGraphModule gm = symbolic_trace(module, batch_of(at::randn({2, 3})));
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    slice_1 = torch.ops.aten.slice(getitem, start = 0, end = 9223372036854775807);  "
+        "getitem = None\n"
+        "    select = torch.select(slice_1, dim = 1, index = 0);  slice_1 = None\n"
+        "    return (select,)\n"
+        "    ");
+  const auto checked = check_in_python(gm.code(), "2,3");
+  CHECK(checked.out == "compiled\nran [[2]]\n");
+}
+
 TEST_CASE("fx code: method-only ops are call_method nodes, as torch.fx records them") {
   auto module = make_td_module(method_calls, {"x"}, {"y"});
   const TensorDict input = batch_of(at::randn({2, 3, 4}));
