@@ -4,6 +4,9 @@
 // user module relu(fc(x)) with fc = Linear(64, 64), reading "h{i}" and writing "h{i+1}", on a
 // 16×64 input. Goal: linear in N ("us_per_module" stays flat).
 //
+// BM_EagerChain/1000, BM_JitTraceChain/1000: the same chain run eagerly, and recorded by
+// LibTorch's JIT tracer alone: the floor under BM_TraceChain, which records the chain twice.
+//
 // BM_Seed002_*: seed 002's pipeline (Net then Masker) at batch 32, run three ways on the same
 // Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
 // ops called directly on tensors. Goal: GraphModule no slower than Eager, within 1.1× Direct.
@@ -12,6 +15,7 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/softmax.h>
 #include <benchmark/benchmark.h>
+#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/modules/linear.h>
 
 #include <memory>
@@ -59,6 +63,40 @@ void BM_TraceChain(benchmark::State& state) {
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TraceChain)->Arg(10)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+
+// The same chain run eagerly, and recorded by LibTorch's JIT tracer alone (torch::jit::trace of
+// the sequential's forward, no tdfx graph): the floor under a trace, which runs the module
+// twice under that tracer.
+void BM_EagerChain(benchmark::State& state) {
+  const auto seq = chain(state.range(0));
+  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  for (auto _ : state) {
+    tdfx::TensorDict work(td);
+    seq->forward(work);
+    benchmark::DoNotOptimize(work);
+  }
+}
+BENCHMARK(BM_EagerChain)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+void BM_JitTraceChain(benchmark::State& state) {
+  const auto seq = chain(state.range(0));
+  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  const at::Tensor h0 = td.get("h0");
+  // The JIT tracer takes the weights as constants, which it refuses for tensors requiring grad.
+  for (at::Tensor& parameter : seq->parameters()) parameter.set_requires_grad(false);
+  for (auto _ : state) {
+    auto traced = torch::jit::tracer::trace(
+        {h0},
+        [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+          tdfx::TensorDict work({{"h0", inputs[0].toTensor()}}, {16});
+          seq->forward(work);
+          return {work.get("h" + std::to_string(state.range(0)))};
+        },
+        [](const at::Tensor&) { return std::string(); }, false);
+    benchmark::DoNotOptimize(traced);
+  }
+}
+BENCHMARK(BM_JitTraceChain)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 /// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
 struct Seed002 {

@@ -1,10 +1,11 @@
 #pragma once
 
 /// \file
-/// Recorder: runs a TensorDict module once under LibTorch's JIT tracer and
-/// keeps what the graph builder needs — the recorded jit graph, which jit
-/// nodes read which key, which TensorDictModule produced which nodes, and the
-/// traced value of every key at the end.
+/// Recorder: runs a TensorDict module's own forward once under LibTorch's JIT
+/// tracer, as the KeyAccessHook of its reads and calls, and keeps what the
+/// graph builder needs — the recorded jit graph, which jit nodes read which
+/// key, which TensorDictModule call produced which nodes, and the traced
+/// value of every selected out key at the end.
 
 #include <torch/csrc/jit/ir/ir.h>
 
@@ -82,7 +83,8 @@ class ModuleStateGuard {
   std::unique_ptr<StateSnapshot> snapshot_;
 };
 
-/// Records `module` run on `example`. `strip_prefix` is cut from parameter paths
+/// Records `module.forward` run on `example`: key reads, writes and selected out keys behave
+/// as in eager mode, because they are eager mode. `strip_prefix` is cut from parameter paths
 /// (the graph root may be a child of `module`, as "module" is of its TensorDictModule). Throws
 /// TraceError naming the module on failure; never leaves tracing state behind.
 /// A module that turns a traced tensor into a C++ value (`item`, `is_nonzero`,
@@ -93,7 +95,8 @@ class ModuleStateGuard {
 /// call_module node) are kept or dropped together.
 /// The module runs on copies of `example`'s tensors, and its parameters and
 /// buffers are put back as they were afterwards (also on failure), so neither
-/// the example nor the module changes (BatchNorm's running statistics stay).
+/// the example nor the module changes (BatchNorm's running statistics stay);
+/// under a ModuleStateGuard of the module, the guard puts them back instead.
 Recording record(TensorDictModuleBase& module, const TensorDict& example,
                  const std::string& strip_prefix, const TraceOptions& options = {});
 
