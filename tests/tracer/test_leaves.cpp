@@ -338,3 +338,29 @@ TEST_CASE("leaves: a layer's weight used by user code is not a call of the layer
         "    ");
   check_bit_identical(module, gm, input);
 }
+
+TEST_CASE("leaves: a layer's weight read after a call of the layer is a get_attr") {
+  struct AfterImpl : torch::nn::Module {
+    AfterImpl() : lin(register_module("lin", torch::nn::Linear(3, 3))) {}
+    at::Tensor forward(const at::Tensor& x) {
+      at::Tensor h = lin(x);
+      return h + lin->weight.sum();
+    }
+    torch::nn::Linear lin;
+  };
+  auto module = make_td_module(std::make_shared<AfterImpl>(), {"x"}, {"y"});
+  const TensorDict input = testing::batch_of(at::randn({2, 3}));
+  TDGraphModule gm = symbolic_trace(module, input);
+  // It was refused as "a value of the trace comes from outside the module".
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    lin = self.lin(getitem);  getitem = None\n"
+        "    lin_weight = self.lin.weight\n"
+        "    sum_1 = torch.sum(lin_weight);  lin_weight = None\n"
+        "    add = lin + sum_1;  lin = sum_1 = None\n"
+        "    return (add,)\n"
+        "    ");
+  check_bit_identical(module, gm, input);
+}
