@@ -224,40 +224,37 @@ CASES = {
 }
 
 
+def aten_names():
+    """Every aten op name torch 1.13 has, sorted."""
+    return sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
+                   if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
+
+def is_tensor_method(name):
+    """True when torch.Tensor has `name` as a method (not a property)."""
+    import inspect
+
+    found = inspect.getattr_static(torch.Tensor, name, None)
+    return found is not None and callable(getattr(torch.Tensor, name)) and \
+        type(found).__name__ not in ("property", "getset_descriptor")
+
 def method_faces():
     """Each aten op name, with 1 when Python has it as a Tensor method that torch.fx records
     with call_method: one that is not a torch function, or an in-place one."""
-    import inspect
-
-    names = sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
-                    if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
-    for name in names:
-        found = inspect.getattr_static(torch.Tensor, name, None)
-        method = found is not None and callable(getattr(torch.Tensor, name)) and \
-            type(found).__name__ not in ("property", "getset_descriptor")
-        print(name, int(method and (not hasattr(torch, name) or name.endswith("_"))))
+    for name in aten_names():
+        print(name, int(is_tensor_method(name) and (not hasattr(torch, name) or name.endswith("_"))))
 
 def nn_functions():
     """Each aten op name, with 1 when Python has it in torch._C._nn and not in torch: torch.fx
     shows torch.nn.functional's calls of it as torch._C._nn.<name>."""
-    names = sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
-                    if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
-    for name in names:
+    for name in aten_names():
         print(name, int(hasattr(torch._C._nn, name) and not hasattr(torch, name)))
 
 def aten_only():
     """Each aten op name, with 1 when Python has it neither in torch nor in torch._C._nn nor
     as a Tensor method: only as torch.ops.aten.<name>."""
-    import inspect
-
-    names = sorted({s.name.split("::")[1] for s in torch._C._jit_get_all_schemas()
-                    if s.name.startswith("aten::") and not s.name.startswith("aten::__")})
-    for name in names:
-        found = inspect.getattr_static(torch.Tensor, name, None)
-        method = found is not None and callable(getattr(torch.Tensor, name)) and \
-            type(found).__name__ not in ("property", "getset_descriptor")
+    for name in aten_names():
         print(name, int(not hasattr(torch, name) and not hasattr(torch._C._nn, name)
-                        and not method))
+                        and not is_tensor_method(name)))
 
 if __name__ == "__main__":
     import sys
