@@ -8,95 +8,10 @@
 
 #include "core/error.h"
 #include "graph/fx_face.h"
+#include "graph/module_call.h"
+#include "graph/plan.h"
 
 namespace tdfx {
-namespace {
-
-// A node as the user saw it printed: an op inlined from a call_module body,
-// which no printed graph shows, is named by that call.
-std::string shown_node(const Node& node) {
-  return node.meta().shown_as.empty() ? describe(node) : node.meta().shown_as;
-}
-
-}  // namespace
-
-namespace detail {
-
-/// Where a call's argument comes from at run time.
-struct Source {
-  enum class Kind { kConstant, kSlot, kTensorList, kOptionalTensorList, kIntList, kTuple };
-  Kind kind = Kind::kConstant;
-  c10::IValue constant;
-  int slot = -1;
-  std::vector<Source> items;  // lists and tuples
-
-  c10::IValue materialize(const std::vector<c10::IValue>& slots) const {
-    switch (kind) {
-      case Kind::kConstant:
-        return constant;
-      case Kind::kSlot:
-        return slots[static_cast<size_t>(slot)];
-      case Kind::kTensorList: {
-        c10::List<at::Tensor> list;
-        list.reserve(items.size());
-        for (const auto& item : items) list.push_back(item.materialize(slots).toTensor());
-        return list;
-      }
-      case Kind::kOptionalTensorList: {
-        c10::List<c10::optional<at::Tensor>> list;
-        for (const auto& item : items) {
-          auto value = item.materialize(slots);
-          list.push_back(value.isNone() ? c10::nullopt
-                                        : c10::optional<at::Tensor>(value.toTensor()));
-        }
-        return list;
-      }
-      case Kind::kIntList: {  // sizes some of which are size nodes: [size, -1]
-        c10::List<int64_t> list;
-        list.reserve(items.size());
-        for (const auto& item : items) list.push_back(item.materialize(slots).toInt());
-        return list;
-      }
-      case Kind::kTuple: {
-        std::vector<c10::IValue> values;
-        values.reserve(items.size());
-        for (const auto& item : items) values.push_back(item.materialize(slots));
-        return c10::ivalue::Tuple::create(std::move(values));
-      }
-    }
-    return {};
-  }
-};
-
-struct Plan;
-
-/// One node's work.
-struct Step {
-  enum class Kind { kPlaceholder, kConstant, kAten, kGetItem, kCallModule, kOutput };
-  Kind kind = Kind::kConstant;
-  const Node* node = nullptr;
-  int out = -1;
-  std::vector<Source> sources;
-  const c10::OperatorHandle* op = nullptr;
-  size_t returns = 1;
-  c10::IValue constant;        // get_attr value
-  c10::IValue key;             // getitem: int index or string key
-  std::shared_ptr<Plan> body;  // call_module
-  std::vector<int> release;    // slots whose last read is this step
-};
-
-struct Plan {
-  std::vector<Step> steps;
-  size_t slot_count = 0;
-  std::vector<int> placeholders;
-  Source output;
-  bool has_output = false;
-
-  c10::IValue run(std::vector<c10::IValue> inputs) const;
-};
-
-}  // namespace detail
-
 namespace {
 
 using detail::Plan;
@@ -211,8 +126,9 @@ AttributeMap attributes_of(torch::nn::Module& root) {
 
 class Compiler {
  public:
-  Compiler(const AttributeMap& attributes, std::string prefix)
-      : attributes_(attributes), prefix_(std::move(prefix)) {}
+  Compiler(const std::shared_ptr<torch::nn::Module>& root, const AttributeMap& attributes,
+           std::string prefix)
+      : root_(root), attributes_(attributes), prefix_(std::move(prefix)) {}
 
   std::shared_ptr<Plan> compile(const Graph& graph) {
     auto plan = std::make_shared<Plan>();
@@ -289,21 +205,9 @@ class Compiler {
           compile_aten(node, node.target(), step);
         }
         break;
-      case OpCode::kCallModule: {
-        if (!node.body()) {
-          fail<GraphError>("call_module %{} ({}) has no body graph to run", node.name(),
-                           node.target().str());
-        }
-        step.kind = Step::Kind::kCallModule;
-        step.body =
-            Compiler(attributes_, prefix_ + node.target().str() + ".").compile(*node.body());
-        if (step.body->placeholders.size() != node.args().size()) {
-          fail<GraphError>("call_module %{} passes {} arguments; its body takes {}", node.name(),
-                           node.args().size(), step.body->placeholders.size());
-        }
-        for (const auto& arg : node.args()) step.sources.push_back(source(node, arg, nullptr));
+      case OpCode::kCallModule:
+        compile_call_module(node, step);
         break;
-      }
       case OpCode::kCallMethod:
         if (!node.meta().method_op.is_aten()) {
           fail<GraphError>(
@@ -315,6 +219,29 @@ class Compiler {
         break;
     }
     return step;
+  }
+
+  // A call_module runs its body graph when the tracer recorded one, else the root's
+  // submodule at the target path, when it is a built-in layer tdfx knows how to call.
+  void compile_call_module(const Node& node, Step& step) {
+    for (const auto& arg : node.args()) step.sources.push_back(source(node, arg, nullptr));
+    if (node.body()) {
+      step.kind = Step::Kind::kCallModule;
+      step.body =
+          Compiler(root_, attributes_, prefix_ + node.target().str() + ".").compile(*node.body());
+      if (step.body->placeholders.size() != node.args().size()) {
+        fail<GraphError>("call_module %{} passes {} arguments; its body takes {}", node.name(),
+                         node.args().size(), step.body->placeholders.size());
+      }
+      return;
+    }
+    if (!node.kwargs().empty()) {
+      fail<GraphError>("call_module %{} ({}) has keyword arguments, which tdfx cannot pass to "
+                       "a module without a body graph",
+                       node.name(), node.target().str());
+    }
+    step.kind = Step::Kind::kCallLeaf;
+    step.leaf = detail::module_call(root_, prefix_ + node.target().str(), node);
   }
 
   void compile_getitem(const Node& node, Step& step) {
@@ -381,6 +308,7 @@ class Compiler {
     }
   }
 
+  const std::shared_ptr<torch::nn::Module>& root_;
   const AttributeMap& attributes_;
   std::string prefix_;
   std::unordered_map<const Node*, int> slots_;
@@ -419,6 +347,72 @@ c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, co
 
 namespace detail {
 
+c10::IValue Source::materialize(const std::vector<c10::IValue>& slots) const {
+  switch (kind) {
+    case Kind::kConstant:
+      return constant;
+    case Kind::kSlot:
+      return slots[static_cast<size_t>(slot)];
+    case Kind::kTensorList: {
+      c10::List<at::Tensor> list;
+      list.reserve(items.size());
+      for (const auto& item : items) list.push_back(item.materialize(slots).toTensor());
+      return list;
+    }
+    case Kind::kOptionalTensorList: {
+      c10::List<c10::optional<at::Tensor>> list;
+      for (const auto& item : items) {
+        auto value = item.materialize(slots);
+        list.push_back(value.isNone() ? c10::nullopt
+                                      : c10::optional<at::Tensor>(value.toTensor()));
+      }
+      return list;
+    }
+    case Kind::kIntList: {  // sizes some of which are size nodes: [size, -1]
+      c10::List<int64_t> list;
+      list.reserve(items.size());
+      for (const auto& item : items) list.push_back(item.materialize(slots).toInt());
+      return list;
+    }
+    case Kind::kTuple: {
+      std::vector<c10::IValue> values;
+      values.reserve(items.size());
+      for (const auto& item : items) values.push_back(item.materialize(slots));
+      return c10::ivalue::Tuple::create(std::move(values));
+    }
+  }
+  return {};
+}
+
+std::string shown_node(const Node& node) {
+  return node.meta().shown_as.empty() ? describe(node) : node.meta().shown_as;
+}
+
+void fetch_args(const Step& step, const std::vector<c10::IValue>& slots,
+                std::vector<c10::IValue>& args) {
+  for (const auto& s : step.sources) args.push_back(s.materialize(slots));
+}
+
+c10::IValue call_step(const Step& step, std::vector<c10::IValue>& args) {
+  switch (step.kind) {
+    case Step::Kind::kAten:
+      step.op->callBoxed(&args);
+      if (step.returns == 1) return std::move(args[0]);
+      return c10::ivalue::Tuple::create(std::move(args));
+    case Step::Kind::kGetItem:
+      return run_getitem(args.at(0), step.key, *step.node);
+    case Step::Kind::kCallModule:
+      return step.body->run(std::move(args));
+    case Step::Kind::kCallLeaf:
+      return step.leaf(args);
+    case Step::Kind::kPlaceholder:
+    case Step::Kind::kConstant:
+    case Step::Kind::kOutput:
+      break;
+  }
+  throw InternalError(fmt::format("%{} is not a call", step.node->name()));
+}
+
 c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
   if (inputs.size() != placeholders.size()) {
     fail<RunError>("the graph takes {} inputs ({} given)", placeholders.size(), inputs.size());
@@ -437,30 +431,13 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
         case Step::Kind::kConstant:
           slots[static_cast<size_t>(step.out)] = step.constant;
           break;
-        case Step::Kind::kAten: {
-          stack.clear();
-          for (const auto& s : step.sources) stack.push_back(s.materialize(slots));
-          step.op->callBoxed(&stack);
-          if (step.returns == 1) {
-            slots[static_cast<size_t>(step.out)] = std::move(stack[0]);
-          } else {
-            slots[static_cast<size_t>(step.out)] = c10::ivalue::Tuple::create(std::move(stack));
-            stack = {};
-          }
-          break;
-        }
-        case Step::Kind::kGetItem:
-          slots[static_cast<size_t>(step.out)] =
-              run_getitem(step.sources[0].materialize(slots), step.key, *step.node);
-          break;
-        case Step::Kind::kCallModule: {
-          std::vector<c10::IValue> args;
-          for (const auto& s : step.sources) args.push_back(s.materialize(slots));
-          slots[static_cast<size_t>(step.out)] = step.body->run(std::move(args));
-          break;
-        }
         case Step::Kind::kOutput:
           return output.materialize(slots);
+        default:
+          stack.clear();
+          fetch_args(step, slots, stack);
+          slots[static_cast<size_t>(step.out)] = call_step(step, stack);
+          break;
       }
     } catch (const Error&) {
       throw;  // already names what failed (a ShapeError, or a RunError from a body)
@@ -487,7 +464,7 @@ GraphModule& GraphModule::operator=(GraphModule&&) noexcept = default;
 void GraphModule::recompile() {
   graph_.lint();
   const AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
-  auto plan = Compiler(attributes, "").compile(graph_);
+  auto plan = Compiler(root_, attributes, "").compile(graph_);
   plan_ = std::make_unique<detail::Plan>(std::move(*plan));
 }
 

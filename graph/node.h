@@ -30,6 +30,8 @@ std::string_view to_string(OpCode op);
 struct TensorMeta {
   std::optional<c10::ScalarType> dtype;
   std::optional<std::vector<int64_t>> shape;
+  /// Set by ShapeProp; the tracer does not record strides.
+  std::optional<std::vector<int64_t>> stride;
   std::optional<c10::Device> device;
   /// The dimensions that follow the batch size, which the graph runs at any
   /// value of.
