@@ -52,7 +52,7 @@ ExportedModule::ExportedModule(std::shared_ptr<const GraphModule> runner,
       specialisation_(std::move(specialisation)),
       input_meta_(std::move(input_meta)) {}
 
-std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
+std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tensor>& args) const {
   if (args.size() != user_inputs_.size()) {
     fail<ShapeError>("the exported program takes {} user input(s) ({}); {} given",
                      user_inputs_.size(), fmt::join(user_inputs_, ", "), args.size());
@@ -65,8 +65,12 @@ std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>
   }
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());
   inputs.insert(inputs.end(), args.begin(), args.end());
+  return inputs;
+}
+
+std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
   std::vector<at::Tensor> out;
-  for (auto& value : runner_->run(std::move(inputs))) {
+  for (auto& value : runner_->run(graph_inputs(args))) {
     if (!value.isTensor()) {
       fail<RunError>("output {} of the exported program is a {}, not a tensor", out.size(),
                      value.tagKind());

@@ -69,6 +69,12 @@ class ExportedModule {
   std::vector<at::Tensor> operator()(
       const std::vector<std::pair<std::string, at::Tensor>>& kwargs) const;
 
+  /// The compiled graph the module runs; with graph_inputs(), what an Interpreter runs.
+  const GraphModule& graph_module() const { return *runner_; }
+  /// The graph's inputs for these user inputs: the parameters and buffers, then `args`,
+  /// after the checks operator() makes (ShapeError).
+  std::vector<c10::IValue> graph_inputs(const std::vector<at::Tensor>& args) const;
+
  private:
   std::shared_ptr<const GraphModule> runner_;
   std::vector<at::Tensor> state_;

@@ -2,6 +2,7 @@
 
 #include "codegen/python_code.h"
 #include "core/error.h"
+#include "graph/interpreter.h"
 #include "graph/passes.h"
 #include "tracer/batch_generalise.h"
 #include "tracer/graph_builder.h"
@@ -76,6 +77,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
       specialisation_(std::move(specialisation)) {
   runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
   note_input_meta();
+  note_modes();
 }
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
@@ -90,12 +92,17 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
       specialisation_(std::move(specialisation)),
       runner_(std::make_unique<GraphModule>(root_, std::move(runnable))) {
   note_input_meta();
+  note_modes();
 }
 
 void TDGraphModule::note_input_meta() {
+  input_meta_.clear();
   for (const Node* node : runner_->graph().nodes()) {
     if (node->op() == OpCode::kPlaceholder) input_meta_.push_back(node->meta().tensor);
   }
+}
+
+void TDGraphModule::note_modes() {
   if (!root_) return;
   for (const auto& item : root_->named_modules("", true)) {
     modes_.push_back({item.key(), item.value(), item.value()->is_training()});
@@ -117,7 +124,84 @@ void TDGraphModule::check_modes() const {
 
 std::string TDGraphModule::code() const { return python_code(graph_); }
 
-std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
+Graph& TDGraphModule::mutable_graph() {
+  edited_ = true;
+  std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
+  return graph_;
+}
+
+namespace {
+
+// Zeros of each input's traced dtype and shape: values ShapeProp can run the graph on.
+c10::IValue example_inputs(const std::vector<NestedKey>& keys,
+                           const std::vector<TensorMeta>& meta) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const TensorMeta& m = meta.at(i);
+    if (!m.shape || !m.dtype) {
+      fail<GraphError>("input {} has no traced shape to propagate shapes with", keys[i].repr());
+    }
+    dict.insert(keys[i].repr(), at::zeros(*m.shape, at::TensorOptions().dtype(*m.dtype)));
+  }
+  return dict;
+}
+
+bool lacks_meta(const Node& node) {
+  return node.op() != OpCode::kOutput && !node.meta().tensor.shape.has_value();
+}
+
+}  // namespace
+
+void TDGraphModule::recompile() {
+  graph_.lint();
+  const Node* output = graph_.output_node();
+  const size_t returned = !output                                  ? 0
+                          : output->args().at(0).is<ArgumentList>() ? output->args()[0].as<ArgumentList>().items.size()
+                                                                    : 1;
+  if (returned != out_keys_.size()) {
+    fail<GraphError>("the edited graph returns {} value(s); the module writes {} out key(s)",
+                     returned, out_keys_.size());
+  }
+  bool needs_shapes = false;
+  for (const Node* node : graph_.nodes()) needs_shapes |= lacks_meta(*node);
+  if (needs_shapes) {
+    // Shapes come from a copy (ShapeProp writes the meta of the graph it runs), then are
+    // given to the nodes of graph_ that lack them; names are unique, so they match.
+    GraphModule copy(root_, graph_.copy());
+    ShapeProp(copy).propagate({example_inputs(input_keys_, input_meta_)});
+    std::unordered_map<std::string, const Node*> by_name;
+    for (const Node* node : copy.graph().nodes()) by_name[node->name()] = node;
+    for (Node* node : graph_.nodes()) {
+      if (lacks_meta(*node)) node->meta().tensor = by_name.at(node->name())->meta().tensor;
+    }
+  }
+  std::vector<NestedKey> input_keys;
+  runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys));
+  input_keys_ = std::move(input_keys);
+  note_input_meta();
+  std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
+  edited_ = false;
+}
+
+const GraphModule& TDGraphModule::graph_module() const {
+  if (edited_) fail<GraphError>("the graph was edited; call recompile() before running it");
+  auto printed = std::atomic_load(&printed_);
+  if (!printed) {
+    printed = std::make_shared<const GraphModule>(root_, graph_.copy());
+    std::atomic_store(&printed_, printed);
+  }
+  return *printed;
+}
+
+std::vector<c10::IValue> TDGraphModule::graph_inputs(const TensorDict& td) const {
+  const auto tensors = checked_inputs(td);
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  for (size_t i = 0; i < tensors.size(); ++i) dict.insert(input_keys_[i].repr(), tensors[i]);
+  return {dict};
+}
+
+std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) const {
+  if (edited_) fail<GraphError>("the graph was edited; call recompile() before running it");
   check_modes();
   std::vector<at::Tensor> tensors_in;
   tensors_in.reserve(input_keys_.size());
@@ -130,6 +214,11 @@ std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
   for (size_t i = 0; i < tensors_in.size() && i < input_meta_.size(); ++i) {
     detail::check_input_shape(input_meta_[i], tensors_in[i], input_keys_[i].repr());
   }
+  return tensors_in;
+}
+
+std::vector<at::Tensor> TDGraphModule::run(const TensorDict& td) const {
+  const auto tensors_in = checked_inputs(td);
   auto outputs = runner_->run(std::vector<c10::IValue>(tensors_in.begin(), tensors_in.end()));
   std::vector<at::Tensor> tensors;
   tensors.reserve(outputs.size());

@@ -49,6 +49,20 @@ class TDGraphModule {
 
   /// The graph as traced (and printed).
   const Graph& graph() const { return graph_; }
+  /// The printed graph for editing; call recompile() afterwards (until then, runs are
+  /// refused).
+  Graph& mutable_graph();
+  /// Lints the edited graph, gives nodes without meta (a user's inserted nodes) their dtype
+  /// and shape by running the graph on inputs of the traced shapes (ShapeProp), and rebuilds
+  /// what runs from it: the next forward runs the edited graph. GraphError naming the node
+  /// when the graph cannot run, or returns another number of values than out keys.
+  void recompile();
+  /// The printed graph compiled (call_module nodes run their bodies): with graph_inputs(),
+  /// what an Interpreter runs to show the nodes as printed. Valid until the next recompile().
+  const GraphModule& graph_module() const;
+  /// The input of graph_module() for `td`: one dictionary of the keys the graph reads, after
+  /// the checks forward() makes (KeyError, ShapeError, RunError).
+  std::vector<c10::IValue> graph_inputs(const TensorDict& td) const;
   /// The module the graph's call_module and get_attr targets name.
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
   /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
@@ -97,8 +111,17 @@ class TDGraphModule {
   };
   std::vector<TracedMode> modes_;
 
+  /// graph_module(), compiled on first use from a copy of graph_ (read and set with
+  /// std::atomic_load/store: concurrent first uses may both compile; one is kept).
+  mutable std::shared_ptr<const GraphModule> printed_;
+  /// Set by mutable_graph(), cleared by recompile(): runs are refused in between.
+  bool edited_ = false;
+
   void note_input_meta();
+  void note_modes();
   void check_modes() const;
+  /// The input tensors for `td`, in input_keys_ order, checked as forward() checks them.
+  std::vector<at::Tensor> checked_inputs(const TensorDict& td) const;
 };
 
 /// Traces `module` run once on `example`. Neither changes: the module runs on
