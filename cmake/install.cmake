@@ -20,7 +20,7 @@ install(TARGETS ${tdfx_libraries} tdfx_library EXPORT tdfxTargets
 # as the build-tree one does.
 set_target_properties(tdfx PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS tdfx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(component core tensordict graph codegen viz tracer export)
+foreach(component core tensordict graph codegen viz tracer export debug)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${component}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx FILES_MATCHING PATTERN "*.h")
 endforeach()

@@ -90,6 +90,8 @@ class ExportedProgram {
                   std::optional<BatchSpecialisation> specialisation = std::nullopt);
 
   const Graph& graph() const { return runner_->graph(); }
+  /// The compiled graph (inputs: the state, then the user inputs; see ExportedModule).
+  const GraphModule& graph_module() const { return *runner_; }
   const GraphSignature& graph_signature() const { return signature_; }
   /// Parameters and buffers by placeholder name.
   const std::map<std::string, at::Tensor>& state() const { return state_; }

@@ -1,0 +1,47 @@
+#pragma once
+
+/// \file
+/// Debuggee: what the debugging tools run — a compiled graph, its inputs, the
+/// key each output is written to and the printed code — made from a traced
+/// module and a TensorDict, or from an exported program and its user inputs.
+
+#include <ATen/core/ivalue.h>
+
+#include <string>
+#include <vector>
+
+#include "core/nested_key.h"
+#include "graph/graph_module.h"
+
+namespace tdfx {
+
+class TDGraphModule;
+class TensorDict;
+class ExportedProgram;
+
+/// One run to look inside. Refers to the module it was made from, which must outlive it.
+struct Debuggee {
+  /// The graph that runs, with the nodes as the user sees them printed.
+  const GraphModule* module = nullptr;
+  /// One value per placeholder.
+  std::vector<c10::IValue> inputs;
+  /// The key each output value is written to, in output order.
+  std::vector<NestedKey> output_keys;
+  /// The printed forward code, where each node's line is found.
+  std::string code;
+};
+
+/// A traced module run on `td`: its printed graph, nodes named as `gm.graph()` prints them.
+/// The checks of `gm.forward` apply (KeyError, ShapeError).
+Debuggee debuggee(const TDGraphModule& gm, const TensorDict& td);
+/// An exported program run on its user inputs, in signature order (ShapeError as its module).
+Debuggee debuggee(const ExportedProgram& program, const std::vector<at::Tensor>& user_inputs);
+
+/// The line of `code` that computes `node` (`    relu = torch.relu(_0_fc1);  _0_fc1 = None`,
+/// without its indent), the `def forward(...)` line for a placeholder; "" when none.
+std::string code_line(const std::string& code, const Node& node);
+
+/// The first output key `node` flows into (through its users), or nullopt.
+std::optional<NestedKey> key_fed(const Debuggee& debuggee, const Node& node);
+
+}  // namespace tdfx

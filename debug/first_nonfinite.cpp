@@ -1,0 +1,89 @@
+#include "debug/first_nonfinite.h"
+
+#include <ATen/core/Tensor.h>
+#include <fmt/format.h>
+
+#include "debug/node_stats.h"
+#include "graph/interpreter.h"
+
+namespace tdfx {
+namespace {
+
+// NaN and Inf counts over every tensor of a value (one tensor, or a tuple or list of them).
+struct Counts {
+  int64_t nan = 0, inf = 0, numel = 0;
+  bool finite() const { return nan == 0 && inf == 0; }
+};
+
+void count(const c10::IValue& value, Counts& counts) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    if (!at::isFloatingType(t.scalar_type()) && !at::isComplexType(t.scalar_type())) return;
+    const TensorStats s = tensor_stats(t);
+    counts.nan += s.nan_count;
+    counts.inf += s.inf_count;
+    counts.numel += s.numel;
+  } else if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) count(item, counts);
+  } else if (value.isList()) {
+    for (const auto& item : value.toListRef()) count(item, counts);
+  }
+}
+
+class Finder : public Interpreter {
+ public:
+  using Interpreter::Interpreter;
+  const Node* origin = nullptr;
+  Counts origin_counts;
+
+  c10::IValue run_node(const Node& node) override {
+    c10::IValue value = Interpreter::run_node(node);
+    if (origin || node.op() == OpCode::kOutput) return value;
+    Counts produced;
+    count(value, produced);
+    if (produced.finite()) return value;
+    for (const Node* input : node.input_nodes()) {
+      Counts read;
+      count(this->value(*input), read);
+      if (!read.finite()) return value;
+    }
+    origin = &node;
+    origin_counts = produced;
+    return value;
+  }
+};
+
+}  // namespace
+
+std::string NonFinite::str() const {
+  std::string out = fmt::format("first non-finite value: %{} ({} NaN, {} Inf of {} values)\n",
+                                node, nan_count, inf_count, numel);
+  out += fmt::format("  node:   {}\n", description);
+  if (!td_module.empty()) out += fmt::format("  in:     TensorDictModule {}\n", td_module);
+  if (!module_path.empty()) out += fmt::format("  module: {}\n", module_path);
+  if (key) out += fmt::format("  feeds:  {}\n", key->repr());
+  if (!code_line.empty()) out += fmt::format("  code:   {}\n", code_line);
+  return out;
+}
+
+std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee) {
+  // An input's value is still held while its last reader runs: the interpreter releases it
+  // after run_node returns.
+  Finder finder(*debuggee.module);
+  finder.run(debuggee.inputs);
+  if (!finder.origin) return std::nullopt;
+  const Node& node = *finder.origin;
+  NonFinite out;
+  out.node = node.name();
+  out.description = describe(node);
+  out.module_path = node.meta().module_path;
+  out.td_module = node.meta().td_module;
+  out.key = key_fed(debuggee, node);
+  out.code_line = code_line(debuggee.code, node);
+  out.nan_count = finder.origin_counts.nan;
+  out.inf_count = finder.origin_counts.inf;
+  out.numel = finder.origin_counts.numel;
+  return out;
+}
+
+}  // namespace tdfx

@@ -1,0 +1,44 @@
+#pragma once
+
+/// \file
+/// first_nonfinite: the first node of a run whose output holds NaN or Inf
+/// while all its inputs are finite — where a pipeline that returns NaN went
+/// wrong.
+///
+///     if (auto bad = first_nonfinite(debuggee(gm, td))) std::cout << bad->str();
+
+#include <optional>
+#include <string>
+
+#include "debug/debuggee.h"
+
+namespace tdfx {
+
+/// Where non-finite values started.
+struct NonFinite {
+  /// The node, and its description as printed (`%log = torch.log(%_0_fc1)`).
+  std::string node;
+  std::string description;
+  /// The module whose forward produced it ("0.module"; "" at the root), and the
+  /// TensorDictModule call it belongs to ("0"; "" outside any).
+  std::string module_path;
+  std::string td_module;
+  /// The first output key its value flows into, when it reaches one.
+  std::optional<NestedKey> key;
+  /// Its line of printed code.
+  std::string code_line;
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+  int64_t numel = 0;
+
+  /// A few lines for a person: node, counts, module, key and code line.
+  std::string str() const;
+};
+
+/// Runs `debuggee` once and returns the first node, in program order, whose value (a
+/// tensor, or any tensor of a tuple or list) holds NaN or Inf while every tensor it reads is
+/// finite; nullopt when every value is finite. A placeholder or parameter that holds NaN is
+/// itself the origin.
+std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee);
+
+}  // namespace tdfx

@@ -1,0 +1,131 @@
+#include "debug/node_stats.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/core/Tensor.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <complex>
+#include <limits>
+
+#include "core/dtype_names.h"
+#include "graph/interpreter.h"
+
+namespace tdfx {
+namespace {
+
+template <typename T>
+double as_double(T v) {
+  if constexpr (std::is_same_v<T, c10::complex<float>> || std::is_same_v<T, c10::complex<double>>) {
+    return std::abs(std::complex<double>(v.real(), v.imag()));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Accumulates in double, in element order; min and max propagate NaN as at::min/max do.
+template <typename T>
+void accumulate(const T* data, int64_t n, TensorStats& s) {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -min;
+  double sum = 0;
+  bool saw_nan = false;
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = as_double(data[i]);
+    if (std::isnan(v)) {
+      ++s.nan_count;
+      saw_nan = true;
+    } else if (std::isinf(v)) {
+      ++s.inf_count;
+    }
+    if (v == 0) ++zeros;
+    min = v < min ? v : min;
+    max = v > max ? v : max;
+    sum += v;
+  }
+  const double mean = sum / static_cast<double>(n);
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = as_double(data[i]) - mean;
+    squares += d * d;
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  s.min = saw_nan ? nan : min;
+  s.max = saw_nan ? nan : max;
+  s.mean = mean;
+  s.std = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : nan;
+  s.zero_fraction = static_cast<double>(zeros) / static_cast<double>(n);
+}
+
+std::string describe_op(const Node& node) {
+  return fmt::format("{} {}", to_string(node.op()), node.target().str());
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// Records each node's statistics as it runs; values need not be kept for it.
+class StatsInterpreter : public Interpreter {
+ public:
+  using Interpreter::Interpreter;
+  std::vector<NodeStats> stats;
+
+  c10::IValue run_node(const Node& node) override {
+    c10::IValue value = Interpreter::run_node(node);
+    if (node.op() == OpCode::kOutput) return value;
+    NodeStats entry{node.name(), describe_op(node), std::nullopt, value.tagKind()};
+    if (value.isTensor()) entry.stats = tensor_stats(value.toTensor());
+    stats.push_back(std::move(entry));
+    return value;
+  }
+};
+
+}  // namespace
+
+TensorStats tensor_stats(const at::Tensor& t) {
+  TensorStats s;
+  s.dtype = t.scalar_type();
+  s.shape = t.sizes().vec();
+  s.numel = t.numel();
+  if (s.numel == 0) {
+    s.min = s.max = s.mean = s.std = s.zero_fraction = std::numeric_limits<double>::quiet_NaN();
+    return s;
+  }
+  const at::Tensor data = t.device().is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, data.scalar_type(),
+                                         "tensor_stats", [&] {
+                                           accumulate(data.data_ptr<scalar_t>(), s.numel, s);
+                                         });
+  return s;
+}
+
+std::vector<NodeStats> node_stats(const Debuggee& debuggee) {
+  StatsInterpreter interpreter(*debuggee.module);
+  interpreter.run(debuggee.inputs);
+  return std::move(interpreter.stats);
+}
+
+Table stats_table(const std::vector<NodeStats>& stats) {
+  Table table;
+  table.headers = {"node", "op", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf",
+                   "zeros"};
+  table.numeric = {false, false, false, false, true, true, true, true, true, true, true};
+  for (const auto& entry : stats) {
+    if (!entry.stats) {
+      table.rows.push_back({entry.node, entry.op, entry.kind, "", "", "", "", "", "", "", ""});
+      continue;
+    }
+    const TensorStats& s = *entry.stats;
+    table.rows.push_back({entry.node, entry.op, dtype_short(s.dtype), shape_text(s.shape),
+                          table_number(s.min), table_number(s.max), table_number(s.mean),
+                          table_number(s.std), std::to_string(s.nan_count),
+                          std::to_string(s.inf_count),
+                          fmt::format("{:.0f}%", 100 * s.zero_fraction)});
+  }
+  return table;
+}
+
+}  // namespace tdfx

@@ -1,0 +1,62 @@
+#pragma once
+
+/// \file
+/// node_stats: what each node of a run produced — dtype, shape, min, max,
+/// mean, standard deviation, NaN and Inf counts, fraction of zeros — as data
+/// and as a table.
+///
+///     auto stats = node_stats(debuggee(gm, td));
+///     std::cout << stats_table(stats).str(100);
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "debug/debuggee.h"
+#include "debug/table.h"
+
+namespace tdfx {
+
+/// The statistics of one tensor. Floating and complex values are read as doubles (complex:
+/// their absolute value); min, max, mean and std are over every element, so one NaN makes
+/// them NaN, as at::min and at::mean do. Empty tensors have NaN statistics.
+struct TensorStats {
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  double min = 0, max = 0, mean = 0;
+  /// The unbiased standard deviation (at::std's default); NaN below two elements.
+  double std = 0;
+  int64_t nan_count = 0;
+  int64_t inf_count = 0;
+  /// The fraction of elements equal to zero.
+  double zero_fraction = 0;
+
+  bool finite() const { return nan_count == 0 && inf_count == 0; }
+};
+
+/// The statistics of `t`, in one pass over its elements (on the CPU).
+TensorStats tensor_stats(const at::Tensor& t);
+
+/// One node of a run and what it produced.
+struct NodeStats {
+  std::string node;
+  /// The node's opcode and target as printed (`call_module 0.module.fc1`).
+  std::string op;
+  /// Set when the node produced one tensor.
+  std::optional<TensorStats> stats;
+  /// What the node produced when it is not a tensor (`tuple`, `int`), for the table.
+  std::string kind;
+};
+
+/// Runs `debuggee` once through an Interpreter and returns every node's statistics, in
+/// program order (the output node excluded).
+std::vector<NodeStats> node_stats(const Debuggee& debuggee);
+
+/// The statistics as a table: node, op, dtype, shape, min, max, mean, std, nan, inf, zeros.
+Table stats_table(const std::vector<NodeStats>& stats);
+
+}  // namespace tdfx

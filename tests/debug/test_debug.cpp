@@ -1,0 +1,179 @@
+// The debugging tools against hand-computed expectations: statistics equal to ATen's,
+// a NaN planted at a known node found there, profiles that add up, tables that fit.
+#include <doctest/doctest.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "debug/first_nonfinite.h"
+#include "debug/node_stats.h"
+#include "debug/profile.h"
+#include "export/program.h"
+#include "samples/pipelines.h"
+#include "tensordict/modules.h"
+#include "tracer/symbolic_trace.h"
+
+using namespace tdfx;
+
+namespace {
+
+// Linear "x"→"h"; log "h"→"y"; y * 2 "y"→"z". A negative h gives NaN at %log only.
+std::shared_ptr<TensorDictSequential> log_pipeline() {
+  torch::nn::Linear fc(3, 2);
+  {
+    torch::NoGradGuard no_grad;
+    fc->weight.copy_(at::tensor({1.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f}).view({2, 3}));
+    fc->bias.zero_();
+  }
+  return make_td_sequential({make_td_module(fc, {"x"}, {"h"}),
+                             make_td_module([](const at::Tensor& h) { return at::log(h); },
+                                            {"h"}, {"y"}),
+                             make_td_module([](const at::Tensor& y) { return y * 2; }, {"y"},
+                                            {"z"})});
+}
+
+TensorDict log_input(float first) {
+  return TensorDict({{"x", at::tensor({first, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}).view({2, 3})}},
+                    {2});
+}
+
+}  // namespace
+
+TEST_CASE("debug: tensor statistics equal ATen's min, max, mean and std") {
+  const auto t = at::randn({37, 11});
+  const TensorStats s = tensor_stats(t);
+  CHECK(s.min == at::min(t).item<float>());
+  CHECK(s.max == at::max(t).item<float>());
+  const auto d = t.to(at::kDouble);
+  CHECK(s.mean == doctest::Approx(at::mean(d).item<double>()).epsilon(1e-12));
+  CHECK(s.std == doctest::Approx(at::std(d).item<double>()).epsilon(1e-12));
+  CHECK(s.shape == std::vector<int64_t>{37, 11});
+  CHECK(s.numel == 407);
+  CHECK(s.finite());
+
+  const auto odd = at::tensor({0.0f, NAN, INFINITY, -INFINITY, 0.0f, 1.0f});
+  const TensorStats o = tensor_stats(odd);
+  CHECK(o.nan_count == 1);
+  CHECK(o.inf_count == 2);
+  CHECK(o.zero_fraction == doctest::Approx(2.0 / 6));
+  CHECK(std::isnan(o.min));
+  CHECK(std::isnan(o.max));
+
+  const TensorStats ints = tensor_stats(at::arange(10, at::kLong).view({2, 5}).t());
+  CHECK(ints.min == 0);
+  CHECK(ints.max == 9);
+  CHECK(ints.mean == 4.5);
+  CHECK(ints.zero_fraction == doctest::Approx(0.1));
+  CHECK(std::isnan(tensor_stats(at::zeros({0, 3})).mean));
+}
+
+TEST_CASE("debug: node statistics are those of each node's eager value") {
+  auto module = samples::seed_sequential();
+  const TensorDict input = samples::seed_sequential_input();
+  const TDGraphModule gm = symbolic_trace(module, input);
+  const auto stats = node_stats(debuggee(gm, input));
+  std::vector<std::string> names;
+  for (const auto& s : stats) names.push_back(s.node);
+  CHECK(names == std::vector<std::string>{"tensordict", "getitem", "_0_fc1", "relu", "_0_fc2",
+                                          "getitem_1", "mul", "softmax"});
+  CHECK_FALSE(stats[0].stats.has_value());  // the tensordict
+  CHECK(stats[0].kind == "GenericDict");
+  // The eager values, computed by hand from the root's parameters.
+  const auto& root = *gm.root();
+  const auto p = root.named_parameters();
+  const auto x = input.get(NestedKey{"input", "x"});
+  const auto fc1 = at::linear(x, p["0.module.fc1.weight"], p["0.module.fc1.bias"]);
+  const auto relu = at::relu(fc1);
+  const std::vector<std::pair<size_t, at::Tensor>> eager = {{1, x}, {2, fc1}, {3, relu}};
+  for (const auto& [index, value] : eager) {
+    CAPTURE(stats[index].node);
+    REQUIRE(stats[index].stats.has_value());
+    const TensorStats& s = *stats[index].stats;
+    CHECK(s.min == at::min(value).item<float>());
+    CHECK(s.max == at::max(value).item<float>());
+    CHECK(s.mean == doctest::Approx(at::mean(value.to(at::kDouble)).item<double>()));
+    CHECK(s.shape == value.sizes().vec());
+  }
+  CHECK(stats[3].stats->zero_fraction ==
+        doctest::Approx((relu == 0).sum().item<double>() / relu.numel()));
+  CHECK(stats[2].op == "call_module 0.module.fc1");
+}
+
+TEST_CASE("debug: a NaN planted at a known node is found there, with its module, key and line") {
+  auto module = log_pipeline();
+  const TensorDict input = log_input(-1.0f);  // h[0, 0] = -1: log gives NaN
+  const TDGraphModule gm = symbolic_trace(module, input);
+  const auto found = first_nonfinite(debuggee(gm, input));
+  REQUIRE(found.has_value());
+  CHECK(found->str() ==
+        "first non-finite value: %log (1 NaN, 0 Inf of 4 values)\n"
+        "  node:   %log = torch.log(%_0_linear)\n"
+        "  in:     TensorDictModule 1\n"
+        "  module: 1.module\n"
+        "  feeds:  'y'\n"
+        "  code:   log = torch.log(_0_linear)\n");
+  // All finite: nothing found.
+  CHECK_FALSE(first_nonfinite(debuggee(gm, log_input(1.0f))).has_value());
+}
+
+TEST_CASE("debug: a NaN in an input is found where the pipeline reads it") {
+  auto module = log_pipeline();
+  const TDGraphModule gm = symbolic_trace(module, log_input(1.0f));
+  const auto found = first_nonfinite(debuggee(gm, log_input(NAN)));
+  REQUIRE(found.has_value());
+  CHECK(found->node == "getitem");
+  CHECK(found->code_line == "getitem = tensordict['x'];  tensordict = None");
+  CHECK(found->key == NestedKey("h"));
+}
+
+TEST_CASE("debug: the first non-finite node of an exported program") {
+  auto module = log_pipeline();
+  const ExportedProgram program =
+      export_program(module, {{"x", log_input(1.0f).get(NestedKey("x"))}});
+  const auto found = first_nonfinite(debuggee(program, {log_input(-1.0f).get(NestedKey("x"))}));
+  REQUIRE(found.has_value());
+  CHECK(found->node == "log");
+  CHECK(found->key == NestedKey("y"));
+  CHECK(found->code_line == "log = torch.ops.aten.log.default(linear)");
+}
+
+TEST_CASE("debug: a profile times every node, shares add up, slowest first") {
+  auto module = samples::nested_sequential();
+  const TensorDict input = samples::nested_sequential_input();
+  const TDGraphModule gm = symbolic_trace(module, input);
+  const Profile p = profile(debuggee(gm, input), 5);
+  CHECK(p.repeats == 5);
+  CHECK(p.nodes.size() == gm.graph().size() - 1);  // every node but the output
+  double shares = 0;
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    shares += p.nodes[i].share;
+    if (i) CHECK(p.nodes[i - 1].median_us >= p.nodes[i].median_us);
+  }
+  CHECK(shares == doctest::Approx(1.0));
+  std::set<std::string> modules;
+  for (const auto& m : p.modules) modules.insert(m.name);
+  CHECK(modules == std::set<std::string>{"(outside modules)", "0.module.0", "0.module.1", "1"});
+}
+
+TEST_CASE("debug: tables fit the width asked, names shortened with an ellipsis") {
+  Table t;
+  t.headers = {"node", "op", "value"};
+  t.numeric = {false, false, true};
+  t.rows = {{"a_rather_long_node_name_from_a_deep_module", "call_function torch.relu", "1.5"},
+            {"x", "placeholder x", "12"}};
+  CHECK(t.str(100) ==
+        "node                                        op                        value\n"
+        "------------------------------------------  ------------------------  -----\n"
+        "a_rather_long_node_name_from_a_deep_module  call_function torch.relu    1.5\n"
+        "x                                           placeholder x                12\n");
+  CHECK(t.str(50) ==
+        "node               op                        value\n"
+        "-----------------  ------------------------  -----\n"
+        "a_rather_long_no…  call_function torch.relu    1.5\n"
+        "x                  placeholder x                12\n");
+  CHECK(table_number(NAN) == "nan");
+  CHECK(table_number(-INFINITY) == "-inf");
+  CHECK(table_number(0.000123456789) == "0.000123457");
+}
