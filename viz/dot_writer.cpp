@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -104,6 +105,17 @@ std::string kwargs_str(const Kwargs& kwargs) {
     out += (i ? ", " : "") + kwargs[i].first + ": " + fx_str(kwargs[i].second);
   }
   return out + "}";
+}
+
+/// A colour from the caller, kept to `#rrggbb` or a plain colour name so that it cannot end
+/// the quoted attribute.
+std::string dot_escape_colour(const std::string& colour) {
+  for (char c : colour) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '#') {
+      fail<Error>("overlay colour '{}' is neither #rrggbb nor a colour name", colour);
+    }
+  }
+  return colour;
 }
 
 /// One row of a node's table: escaped text, optionally bold or shaded.
@@ -237,8 +249,16 @@ class DotWriter {
       label += "</td></tr>";
     }
     label += "</table>>";
-    return fmt::format("{} [shape={}, style=\"{}\", fillcolor=\"{}\", label={}];\n", node_id(node),
-                       style.shape, style.style, style.fill, label);
+    const auto overlay = options_.overlay.find(node.name());
+    if (overlay == options_.overlay.end()) {
+      return fmt::format("{} [shape={}, style=\"{}\", fillcolor=\"{}\", label={}];\n",
+                         node_id(node), style.shape, style.style, style.fill, label);
+    }
+    const NodeOverlay& o = overlay->second;
+    return fmt::format("{} [shape={}, style=\"{}\", fillcolor=\"{}\"{}, label={}];\n",
+                       node_id(node), style.shape, style.style,
+                       o.fill.empty() ? style.fill : dot_escape_colour(o.fill),
+                       o.marked ? ", color=\"#d62728\", penwidth=3" : "", label);
   }
 
   std::vector<Row> label_rows(const Node& node, Kind kind) {
@@ -275,6 +295,14 @@ class DotWriter {
     rows.push_back(plain(fmt::format("#users: {}", node.users().size())));
     const std::string meta = meta_str(node.meta().tensor);
     if (!meta.empty()) rows.push_back(plain("value: " + meta));
+    const auto overlay = options_.overlay.find(node.name());
+    if (overlay != options_.overlay.end()) {
+      for (const auto& line : overlay->second.lines) {
+        Row row = plain(line);
+        row.bgcolor = overlay->second.marked ? "#f8d0d0" : "#fffbe6";
+        rows.push_back(row);
+      }
+    }
     return rows;
   }
 

@@ -39,6 +39,16 @@ struct ModuleBox {
   std::vector<NestedKey> out_keys;
 };
 
+/// What a debugging run adds to one node's drawing (see debug/overlay.h).
+struct NodeOverlay {
+  /// The node's fill colour (`#f4a582`); "" keeps its style's.
+  std::string fill;
+  /// Rows added to the node's label (`12.5 µs, 61.0%`, `min -1.2 max 3.4`).
+  std::vector<std::string> lines;
+  /// Drawn with a thick red border: the node where NaN or Inf started.
+  bool marked = false;
+};
+
 /// The default of RenderOptions::max_nodes: a graph of this size renders to SVG in a few
 /// seconds on a 2-core machine.
 inline constexpr size_t kDefaultMaxNodes = 2500;
@@ -57,6 +67,9 @@ struct RenderOptions {
   std::map<std::string, std::string> module_descriptions;
   /// call_module target → its parameters, `[("weight", f32[50, 100]), ...]`.
   std::map<std::string, std::vector<std::pair<std::string, TensorMeta>>> module_parameters;
+  /// Per node name: colours, rows and marks from a debugging run (profile, statistics,
+  /// first non-finite node). Names not in the graph are ignored.
+  std::map<std::string, NodeOverlay> overlay;
   /// A title drawn above the graph; none when "".
   std::string title;
   /// The most graph nodes `render` lays out (SVG, PNG, PDF): Graphviz's layout grows faster

@@ -8,11 +8,14 @@
 
 #include "core/error.h"
 #include "debug/first_nonfinite.h"
+#include "debug/overlay.h"
 #include "debug/node_stats.h"
 #include "debug/profile.h"
 #include "export/program.h"
 #include "samples/pipelines.h"
 #include "tensordict/modules.h"
+#include "tests/support/golden.h"
+#include "tracer/diagram.h"
 #include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
@@ -176,4 +179,25 @@ TEST_CASE("debug: tables fit the width asked, names shortened with an ellipsis")
   CHECK(table_number(NAN) == "nan");
   CHECK(table_number(-INFINITY) == "-inf");
   CHECK(table_number(0.000123456789) == "0.000123457");
+}
+
+TEST_CASE("debug: statistics and the non-finite origin drawn on the diagram (golden DOT)") {
+  auto module = log_pipeline();
+  const TensorDict input = log_input(-1.0f);
+  const TDGraphModule gm = symbolic_trace(module, input);
+  const Debuggee run = debuggee(gm, input);
+  RenderOptions options = diagram_options(gm);
+  options.overlay = stats_overlay(node_stats(run));
+  mark_nonfinite(options.overlay, *first_nonfinite(run));
+  testing::check_golden("tests/debug/golden", "log_pipeline_overlay.dot", to_dot(gm.graph(), options));
+}
+
+TEST_CASE("debug: a profile overlay colours nodes by their share of the time") {
+  Profile p;
+  p.nodes = {{"a", "call_function torch.relu", 30, 0.75}, {"b", "placeholder x", 10, 0.25}};
+  const auto overlay = profile_overlay(p);
+  REQUIRE(overlay.size() == 2);
+  CHECK(overlay.at("a").fill == "#ff4040");  // the largest share: full red
+  CHECK(overlay.at("b").fill == "#ffbfbf");  // a third of it
+  CHECK(overlay.at("a").lines == std::vector<std::string>{"time: 30.0 µs, 75.0%"});
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "tests/support/golden.h"
 #include "tests/tracer/tracer_test_support.h"
 #include "tracer/diagram.h"
 
@@ -59,27 +60,9 @@ struct Pipeline {
   std::optional<Specialised> specialised;
 };
 
-/// True when the golden files are to be written rather than compared (TDFX_UPDATE_GOLDEN=1).
-bool updating_golden() {
-  const char* value = std::getenv("TDFX_UPDATE_GOLDEN");
-  return value && std::string(value) == "1";
-}
-
 /// Compares `actual` with tests/tracer/golden/<file>, or writes it there when updating.
 void check_golden(const std::string& file, const std::string& actual) {
-  const std::string path = source_dir() + "/tests/tracer/golden/" + file;
-  if (updating_golden()) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << actual;
-    out.close();
-    REQUIRE_MESSAGE(out.good(), "cannot write " << path);
-    MESSAGE("TDFX_UPDATE_GOLDEN=1: wrote " << path);
-    return;
-  }
-  std::ifstream probe(path);
-  REQUIRE_MESSAGE(probe.good(),
-                  path << " is missing; run test_tracer with TDFX_UPDATE_GOLDEN=1 to write it");
-  CHECK(actual == read_text(path));
+  tdfx::testing::check_golden("tests/tracer/golden", file, actual);
 }
 
 /// The graph as printed and the forward code, whole, against the golden files.
