@@ -23,29 +23,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/chain_pipeline.h"
 #include "samples/pipelines.h"
 #include "tensordict/modules.h"
 #include "tracer/symbolic_trace.h"
 
 namespace {
 
-/// relu(fc(x)), fc = Linear(64, 64): one link of the chain.
-struct ChainLinkImpl : torch::nn::Module {
-  ChainLinkImpl() { fc = register_module("fc", torch::nn::Linear(64, 64)); }
-  at::Tensor forward(const at::Tensor& x) { return at::relu(fc(x)); }
-  torch::nn::Linear fc{nullptr};
-};
-TORCH_MODULE(ChainLink);
-
-/// TensorDictSequential of `length` links, link i reading "h{i}" and writing "h{i+1}".
+/// The chain's pipeline.
 std::shared_ptr<tdfx::TensorDictSequential> chain(int64_t length) {
-  std::vector<tdfx::TensorDictModuleBasePtr> modules;
-  modules.reserve(static_cast<size_t>(length));
-  for (int64_t i = 0; i < length; ++i) {
-    modules.push_back(tdfx::make_td_module(ChainLink(), {"h" + std::to_string(i)},
-                                           {"h" + std::to_string(i + 1)}));
-  }
-  return std::make_shared<tdfx::TensorDictSequential>(std::move(modules));
+  return tdfx::bench::chain(length).pipeline;
 }
 
 void BM_TraceChain(benchmark::State& state) {

@@ -1,0 +1,108 @@
+// The debugging tools' cost, side by side with a plain run.
+//
+// BM_ReluChain_Plan / BM_ReluChain_Interpreter: a graph of 1000 aten::relu nodes on a
+// 1-element tensor, run by the compiled plan and by an Interpreter with no hooks: the
+// difference per node is the interpreter's overhead (goal: at most 1 µs per node).
+//
+// BM_Chain_*/N: the chain of N relu(Linear(64, 64)) modules (bench/chain_pipeline.h) at batch
+// 16: Direct calls the links on tensors; Run is the traced TDGraphModule's run (the flat
+// plan); Printed runs the printed graph's plan; Interpreter walks it; Stats is node_stats
+// (goal: at most 2× Run at N = 100). Goal: Run within 1.05× Direct.
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
+#include <benchmark/benchmark.h>
+
+#include "bench/chain_pipeline.h"
+#include "debug/node_stats.h"
+#include "graph/interpreter.h"
+#include "tracer/symbolic_trace.h"
+
+namespace {
+
+constexpr int64_t kReluChain = 1000;
+
+tdfx::Graph relu_chain(int64_t length) {
+  tdfx::Graph graph;
+  const tdfx::Target relu = tdfx::Target::aten("aten::relu");
+  tdfx::Node* value = graph.placeholder("x");
+  for (int64_t i = 0; i < length; ++i) value = graph.call_function(relu, {value});
+  graph.output(value);
+  return graph;
+}
+
+void per_node(benchmark::State& state, int64_t nodes) {
+  state.counters["ns_per_node"] =
+      benchmark::Counter(static_cast<double>(nodes), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+
+void BM_ReluChain_Plan(benchmark::State& state) {
+  const tdfx::GraphModule gm(nullptr, relu_chain(kReluChain));
+  const at::Tensor x = at::randn({1});
+  for (auto _ : state) benchmark::DoNotOptimize(gm.forward({x}));
+  per_node(state, kReluChain);
+}
+BENCHMARK(BM_ReluChain_Plan);
+
+void BM_ReluChain_Interpreter(benchmark::State& state) {
+  const tdfx::GraphModule gm(nullptr, relu_chain(kReluChain));
+  const at::Tensor x = at::randn({1});
+  tdfx::Interpreter interpreter(gm);
+  for (auto _ : state) benchmark::DoNotOptimize(interpreter.run({x}));
+  per_node(state, kReluChain);
+}
+BENCHMARK(BM_ReluChain_Interpreter);
+
+struct TracedChain {
+  explicit TracedChain(int64_t length)
+      : chain(tdfx::bench::chain(length)),
+        input(tdfx::bench::chain_input()),
+        gm(tdfx::symbolic_trace(chain.pipeline, input)) {}
+  tdfx::bench::Chain chain;
+  tdfx::TensorDict input;
+  tdfx::TDGraphModule gm;
+};
+
+void BM_Chain_Direct(benchmark::State& state) {
+  TracedChain c(state.range(0));
+  const at::Tensor h0 = c.input.get("h0");
+  for (auto _ : state) {
+    at::Tensor h = h0;
+    for (auto& link : c.chain.links) h = link->forward(h);
+    benchmark::DoNotOptimize(h);
+  }
+}
+BENCHMARK(BM_Chain_Direct)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_Run(benchmark::State& state) {
+  const TracedChain c(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(c.gm.run(c.input));
+}
+BENCHMARK(BM_Chain_Run)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_Printed(benchmark::State& state) {
+  const TracedChain c(state.range(0));
+  const auto& gm = c.gm.graph_module();
+  const auto inputs = c.gm.graph_inputs(c.input);
+  for (auto _ : state) benchmark::DoNotOptimize(gm.forward(inputs));
+}
+BENCHMARK(BM_Chain_Printed)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_Interpreter(benchmark::State& state) {
+  const TracedChain c(state.range(0));
+  tdfx::Interpreter interpreter(c.gm.graph_module());
+  const auto inputs = c.gm.graph_inputs(c.input);
+  for (auto _ : state) benchmark::DoNotOptimize(interpreter.run(inputs));
+}
+BENCHMARK(BM_Chain_Interpreter)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+void BM_Chain_Stats(benchmark::State& state) {
+  const TracedChain c(state.range(0));
+  const tdfx::Debuggee run = tdfx::debuggee(c.gm, c.input);
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::node_stats(run));
+}
+BENCHMARK(BM_Chain_Stats)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
