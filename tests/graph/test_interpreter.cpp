@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "codegen/python_code.h"
 #include "graph/interpreter.h"
 
 using namespace tdfx;
@@ -168,4 +169,17 @@ TEST_CASE("shape prop: fills dtype, shape, strides and device of every tensor no
   CHECK(nodes[3]->meta().tensor.dtype == c10::ScalarType::Half);
   // As FX's ShapeProp, the output node describes the value the graph returns.
   CHECK(nodes[4]->meta().tensor.shape == std::vector<int64_t>{2, 512});
+}
+
+TEST_CASE("shape prop: a hand-built graph prints annotated readable code afterwards") {
+  HandBuilt h;
+  GraphModule gm(h.root, std::move(h.graph));
+  ShapeProp(gm).propagate({at::randn({5, 4})});
+  CHECK(print_readable(gm.graph()) == R"(class GraphModule(torch.nn.Module):
+    def forward(self, x: "f32[5, 4]"):
+        fc: "f32[5, 3]" = self.fc(x);  x = None
+        relu: "f32[5, 3]" = torch.relu(fc)
+        add: "f32[5, 3]" = relu + 1.0;  relu = None
+        return (fc, add)
+        )");
 }
