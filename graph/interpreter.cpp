@@ -8,21 +8,22 @@ namespace tdfx {
 Interpreter::Interpreter(const GraphModule& module) : Interpreter(module, Options{}) {}
 
 Interpreter::Interpreter(const GraphModule& module, Options options)
-    : module_(module), plan_(module.plan()), options_(options) {}
+    : module_(module), plan_(&module.plan()), options_(options) {}
 
 Interpreter::~Interpreter() = default;
 
 c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
-  if (inputs.size() != plan_.placeholders.size()) {
-    fail<RunError>("the graph takes {} inputs ({} given)", plan_.placeholders.size(),
+  plan_ = &module_.plan();
+  if (inputs.size() != plan_->placeholders.size()) {
+    fail<RunError>("the graph takes {} inputs ({} given)", plan_->placeholders.size(),
                    inputs.size());
   }
-  env_.assign(plan_.slot_count, c10::IValue());
-  computed_.assign(plan_.slot_count, false);
+  env_.assign(plan_->slot_count, c10::IValue());
+  computed_.assign(plan_->slot_count, false);
   inputs_ = std::move(inputs);
   next_input_ = 0;
-  for (current_ = 0; current_ < plan_.steps.size(); ++current_) {
-    const detail::Step& step = plan_.steps[current_];
+  for (current_ = 0; current_ < plan_->steps.size(); ++current_) {
+    const detail::Step& step = plan_->steps[current_];
     c10::IValue value;
     try {
       value = run_node(*step.node);
@@ -50,10 +51,10 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
 }
 
 const detail::Step& Interpreter::step_of(const Node& node) const {
-  if (current_ < plan_.steps.size() && plan_.steps[current_].node == &node) {
-    return plan_.steps[current_];
+  if (current_ < plan_->steps.size() && plan_->steps[current_].node == &node) {
+    return plan_->steps[current_];
   }
-  for (const auto& step : plan_.steps) {
+  for (const auto& step : plan_->steps) {
     if (step.node == &node) return step;
   }
   fail<GraphError>("%{} is not a node of the interpreted graph", node.name());
@@ -107,7 +108,7 @@ std::vector<c10::IValue> Interpreter::fetch_args(const Node& node) const {
   const detail::Step& step = step_of(node);
   // Inside run(), program order guarantees every input is held; a call from elsewhere
   // (a subclass running nodes out of order) is checked.
-  const bool in_order = current_ < plan_.steps.size() && plan_.steps[current_].node == &node;
+  const bool in_order = current_ < plan_->steps.size() && plan_->steps[current_].node == &node;
   for (const auto* input : in_order ? std::vector<Node*>{} : node.input_nodes()) {
     if (!has_value(*input)) {
       fail<GraphError>("%{} reads %{}, which has not run or was released", node.name(),

@@ -37,8 +37,8 @@ struct Step;
 ///
 /// Values are released after their last reader, as the plan does, unless
 /// Options::garbage_collect_values is false. The module must outlive the
-/// interpreter, and its graph must not change while the interpreter lives
-/// (GraphError: recompile the module and make a new interpreter).
+/// interpreter; each run uses the module's current plan, so a module
+/// recompiled between runs runs its new graph.
 class Interpreter {
  public:
   struct Options {
@@ -91,7 +91,8 @@ class Interpreter {
   c10::IValue call(const Node& node, std::vector<c10::IValue>& args) const;
 
   const GraphModule& module_;
-  const detail::Plan& plan_;
+  /// The module's plan, taken at the start of each run.
+  const detail::Plan* plan_ = nullptr;
   Options options_;
   std::vector<c10::IValue> env_;
   std::vector<bool> computed_;
