@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,9 @@ constexpr int kMaxTupleDepth = 8;
 constexpr size_t kMaxDims = 64;
 constexpr uint32_t kMaxString = 1u << 20;
 constexpr size_t kMaxGlobalLine = 128;
+constexpr size_t kMaxKey = 1024;
+// The most of a string from the file a message shows.
+constexpr size_t kShownChars = 64;
 constexpr const char* kRebuildTensor = "torch._utils._rebuild_tensor_v2";
 constexpr const char* kOrderedDict = "collections.OrderedDict";
 
@@ -90,6 +94,7 @@ struct Storage {
 
 struct Dict {
   TensorEntries entries;
+  std::unordered_set<std::string> names;  // a repeated key is found in constant time
 };
 
 struct Tuple;
@@ -123,6 +128,12 @@ std::string kind_of(const Value& value) {
     std::string operator()(const at::Tensor&) const { return "a tensor"; }
   };
   return std::visit(Visitor{}, value);
+}
+
+// `text` as Python's repr, at most kShownChars of it: a message stays short and on one line.
+std::string shown(const std::string& text) {
+  if (text.size() <= kShownChars) return python_repr(text);
+  return python_repr(text.substr(0, kShownChars)) + fmt::format("... ({} bytes)", text.size());
 }
 
 int depth_of(const Value& value) {
@@ -370,7 +381,7 @@ class PickleReader {
     const std::string* location = string_at(3);
     if (!location || !is_location(*location)) {
       refuse("a storage location must be 'cpu' or 'cuda[:N]', not {}",
-             location ? python_repr(*location) : kind_of(items[3]));
+             location ? shown(*location) : kind_of(items[3]));
     }
     const auto* numel = std::get_if<int64_t>(&items[4]);
     if (!numel || *numel < 0) refuse("a storage size must be a non-negative int");
@@ -494,16 +505,20 @@ class PickleReader {
       if (!key) refuse("a dict key is {}, not a str", kind_of(items[i]));
       const std::string& name = **key;
       if (!tensor) {
-        refuse("the value of {} is {}, not a tensor", python_repr(name), kind_of(items[i + 1]));
+        refuse("the value of {} is {}, not a tensor", shown(name), kind_of(items[i + 1]));
       }
       if (name.empty() || escape_controls(name) != name) {
-        refuse("the key {} is empty or holds a control character", python_repr(name));
+        refuse("the key {} is empty or holds a control character", shown(name));
       }
-      auto& entries = (*dict)->entries;
-      for (const auto& entry : entries) {
-        if (entry.first == name) refuse("the key {} appears twice", python_repr(name));
+      if (name.size() > kMaxKey) {
+        refuse("the key {} is longer than {} bytes", shown(name), kMaxKey);
       }
-      entries.emplace_back(name, *tensor);
+      Dict& target = **dict;
+      if (!target.names.insert(name).second) refuse("the key {} appears twice", shown(name));
+      if (target.entries.size() >= kMaxTensors) {
+        refuse("the dict holds more than {} tensors", kMaxTensors);
+      }
+      target.entries.emplace_back(name, *tensor);
     }
   }
 

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/python_repr.h"
 
 namespace tdfx::detail {
 namespace {
@@ -231,6 +232,10 @@ ZipReader::ZipReader(const ByteSource& source, std::string where,
   for (size_t i = 0; i < listed.size(); ++i) {
     const auto& [name, flags, method, crc, packed, size, local] = listed[i];
     if (name.empty() || name.size() > kMaxNameBytes) refuse("a record name is empty or too long");
+    // Names reach messages: one with a line break could forge a second line.
+    if (escape_controls(name) != name) {
+      refuse(fmt::format("record {} has a control character in its name", python_repr(name)));
+    }
     if (flags & 0x0001) refuse(fmt::format("record '{}' is encrypted", name));
     if (method != 0 || packed != size) {
       refuse(fmt::format("record '{}' is compressed; {}s store records uncompressed", name,

@@ -286,6 +286,14 @@ def cases():
     add("dict_key_twice", "the key 'x' appears twice",
         tensor_file(dict_of(uni("x") + tensor(), uni("x") + tensor())))
     add("dict_key_newline", "control character", tensor_file(dict_of(uni("a\nb") + tensor())))
+    add("dict_key_2000_bytes", "is longer than 1024 bytes",
+        tensor_file(dict_of(uni("k" * 2000) + tensor())))
+    add("dict_of_70000_keys", "the dict holds more than 65536 tensors", tensor_file(
+        PROTO + b"}(" + uni("k") + tensor() + b"q\x00u" + b"".join(
+            b"(" + b"".join(uni(f"k{i}_{j}") + b"h\x00" for j in range(1000)) + b"u"
+            for i in range(70))))
+    add("record_name_newline", "control character in its name", tensor_file(
+        good, records=[("data/0", FLOATS), ("x\ntdfx: forged", b"")]))
     add("dict_key_odd_items", "a key without a value", tensor_file(dict_of(uni("x"))))
     add("setitems_on_tuple", "SETITEMS fills a tuple of 0", tensor_file(PROTO + b")(u."))
     add("persid_not_storage", "a persistent id must be", tensor_file(PROTO + uni("x") + b"Q."))
