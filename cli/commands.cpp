@@ -23,14 +23,6 @@ std::string without_path_prefix(const std::string& message, const std::string& p
   return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
-ExportedProgram load_program(const std::string& path) {
-  try {
-    return load(path);
-  } catch (const ArchiveError& e) {
-    throw FileError(path, without_path_prefix(e.what(), path));
-  }
-}
-
 // Every failure to produce `path` is reported against the file, whatever its cause.
 template <typename Fn>
 void writing(const std::string& path, Fn&& fn) {
@@ -48,6 +40,14 @@ void writing(const std::string& path, Fn&& fn) {
 
 FileError::FileError(const std::string& path, const std::string& problem)
     : Error(path + ": " + problem), path_(path) {}
+
+ExportedProgram load_program(const std::string& path) {
+  try {
+    return load(path);
+  } catch (const ArchiveError& e) {
+    throw FileError(path, without_path_prefix(e.what(), path));
+  }
+}
 
 void run_demo(const std::string& out_dir) {
   std::error_code ec;

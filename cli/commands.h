@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "export/program.h"
 
 namespace tdfx::cli {
 
@@ -27,6 +28,9 @@ class FileError : public Error {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitFile = 2;
+
+/// Loads the archive at `path`; a refused or unreadable file is a FileError.
+ExportedProgram load_program(const std::string& path);
 
 /// Which text `tdfx show` prints.
 enum class ShowWhat { kReadable, kGraph, kCode, kSignature };

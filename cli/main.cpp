@@ -3,6 +3,7 @@
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot} [--max-nodes N]
+//   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N]
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/run.h"
 #include "viz/render.h"
 
 namespace {
@@ -97,6 +99,25 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(whole_number, "N", "whole number"));
   render->footer(kFooter);
 
+  std::string run_file;
+  std::vector<std::string> run_inputs;
+  uint64_t seed = 0;
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "Run an exported program on tensors from files or drawn at random; summarise its "
+      "outputs.");
+  run->add_option("FILE", run_file, "The exported program (.pt2)")->required();
+  run->add_option("--input", run_inputs,
+                  "NAME=FILE: input NAME from a file torch.save wrote (a tensor, or a dict "
+                  "holding NAME); repeat for more inputs")
+      ->check(CLI::Validator(check_input_argument, "NAME=FILE", "input"));
+  run->add_option("--seed", seed,
+                  "Seed of the inputs not given, drawn from their dtype and traced shape "
+                  "(floats normal, integers 0..9, bools fair)")
+      ->capture_default_str()
+      ->check(CLI::Validator(whole_number, "N", "whole number"));
+  run->footer(kFooter);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -115,6 +136,10 @@ int main(int argc, char** argv) {
       run_show(show_file, what);
     } else if (render->parsed()) {
       run_render(render_file, render_out, max_nodes);
+    } else if (run->parsed()) {
+      std::vector<InputArgument> inputs;
+      for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));
+      run_program(run_file, inputs, seed);
     }
     return finish(kExitOk);
   } catch (const FileError& e) {

@@ -1,9 +1,6 @@
 #include "export/archive.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -710,30 +707,6 @@ ExportedProgram guarded(const std::string& where, Fn&& fn) {
   }
 }
 
-// Reads with pread on a regular file.
-class FileSource : public detail::ByteSource {
- public:
-  explicit FileSource(const RegularFile& file) : file_(file) {}
-  uint64_t size() const override { return file_.size(); }
-  void read_at(uint64_t offset, char* out, size_t n) const override {
-    while (n > 0) {
-      const ssize_t got = ::pread(file_.fd(), out, n, static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) {
-        fail<ArchiveError>(
-            "{}: cannot read the file: {}", file_.path(),
-            got == 0 ? "it is shorter than its directory says" : std::strerror(errno));
-      }
-      out += got;
-      offset += static_cast<uint64_t>(got);
-      n -= static_cast<size_t>(got);
-    }
-  }
-
- private:
-  const RegularFile& file_;
-};
-
 // Reads with seek and read on a stream.
 class StreamSource : public detail::ByteSource {
  public:
@@ -788,7 +761,7 @@ void save(const ExportedProgram& program, const std::string& path) {
 
 ExportedProgram load(const std::string& path, const LoadOptions& options) {
   const RegularFile file = RegularFile::open<ArchiveError>(path);
-  const FileSource source(file);
+  const detail::FileSource source(file);
   return guarded(path, [&] { return read_archive(source, path, options); });
 }
 

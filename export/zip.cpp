@@ -1,11 +1,15 @@
 #include "export/zip.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <limits>
 
 #include "core/error.h"
+#include "core/python_repr.h"
 
 namespace tdfx::detail {
 namespace {
@@ -136,12 +140,29 @@ void MemorySource::read_at(uint64_t offset, char* out, size_t n) const {
   std::memcpy(out, bytes_.data() + offset, n);
 }
 
+uint64_t FileSource::size() const { return file_.size(); }
+
+void FileSource::read_at(uint64_t offset, char* out, size_t n) const {
+  while (n > 0) {
+    const ssize_t got = ::pread(file_.fd(), out, n, static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      fail<ArchiveError>("{}: cannot read the file: {}", file_.path(),
+                         got == 0 ? "it is shorter than its directory says" : std::strerror(errno));
+    }
+    out += got;
+    offset += static_cast<uint64_t>(got);
+    n -= static_cast<size_t>(got);
+  }
+}
+
 ZipReader::ZipReader(const ByteSource& source, std::string where,
-                     const std::function<void(const std::vector<std::string>&)>& inspect_names)
+                     const std::function<void(const std::vector<std::string>&)>& inspect_names,
+                     const ZipReadOptions& options)
     : source_(source), where_(std::move(where)) {
   const uint64_t file_size = source_.size();
   auto refuse = [&](std::string_view why) {
-    fail<ArchiveError>("{}: not a tdfx archive: {}", where_, why);
+    fail<ArchiveError>("{}: not a {}: {}", where_, options.kind, why);
   };
   if (file_size < kEndSize) {
     refuse(fmt::format("{} bytes is too small for a zip file", file_size));
@@ -211,12 +232,18 @@ ZipReader::ZipReader(const ByteSource& source, std::string where,
   for (size_t i = 0; i < listed.size(); ++i) {
     const auto& [name, flags, method, crc, packed, size, local] = listed[i];
     if (name.empty() || name.size() > kMaxNameBytes) refuse("a record name is empty or too long");
+    // Names reach messages: one with a line break could forge a second line.
+    if (escape_controls(name) != name) {
+      refuse(fmt::format("record {} has a control character in its name", python_repr(name)));
+    }
     if (flags & 0x0001) refuse(fmt::format("record '{}' is encrypted", name));
     if (method != 0 || packed != size) {
-      refuse(
-          fmt::format("record '{}' is compressed; tdfx archives store records uncompressed", name));
+      refuse(fmt::format("record '{}' is compressed; {}s store records uncompressed", name,
+                         options.kind));
     }
-    if (flags & 0x0008) refuse(fmt::format("record '{}' uses a data descriptor", name));
+    if ((flags & 0x0008) && !options.allow_data_descriptors) {
+      refuse(fmt::format("record '{}' uses a data descriptor", name));
+    }
     if (uint64_t{local} + kLocalHeaderSize > directory_offset) {
       refuse(fmt::format("record '{}' lies outside the file", name));
     }

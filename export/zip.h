@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/file_io.h"
+
 namespace tdfx::detail {
 
 /// Builds a stored-only zip in memory. Entries keep their insertion order;
@@ -47,6 +49,18 @@ class ByteSource {
   virtual void read_at(uint64_t offset, char* out, size_t n) const = 0;
 };
 
+/// A ByteSource over a regular file, read with pread; a short read is an
+/// ArchiveError naming the file.
+class FileSource : public ByteSource {
+ public:
+  explicit FileSource(const RegularFile& file) : file_(file) {}
+  uint64_t size() const override;
+  void read_at(uint64_t offset, char* out, size_t n) const override;
+
+ private:
+  const RegularFile& file_;
+};
+
 /// A ByteSource over bytes already in memory (tests, fuzzers).
 class MemorySource : public ByteSource {
  public:
@@ -58,6 +72,16 @@ class MemorySource : public ByteSource {
   std::string_view bytes_;
 };
 
+/// What a ZipReader accepts beyond the records ZipWriter writes.
+struct ZipReadOptions {
+  /// Records followed by a data descriptor (flag bit 3), as PyTorch's stream
+  /// writer (`torch.save`) writes them. The central directory's sizes and CRC
+  /// are the ones checked; the descriptor's bytes are never read.
+  bool allow_data_descriptors = false;
+  /// What the file should be, for messages: "not a tdfx archive: ...".
+  std::string kind = "tdfx archive";
+};
+
 /// The records of a zip written by ZipWriter (or any stored-only zip).
 class ZipReader {
  public:
@@ -65,7 +89,8 @@ class ZipReader {
   /// `inspect_names`, when given, sees the record names before any record is
   /// checked, so that a caller can recognise a foreign layout and say so.
   ZipReader(const ByteSource& source, std::string where,
-            const std::function<void(const std::vector<std::string>&)>& inspect_names = {});
+            const std::function<void(const std::vector<std::string>&)>& inspect_names = {},
+            const ZipReadOptions& options = {});
 
   bool has(const std::string& name) const { return records_.count(name) != 0; }
   /// The declared size of a record (checked against the file already).

@@ -143,6 +143,9 @@ TEST_CASE("cli: usage errors exit 1 and --help exits 0") {
   CHECK(show_help.out.find("--signature") != std::string::npos);
   CHECK(run_tdfx("demo --help").status == 0);
   CHECK(run_tdfx("render --help").status == 0);
+  const Run run_help = run_tdfx("run --help");
+  CHECK(run_help.status == 0);
+  CHECK(run_help.out.find("--input") != std::string::npos);
 }
 
 TEST_CASE("cli: output lost to a full device exits 2 and says so") {
@@ -185,6 +188,98 @@ TEST_CASE("cli: render refuses a graph over --max-nodes and draws it when raised
   const Run negative = run_tdfx("render " + pt2 + " -o " + quoted(svg) + " --max-nodes -1");
   CHECK(negative.status == 1);
   CHECK(negative.out.find("--max-nodes: expected a whole number, got '-1'") != std::string::npos);
+}
+
+TEST_CASE("cli: run draws the inputs not given from the seed and summarises the outputs") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  const Run run = run_tdfx("run " + pt2 + " --seed 0");
+  INFO(run.out);
+  CHECK(run.status == 0);
+  // The probabilities are a softmax over 10 classes: their mean is 0.1 whatever the seed.
+  CHECK(run.out ==
+        "input       dtype    shape      source\n"
+        "input_x     float32  [32, 100]  random (seed 0)\n"
+        "input_mask  float32  [32, 10]   random (seed 0)\n"
+        "\n"
+        "output                       dtype    shape         min     max     mean\n"
+        "('intermediate', 'x')        float32  [32, 10]  -0.5082  0.7981  0.06959\n"
+        "('output', 'probabilities')  float32  [32, 10]  0.03864   0.413      0.1\n");
+  CHECK(run_tdfx("run " + pt2).out == run.out);
+  CHECK(run_tdfx("run " + pt2 + " --seed 1").out != run.out);
+}
+
+TEST_CASE("cli: run reads an input from a file torch.save wrote") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  const fs::path mask = demo_dir() / "mask.pt";
+  const fs::path ints = demo_dir() / "ints.pt";
+  const Run saved = tdfx::testing::run_command(
+      "/usr/bin/python3 -c \"import sys, torch; torch.save({'input_mask': torch.zeros(32, 10)}, "
+      "sys.argv[1]); torch.save(torch.zeros(32, 10, dtype=torch.int64), sys.argv[2])\" " +
+      quoted(mask) + " " + quoted(ints) + " 2>&1");
+  REQUIRE_MESSAGE(saved.status == 0,
+                  "Python's torch (Debian python3-torch) is required: " << saved.out);
+  const Run run = run_tdfx("run " + pt2 + " --input input_mask=" + quoted(mask));
+  INFO(run.out);
+  CHECK(run.status == 0);
+  // A zero mask makes every logit 0: each probability is exactly 1/10.
+  CHECK(run.out ==
+        "input       dtype    shape      source\n"
+        "input_x     float32  [32, 100]  random (seed 0)\n"
+        "input_mask  float32  [32, 10]   " +
+            mask.string() +
+            "\n"
+            "\n"
+            "output                       dtype    shape         min     max     mean\n"
+            "('intermediate', 'x')        float32  [32, 10]  -0.5082  0.7981  0.06959\n"
+            "('output', 'probabilities')  float32  [32, 10]      0.1     0.1      0.1\n");
+
+  const Run wrong = run_tdfx("run " + pt2 + " --input input_mask=" + quoted(ints));
+  CHECK(wrong.status == 1);
+  CHECK(wrong.out == "tdfx: --input input_mask=" + ints.string() +
+                         ": the file's tensor is int64 [32, 10]; the program expects float32 "
+                         "[s0, 10] (s0: any batch size)\n");
+  const Run missing_key = run_tdfx("run " + pt2 + " --input input_x=" + quoted(mask));
+  CHECK(missing_key.status == 1);
+  CHECK(missing_key.out == "tdfx: --input input_x=" + mask.string() +
+                               ": the file holds a dict without the key 'input_x'; its keys: "
+                               "'input_mask'\n");
+}
+
+TEST_CASE("cli: run refuses unknown inputs, malformed arguments and hostile files") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  const Run unknown = run_tdfx("run " + pt2 + " --input nope=x.pt");
+  CHECK(unknown.status == 1);
+  CHECK(unknown.out ==
+        "tdfx: --input nope: the program has no input 'nope'; its inputs: input_x, input_mask\n");
+  const Run malformed = run_tdfx("run " + pt2 + " --input input_x");
+  CHECK(malformed.status == 1);
+  CHECK(malformed.out.find("--input: expected NAME=FILE, got 'input_x'") != std::string::npos);
+  CHECK(run_tdfx("run " + pt2 + " --seed -1").status == 1);
+  const fs::path absent = demo_dir() / "absent.pt";
+  const Run missing = run_tdfx("run " + pt2 + " --input input_x=" + quoted(absent));
+  CHECK(missing.status == 2);
+  CHECK(missing.out ==
+        "tdfx: " + absent.string() + ": cannot open the file: No such file or directory\n");
+
+  // A crafted .pt whose pickle would run a shell command in Python's torch.load.
+  const fs::path hostile = demo_dir() / "hostile";
+  const Run made = tdfx::testing::run_command("/usr/bin/python3 " + tdfx::testing::source_dir() +
+                                              "/tests/export/hostile_tensor_files.py " +
+                                              quoted(hostile) + " 2>&1");
+  REQUIRE_MESSAGE(made.status == 0, made.out);
+  const fs::path crafted = hostile / "os_system.pt";
+  const Run refused = run_tdfx("run " + pt2 + " --input input_x=" + quoted(crafted));
+  CHECK(refused.status == 2);
+  CHECK(refused.out == "tdfx: " + crafted.string() +
+                           ": 'archive/data.pkl': at byte 2: global os.system is not allowed (a "
+                           "tensor file may name only torch._utils._rebuild_tensor_v2, "
+                           "collections.OrderedDict and torch's storage types)\n");
+  const Run not_archive = run_tdfx("run " + quoted(crafted));
+  CHECK(not_archive.status == 2);
+  CHECK(not_archive.out.find("not a tdfx archive (no record 'program.json')") != std::string::npos);
 }
 
 TEST_CASE("cli: cleanup") { fs::remove_all(demo_dir()); }

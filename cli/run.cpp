@@ -1,0 +1,212 @@
+#include "cli/run.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <iostream>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/table.h"
+#include "core/dtype_names.h"
+#include "core/python_repr.h"
+#include "export/tensor_file.h"
+
+namespace tdfx::cli {
+namespace {
+
+// The widest cells of columns; output keys and input files get the rest of 80 columns.
+constexpr size_t kNameWidth = 24;
+constexpr size_t kDtypeWidth = 10;
+constexpr size_t kShapeWidth = 12;
+constexpr size_t kNumberWidth = 9;
+
+std::string shape_text(at::IntArrayRef sizes) {
+  return fmt::format("[{}]", fmt::join(sizes, ", "));
+}
+
+// The traced shape with the dimensions that follow the batch as `s0`, as errors print it.
+std::string expected_shape(const TensorMeta& meta) {
+  std::vector<std::string> dims;
+  for (size_t i = 0; i < meta.shape->size(); ++i) {
+    dims.push_back(meta.follows_batch(i) ? "s0" : std::to_string((*meta.shape)[i]));
+  }
+  return fmt::format("[{}]", fmt::join(dims, ", "));
+}
+
+bool fits(const TensorMeta& meta, const at::Tensor& tensor) {
+  if (tensor.scalar_type() != *meta.dtype) return false;
+  if (static_cast<size_t>(tensor.dim()) != meta.shape->size()) return false;
+  for (size_t i = 0; i < meta.shape->size(); ++i) {
+    if (!meta.follows_batch(i) && tensor.size(static_cast<int64_t>(i)) != (*meta.shape)[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The placeholder metadata of each user input, in signature order.
+std::vector<std::pair<std::string, TensorMeta>> user_inputs(const ExportedProgram& program) {
+  std::vector<std::pair<std::string, TensorMeta>> out;
+  for (const InputSpec& spec : program.graph_signature().inputs) {
+    if (spec.kind != InputKind::kUserInput) continue;
+    for (const Node* node : program.graph().nodes()) {
+      if (node->op() == OpCode::kPlaceholder && node->name() == spec.name) {
+        const TensorMeta& meta = node->meta().tensor;
+        if (!meta.dtype || !meta.shape) {
+          fail<Error>("input '{}' has no recorded dtype and shape; give it with --input {}=FILE",
+                      spec.name, spec.name);
+        }
+        out.emplace_back(spec.name, meta);
+      }
+    }
+  }
+  return out;
+}
+
+at::Tensor draw(const TensorMeta& meta, at::Generator& generator) {
+  const c10::ScalarType dtype = *meta.dtype;
+  const std::vector<int64_t>& shape = *meta.shape;
+  if (dtype == at::kBool) {
+    return at::randint(0, 2, shape, generator, at::TensorOptions(at::kLong)).to(at::kBool);
+  }
+  if (at::isFloatingType(dtype) || at::isComplexType(dtype)) {
+    // Half and bfloat16 are drawn in float32 and rounded: the CPU normal kernel lacks them.
+    const bool native = dtype == at::kFloat || dtype == at::kDouble || at::isComplexType(dtype);
+    const at::Tensor x =
+        at::randn(shape, generator, at::TensorOptions(native ? dtype : at::kFloat));
+    return x.to(dtype);
+  }
+  return at::randint(0, 10, shape, generator, at::TensorOptions(dtype));
+}
+
+// The tensor `argument` names for input `name`: the file's single tensor or its entry `name`.
+at::Tensor read_input(const InputArgument& argument) {
+  TensorFile file;
+  try {
+    file = load_tensor_file(argument.file);
+  } catch (const ArchiveError& e) {
+    const std::string prefix = argument.file + ": ";
+    const std::string message = e.what();
+    throw FileError(argument.file,
+                    message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
+  }
+  if (!file.is_dict) return file.entries.at(0).second;
+  std::vector<std::string> keys;
+  for (const auto& [key, tensor] : file.entries) {
+    if (key == argument.name) return tensor;
+    keys.push_back(python_repr(key));
+  }
+  fail<Error>("--input {}={}: the file holds a dict without the key '{}'; its keys: {}",
+              argument.name, argument.file, argument.name,
+              keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", ")));
+}
+
+// A number in at most kNumberWidth characters.
+std::string number(double value) {
+  std::string text = fmt::format("{:.4g}", value);
+  if (text.size() > kNumberWidth) text = fmt::format("{:.2g}", value);
+  return text;
+}
+
+std::vector<std::string> summary(const at::Tensor& output) {
+  const c10::ScalarType dtype = output.scalar_type();
+  if (output.numel() == 0 || at::isComplexType(dtype) || dtype == at::kBool) return {"", "", ""};
+  const at::Tensor x = output.detach();
+  if (at::isFloatingType(dtype)) {
+    const at::Tensor wide = x.to(at::kDouble);
+    return {number(wide.min().item<double>()), number(wide.max().item<double>()),
+            number(wide.mean().item<double>())};
+  }
+  return {std::to_string(x.min().item<int64_t>()), std::to_string(x.max().item<int64_t>()), ""};
+}
+
+}  // namespace
+
+std::string check_input_argument(const std::string& text) {
+  const auto equals = text.find('=');
+  if (equals == std::string::npos || equals == 0 || equals + 1 == text.size()) {
+    return "expected NAME=FILE, got '" + text + "'";
+  }
+  return "";
+}
+
+InputArgument parse_input_argument(const std::string& text) {
+  const auto equals = text.find('=');
+  return {text.substr(0, equals), text.substr(equals + 1)};
+}
+
+std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
+                                     const std::vector<InputArgument>& given, uint64_t seed) {
+  const auto inputs = user_inputs(program);
+  std::vector<std::string> names;
+  for (const auto& [name, meta] : inputs) names.push_back(name);
+  std::set<std::string> seen;
+  for (const InputArgument& argument : given) {
+    if (std::find(names.begin(), names.end(), argument.name) == names.end()) {
+      fail<Error>("--input {}: the program has no input '{}'; its inputs: {}", argument.name,
+                  argument.name, fmt::join(names, ", "));
+    }
+    if (!seen.insert(argument.name).second) {
+      fail<Error>("--input {}: the input is given twice", argument.name);
+    }
+  }
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<RunInput> out;
+  for (const auto& [name, meta] : inputs) {
+    at::Tensor value = draw(meta, generator);
+    std::string source = fmt::format("random (seed {})", seed);
+    for (const InputArgument& argument : given) {
+      if (argument.name != name) continue;
+      value = read_input(argument);
+      source = argument.file;
+      if (!fits(meta, value)) {
+        fail<Error>("--input {}={}: the file's tensor is {} {}; the program expects {} {}{}", name,
+                    argument.file, dtype_name(value.scalar_type()), shape_text(value.sizes()),
+                    dtype_name(*meta.dtype), expected_shape(meta),
+                    meta.batch_dims.empty() ? "" : " (s0: any batch size)");
+      }
+    }
+    out.push_back({name, value, source});
+  }
+  return out;
+}
+
+void print_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
+               std::ostream& out) {
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  Table in_table({{"input", kNameWidth},
+                  {"dtype", kDtypeWidth},
+                  {"shape", kShapeWidth},
+                  {"source", 0, false, true}});
+  for (const RunInput& input : inputs) {
+    named.emplace_back(input.name, input.value);
+    in_table.add_row({input.name, dtype_name(input.value.scalar_type()),
+                      shape_text(input.value.sizes()), input.source});
+  }
+  const std::vector<at::Tensor> outputs = program.module()(named);
+
+  Table out_table({{"output", 0},
+                   {"dtype", kDtypeWidth},
+                   {"shape", kShapeWidth},
+                   {"min", kNumberWidth, true},
+                   {"max", kNumberWidth, true},
+                   {"mean", kNumberWidth, true}});
+  const auto& specs = program.graph_signature().outputs;
+  for (size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
+    std::vector<std::string> row{specs[i].key.repr(), dtype_name(outputs[i].scalar_type()),
+                                 shape_text(outputs[i].sizes())};
+    for (std::string& cell : summary(outputs[i])) row.push_back(std::move(cell));
+    out_table.add_row(std::move(row));
+  }
+  in_table.print(out);
+  out << "\n";
+  out_table.print(out);
+}
+
+void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed) {
+  const ExportedProgram program = load_program(path);
+  print_run(program, prepare_inputs(program, given, seed), std::cout);
+}
+
+}  // namespace tdfx::cli

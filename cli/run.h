@@ -1,0 +1,69 @@
+#pragma once
+
+/// \file
+/// `tdfx run FILE.pt2 [--input NAME=FILE]... [--seed N]`: runs a loaded
+/// program on inputs read from tensor files (export/tensor_file.h) or drawn at
+/// random, and prints what came out. Each report is a function of the loaded
+/// program and its prepared inputs (print_run today), so that further reports
+/// (statistics per node, a profile, the first non-finite node) are siblings of
+/// it, chosen by run_program.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "export/program.h"
+
+namespace tdfx::cli {
+
+/// One `--input NAME=FILE`.
+struct InputArgument {
+  std::string name;
+  std::string file;
+};
+
+/// Parses `NAME=FILE`; "" when `text` has that form, otherwise why not (for
+/// the argument parser's validator).
+std::string check_input_argument(const std::string& text);
+
+/// Splits `NAME=FILE` (checked by check_input_argument) at its first `=`.
+InputArgument parse_input_argument(const std::string& text);
+
+/// A user input of the program, ready to run, and where it came from.
+struct RunInput {
+  std::string name;
+  at::Tensor value;
+  /// The file it was read from, or `random (seed N)` when drawn.
+  std::string source;
+};
+
+/// The program's user inputs, in signature order. An input named by `given`
+/// is read from its file, which holds a single tensor or a dict holding the
+/// input's name. Every other input is drawn from its placeholder's dtype and
+/// traced shape: floats from a standard normal, integers from 0..9, bools
+/// fair. The draws come from one generator seeded with `seed`, in signature
+/// order, made for every input whether given or not, so that an input's
+/// random value depends only on the seed and the program.
+///
+/// FileError for a file that cannot be read or is refused (exit 2);
+/// tdfx::Error naming the input and what was expected for an unknown or
+/// repeated name, a dict without the name, or a tensor of another dtype or
+/// shape (exit 1).
+std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
+                                     const std::vector<InputArgument>& given, uint64_t seed);
+
+/// Runs `program` on `inputs` and prints two tables to `out`, each at most
+/// 80 columns wide: the inputs (name, dtype, shape, source) and the outputs
+/// (key, dtype, shape, and min, max and mean for floating types; min and max
+/// for integers).
+void print_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
+               std::ostream& out);
+
+/// `tdfx run`: loads the archive at `path` (its refusal a FileError), prepares
+/// the inputs and prints print_run's report to standard output.
+void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed);
+
+}  // namespace tdfx::cli

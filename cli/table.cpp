@@ -1,0 +1,89 @@
+#include "cli/table.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tdfx::cli {
+
+size_t display_width(const std::string& text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) != 0x80;
+  }));
+}
+
+std::string truncated(const std::string& text, size_t width, bool keep_end) {
+  if (display_width(text) <= width) return text;
+  if (width == 0) return "";
+  const auto starts = [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; };
+  std::string out;
+  size_t shown = 0;
+  if (keep_end) {
+    size_t begin = text.size();
+    while (begin > 0 && shown < width - 1) {
+      if (starts(text[--begin])) ++shown;
+    }
+    return "…" + text.substr(begin);
+  }
+  for (char c : text) {
+    if (starts(c) && ++shown == width) break;
+    out += c;
+  }
+  return out + "…";
+}
+
+void Table::add_row(std::vector<std::string> cells) {
+  if (cells.size() != columns_.size()) {
+    throw InternalError("a table row has " + std::to_string(cells.size()) + " cells, not " +
+                        std::to_string(columns_.size()));
+  }
+  rows_.push_back(std::move(cells));
+}
+
+std::vector<size_t> Table::widths() const {
+  std::vector<size_t> out;
+  size_t others = 0;
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    size_t width = display_width(columns_[c].heading);
+    for (const auto& row : rows_) width = std::max(width, display_width(row[c]));
+    if (columns_[c].max_width > 0) width = std::min(width, columns_[c].max_width);
+    out.push_back(width);
+    if (columns_[c].max_width > 0) others += width + 2;
+  }
+  // Columns without a maximum share the room the others leave, and keep their headings.
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    if (columns_[c].max_width > 0) continue;
+    const size_t room = max_width_ > others ? max_width_ - others : 0;
+    out[c] = std::min(out[c], std::max(room, display_width(columns_[c].heading)));
+    others += out[c] + 2;
+  }
+  return out;
+}
+
+size_t Table::width() const {
+  const std::vector<size_t> w = widths();
+  size_t total = 0;
+  for (const size_t x : w) total += x;
+  return total + 2 * (w.empty() ? 0 : w.size() - 1);
+}
+
+void Table::print(std::ostream& out) const {
+  const std::vector<size_t> w = widths();
+  const auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const std::string cell = truncated(cells[c], w[c], columns_[c].keep_end);
+      const std::string pad(w[c] - display_width(cell), ' ');
+      if (c > 0) text += "  ";
+      text += columns_[c].right_aligned ? pad + cell : cell + pad;
+    }
+    text.erase(text.find_last_not_of(' ') + 1);
+    out << text << "\n";
+  };
+  std::vector<std::string> headings;
+  for (const Column& column : columns_) headings.push_back(column.heading);
+  line(headings);
+  for (const auto& row : rows_) line(row);
+}
+
+}  // namespace tdfx::cli

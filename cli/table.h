@@ -1,0 +1,59 @@
+#pragma once
+
+/// \file
+/// Plain-text tables for the terminal: columns sized to their contents up to a
+/// maximum, text truncated with an ellipsis, numbers right-aligned. Used by
+/// `tdfx run` for its inputs and outputs (and meant for its statistics and
+/// profiles).
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tdfx::cli {
+
+/// One column: its heading, its widest cell in characters (0: the room the
+/// other columns leave in the table's width) and its alignment. Longer text
+/// is cut with `…` at its end, or at its start when `keep_end` (file paths,
+/// whose last part names the file).
+struct Column {
+  std::string heading;
+  size_t max_width;
+  bool right_aligned = false;
+  bool keep_end = false;
+};
+
+/// The width of a terminal tables fit by default.
+inline constexpr size_t kTerminalWidth = 80;
+
+/// A table printed with two spaces between columns and no trailing spaces, at
+/// most `max_width` characters wide:
+///
+///     output        dtype    shape     min
+///     ('out', 'y')  float32  [2, 3]  -1.52
+class Table {
+ public:
+  explicit Table(std::vector<Column> columns, size_t max_width = kTerminalWidth)
+      : columns_(std::move(columns)), max_width_(max_width) {}
+  /// Adds a row of one cell per column.
+  void add_row(std::vector<std::string> cells);
+  /// The widest line the table prints, in characters.
+  size_t width() const;
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<size_t> widths() const;
+  std::vector<Column> columns_;
+  size_t max_width_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+/// The number of characters `text` shows (UTF-8 code points).
+size_t display_width(const std::string& text);
+
+/// `text` cut to `width` characters, its last one `…` when cut (its first one
+/// when `keep_end`).
+std::string truncated(const std::string& text, size_t width, bool keep_end = false);
+
+}  // namespace tdfx::cli
