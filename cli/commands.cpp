@@ -99,16 +99,24 @@ std::string check_render_extension(const std::string& path) {
   }
 }
 
-void run_render(const std::string& path, const std::string& out, size_t max_nodes) {
-  const ExportedProgram program = load_program(path);
+RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes) {
   RenderOptions options;
   options.max_nodes = max_nodes;
   for (const OutputSpec& output : program.graph_signature().outputs) {
     options.output_keys.push_back(output.key);
   }
+  return options;
+}
+
+void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options) {
   // Drawn before anything is written: a graph that cannot be drawn is not a file problem.
-  const std::string bytes = render(program.graph(), format_from_extension(out), options);
+  const std::string bytes = render(graph, format_from_extension(out), options);
   writing(out, [&] { write_file_atomically<Error>(out, bytes); });
+}
+
+void run_render(const std::string& path, const std::string& out, size_t max_nodes) {
+  const ExportedProgram program = load_program(path);
+  write_drawing(program.graph(), out, program_render_options(program, max_nodes));
 }
 
 }  // namespace tdfx::cli

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "export/program.h"
+#include "viz/render.h"
 
 namespace tdfx::cli {
 
@@ -42,6 +43,13 @@ void run_demo(const std::string& out_dir);
 
 /// `tdfx show`: loads `path` and prints the part of it named by `what`.
 void run_show(const std::string& path, ShowWhat what);
+
+/// What `render` draws of a loaded program beyond its graph: the key of each output.
+RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes);
+
+/// Draws `graph` in the format `out`'s extension names and writes it atomically (FileError
+/// when it cannot be written).
+void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options);
 
 /// `tdfx render`: loads `path` and draws its graph to `out` (.svg, .png,
 /// .pdf, .dot, .gv), the outputs labelled with their keys. A graph of more

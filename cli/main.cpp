@@ -3,7 +3,8 @@
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot} [--max-nodes N]
-//   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N]
+//   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
+//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot}]
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -116,6 +117,20 @@ int main(int argc, char** argv) {
                   "(floats normal, integers 0..9, bools fair)")
       ->capture_default_str()
       ->check(CLI::Validator(whole_number, "N", "whole number"));
+  RunReports reports;
+  run->add_flag("--stats", reports.stats,
+                "Print every node's dtype, shape, min, max, mean, std, NaN/Inf counts, zeros");
+  run->add_flag("--profile", reports.profile,
+                "Print each node's and module's median time, slowest first");
+  run->add_option("--repeats", reports.repeats, "Runs the profile takes the median of")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
+  run->add_flag("--find-nonfinite", reports.find_nonfinite,
+                "Print the first node whose output holds NaN or Inf from finite inputs");
+  run->add_option("-o,--output", reports.overlay,
+                  "Draw the graph with what --stats, --profile and --find-nonfinite found "
+                  "(.svg, .png, .pdf, .dot)")
+      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv}", "extension"));
   run->footer(kFooter);
 
   try {
@@ -139,7 +154,7 @@ int main(int argc, char** argv) {
     } else if (run->parsed()) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));
-      run_program(run_file, inputs, seed);
+      run_program(run_file, inputs, seed, reports);
     }
     return finish(kExitOk);
   } catch (const FileError& e) {

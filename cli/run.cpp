@@ -7,9 +7,13 @@
 #include <set>
 
 #include "cli/commands.h"
-#include "cli/table.h"
 #include "core/dtype_names.h"
 #include "core/python_repr.h"
+#include "core/text_table.h"
+#include "debug/first_nonfinite.h"
+#include "debug/node_stats.h"
+#include "debug/overlay.h"
+#include "debug/profile.h"
 #include "export/tensor_file.h"
 
 namespace tdfx::cli {
@@ -19,7 +23,6 @@ namespace {
 constexpr size_t kNameWidth = 24;
 constexpr size_t kDtypeWidth = 10;
 constexpr size_t kShapeWidth = 12;
-constexpr size_t kNumberWidth = 9;
 
 std::string shape_text(at::IntArrayRef sizes) {
   return fmt::format("[{}]", fmt::join(sizes, ", "));
@@ -102,21 +105,14 @@ at::Tensor read_input(const InputArgument& argument) {
               keys.empty() ? "none" : fmt::format("{}", fmt::join(keys, ", ")));
 }
 
-// A number in at most kNumberWidth characters.
-std::string number(double value) {
-  std::string text = fmt::format("{:.4g}", value);
-  if (text.size() > kNumberWidth) text = fmt::format("{:.2g}", value);
-  return text;
-}
-
 std::vector<std::string> summary(const at::Tensor& output) {
   const c10::ScalarType dtype = output.scalar_type();
   if (output.numel() == 0 || at::isComplexType(dtype) || dtype == at::kBool) return {"", "", ""};
   const at::Tensor x = output.detach();
   if (at::isFloatingType(dtype)) {
     const at::Tensor wide = x.to(at::kDouble);
-    return {number(wide.min().item<double>()), number(wide.max().item<double>()),
-            number(wide.mean().item<double>())};
+    return {table_number(wide.min().item<double>()), table_number(wide.max().item<double>()),
+            table_number(wide.mean().item<double>())};
   }
   return {std::to_string(x.min().item<int64_t>()), std::to_string(x.max().item<int64_t>()), ""};
 }
@@ -204,9 +200,54 @@ void print_run(const ExportedProgram& program, const std::vector<RunInput>& inpu
   out_table.print(out);
 }
 
-void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed) {
+namespace {
+
+std::vector<at::Tensor> tensors_of(const std::vector<RunInput>& inputs) {
+  std::vector<at::Tensor> out;
+  for (const RunInput& input : inputs) out.push_back(input.value);
+  return out;
+}
+
+// Wider than the input and output tables: eleven columns, most of them numbers.
+constexpr size_t kReportWidth = 100;
+
+}  // namespace
+
+void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
+                 const RunReports& reports) {
   const ExportedProgram program = load_program(path);
-  print_run(program, prepare_inputs(program, given, seed), std::cout);
+  const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
+  print_run(program, inputs, std::cout);
+  const Debuggee run = debuggee(program, tensors_of(inputs));
+  std::map<std::string, NodeOverlay> overlay;
+  if (reports.stats) {
+    const auto stats = node_stats(run);
+    std::cout << "\nstatistics per node:\n" << stats_table(stats, kReportWidth).str();
+    overlay = stats_overlay(stats);
+  }
+  if (reports.profile) {
+    const Profile p = profile(run, reports.repeats);
+    std::cout << fmt::format("\ntime per node (median of {} runs; total {:.1f} µs):\n",
+                             p.repeats, p.total_us)
+              << p.node_table(kReportWidth).str() << "\ntime per module:\n"
+              << p.module_table(kReportWidth).str();
+    // Time colours the nodes; statistics, when asked for too, stay as rows.
+    for (auto& [name, o] : profile_overlay(p)) {
+      NodeOverlay& target = overlay[name];
+      target.fill = o.fill;
+      target.lines.insert(target.lines.begin(), o.lines.begin(), o.lines.end());
+    }
+  }
+  if (reports.find_nonfinite) {
+    const auto found = first_nonfinite(run);
+    std::cout << "\n" << (found ? found->str() : "every node's values are finite\n");
+    if (found) mark_nonfinite(overlay, *found);
+  }
+  if (!reports.overlay.empty()) {
+    RenderOptions options = program_render_options(program, kDefaultMaxNodes);
+    options.overlay = std::move(overlay);
+    write_drawing(program.graph(), reports.overlay, options);
+  }
 }
 
 }  // namespace tdfx::cli

@@ -64,6 +64,22 @@ void print_run(const ExportedProgram& program, const std::vector<RunInput>& inpu
 
 /// `tdfx run`: loads the archive at `path` (its refusal a FileError), prepares
 /// the inputs and prints print_run's report to standard output.
-void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed);
+/// The reports `tdfx run` prints after its input and output tables, and the overlay it draws.
+struct RunReports {
+  /// `--stats`: each node's dtype, shape, min, max, mean, std, NaN/Inf counts, zeros.
+  bool stats = false;
+  /// `--profile`: each node's median time over `repeats` runs, and per module.
+  bool profile = false;
+  size_t repeats = 20;
+  /// `--find-nonfinite`: the first node whose output holds NaN or Inf from finite inputs.
+  bool find_nonfinite = false;
+  /// `-o FILE`: the graph drawn with what the reports found (.svg, .png, .pdf, .dot).
+  std::string overlay;
+};
+
+/// `tdfx run`: loads `path`, prepares its inputs, prints print_run's tables and the reports
+/// asked for, and writes the overlay drawing.
+void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
+                 const RunReports& reports = {});
 
 }  // namespace tdfx::cli

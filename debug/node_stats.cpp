@@ -108,18 +108,26 @@ std::vector<NodeStats> node_stats(const Debuggee& debuggee) {
   return std::move(interpreter.stats);
 }
 
-Table stats_table(const std::vector<NodeStats>& stats) {
-  Table table;
-  table.headers = {"node", "op", "dtype", "shape", "min", "max", "mean", "std", "nan", "inf",
-                   "zeros"};
-  table.numeric = {false, false, false, false, true, true, true, true, true, true, true};
+Table stats_table(const std::vector<NodeStats>& stats, size_t width) {
+  // The node's name takes what the numbers leave (its op is in the data, and in profiles).
+  Table table({{"node", 0},
+               {"dtype", 5},
+               {"shape", 12},
+               {"min", kNumberWidth, true},
+               {"max", kNumberWidth, true},
+               {"mean", kNumberWidth, true},
+               {"std", kNumberWidth, true},
+               {"nan", 6, true},
+               {"inf", 6, true},
+               {"zeros", 5, true}},
+              width);
   for (const auto& entry : stats) {
     if (!entry.stats) {
-      table.rows.push_back({entry.node, entry.op, entry.kind, "", "", "", "", "", "", "", ""});
+      table.add_row({entry.node, entry.kind, "", "", "", "", "", "", "", ""});
       continue;
     }
     const TensorStats& s = *entry.stats;
-    table.rows.push_back({entry.node, entry.op, dtype_short(s.dtype), shape_text(s.shape),
+    table.add_row({entry.node, dtype_short(s.dtype), shape_text(s.shape),
                           table_number(s.min), table_number(s.max), table_number(s.mean),
                           table_number(s.std), std::to_string(s.nan_count),
                           std::to_string(s.inf_count),

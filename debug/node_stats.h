@@ -6,7 +6,7 @@
 /// and as a table.
 ///
 ///     auto stats = node_stats(debuggee(gm, td));
-///     std::cout << stats_table(stats).str(100);
+///     std::cout << stats_table(stats).str();
 
 #include <c10/core/ScalarType.h>
 
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "debug/debuggee.h"
-#include "debug/table.h"
+#include "core/text_table.h"
 
 namespace tdfx {
 
@@ -56,7 +56,8 @@ struct NodeStats {
 /// program order (the output node excluded).
 std::vector<NodeStats> node_stats(const Debuggee& debuggee);
 
-/// The statistics as a table: node, op, dtype, shape, min, max, mean, std, nan, inf, zeros.
-Table stats_table(const std::vector<NodeStats>& stats);
+/// The statistics as a table at most `width` columns wide: node, dtype, shape, min, max,
+/// mean, std, nan, inf, zeros.
+Table stats_table(const std::vector<NodeStats>& stats, size_t width = kTerminalWidth);
 
 }  // namespace tdfx

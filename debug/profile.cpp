@@ -36,12 +36,10 @@ double median(std::vector<double> values) {
 }
 
 Table table(const std::vector<ProfileEntry>& entries, const std::string& name,
-            const std::string& what) {
-  Table t;
-  t.headers = {name, what, "median µs", "share"};
-  t.numeric = {false, false, true, true};
+            const std::string& what, size_t width) {
+  Table t({{name, 0}, {what, 0}, {"median µs", 10, true}, {"share", 6, true}}, width);
   for (const auto& e : entries) {
-    t.rows.push_back({e.name, e.what, fmt::format("{:.1f}", e.median_us),
+    t.add_row({e.name, e.what, fmt::format("{:.1f}", e.median_us),
                       fmt::format("{:.1f}%", 100 * e.share)});
   }
   return t;
@@ -54,8 +52,10 @@ void sort_slowest_first(std::vector<ProfileEntry>& entries) {
 
 }  // namespace
 
-Table Profile::node_table() const { return table(nodes, "node", "op"); }
-Table Profile::module_table() const { return table(modules, "module", "nodes"); }
+Table Profile::node_table(size_t width) const { return table(nodes, "node", "op", width); }
+Table Profile::module_table(size_t width) const {
+  return table(modules, "module", "nodes", width);
+}
 
 Profile profile(const Debuggee& debuggee, size_t repeats) {
   Profile out;

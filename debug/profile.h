@@ -6,13 +6,13 @@
 /// TensorDictModule — sorted, slowest first.
 ///
 ///     auto p = profile(debuggee(gm, td), 20);
-///     std::cout << p.node_table().str(100) << p.module_table().str(100);
+///     std::cout << p.node_table().str() << p.module_table().str();
 
 #include <string>
 #include <vector>
 
 #include "debug/debuggee.h"
-#include "debug/table.h"
+#include "core/text_table.h"
 
 namespace tdfx {
 
@@ -40,8 +40,8 @@ struct Profile {
   /// The sum of the node medians, in microseconds.
   double total_us = 0;
 
-  Table node_table() const;
-  Table module_table() const;
+  Table node_table(size_t width = kTerminalWidth) const;
+  Table module_table(size_t width = kTerminalWidth) const;
 };
 
 /// Runs `debuggee` `repeats` times (at least 1) after one warm-up run, timing each node

@@ -160,27 +160,6 @@ TEST_CASE("debug: a profile times every node, shares add up, slowest first") {
   CHECK(modules == std::set<std::string>{"(outside modules)", "0.module.0", "0.module.1", "1"});
 }
 
-TEST_CASE("debug: tables fit the width asked, names shortened with an ellipsis") {
-  Table t;
-  t.headers = {"node", "op", "value"};
-  t.numeric = {false, false, true};
-  t.rows = {{"a_rather_long_node_name_from_a_deep_module", "call_function torch.relu", "1.5"},
-            {"x", "placeholder x", "12"}};
-  CHECK(t.str(100) ==
-        "node                                        op                        value\n"
-        "------------------------------------------  ------------------------  -----\n"
-        "a_rather_long_node_name_from_a_deep_module  call_function torch.relu    1.5\n"
-        "x                                           placeholder x                12\n");
-  CHECK(t.str(50) ==
-        "node               op                        value\n"
-        "-----------------  ------------------------  -----\n"
-        "a_rather_long_no…  call_function torch.relu    1.5\n"
-        "x                  placeholder x                12\n");
-  CHECK(table_number(NAN) == "nan");
-  CHECK(table_number(-INFINITY) == "-inf");
-  CHECK(table_number(0.000123456789) == "0.000123457");
-}
-
 TEST_CASE("debug: statistics and the non-finite origin drawn on the diagram (golden DOT)") {
   auto module = log_pipeline();
   const TensorDict input = log_input(-1.0f);

@@ -3,15 +3,15 @@
 /// \file
 /// Plain-text tables for the terminal: columns sized to their contents up to a
 /// maximum, text truncated with an ellipsis, numbers right-aligned. Used by
-/// `tdfx run` for its inputs and outputs (and meant for its statistics and
-/// profiles).
+/// `tdfx run` for its inputs and outputs, and by the debugging tools'
+/// statistics and profiles (debug/).
 
 #include <cstddef>
 #include <ostream>
 #include <string>
 #include <vector>
 
-namespace tdfx::cli {
+namespace tdfx {
 
 /// One column: its heading, its widest cell in characters (0: the room the
 /// other columns leave in the table's width) and its alignment. Longer text
@@ -41,6 +41,8 @@ class Table {
   /// The widest line the table prints, in characters.
   size_t width() const;
   void print(std::ostream& out) const;
+  /// What print() writes.
+  std::string str() const;
 
  private:
   std::vector<size_t> widths() const;
@@ -56,4 +58,13 @@ size_t display_width(const std::string& text);
 /// when `keep_end`).
 std::string truncated(const std::string& text, size_t width, bool keep_end = false);
 
-}  // namespace tdfx::cli
+/// The widest number table_number gives.
+inline constexpr size_t kNumberWidth = 9;
+
+/// A number for a table in at most kNumberWidth characters: 4 significant digits (2 when
+/// an exponent needs the room), `nan`, `inf`, `-inf`.
+///
+///     table_number(0.000123456789) == "0.0001235"    table_number(-1.5e-12) == "-1.5e-12"
+std::string table_number(double value);
+
+}  // namespace tdfx

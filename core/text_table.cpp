@@ -1,10 +1,14 @@
-#include "cli/table.h"
+#include "core/text_table.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
 
 #include "core/error.h"
 
-namespace tdfx::cli {
+namespace tdfx {
 
 size_t display_width(const std::string& text) {
   return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
@@ -86,4 +90,18 @@ void Table::print(std::ostream& out) const {
   for (const auto& row : rows_) line(row);
 }
 
-}  // namespace tdfx::cli
+std::string Table::str() const {
+  std::ostringstream out;
+  print(out);
+  return out.str();
+}
+
+std::string table_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  std::string text = fmt::format("{:.4g}", value);
+  if (text.size() > kNumberWidth) text = fmt::format("{:.2g}", value);
+  return text;
+}
+
+}  // namespace tdfx

@@ -1,11 +1,12 @@
 // The terminal tables of `tdfx run`: widths, alignment and ellipses.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <sstream>
 
-#include "cli/table.h"
+#include "core/text_table.h"
 
-using tdfx::cli::Table;
+using tdfx::Table;
 
 namespace {
 
@@ -43,8 +44,16 @@ TEST_CASE("table: paths keep their end and cells keep their maximum") {
   CHECK(printed(table) ==
         "input   source\n"
         "input…  …dir/mask.pt\n");
-  CHECK(tdfx::cli::truncated("abc", 3) == "abc");
-  CHECK(tdfx::cli::truncated("abcd", 3) == "ab…");
-  CHECK(tdfx::cli::truncated("abcd", 3, true) == "…cd");
-  CHECK(tdfx::cli::display_width("a…b") == 3);
+  CHECK(tdfx::truncated("abc", 3) == "abc");
+  CHECK(tdfx::truncated("abcd", 3) == "ab…");
+  CHECK(tdfx::truncated("abcd", 3, true) == "…cd");
+  CHECK(tdfx::display_width("a…b") == 3);
+}
+
+TEST_CASE("table: numbers fit nine characters, and nan and inf print by name") {
+  CHECK(tdfx::table_number(NAN) == "nan");
+  CHECK(tdfx::table_number(-INFINITY) == "-inf");
+  CHECK(tdfx::table_number(0.000123456789) == "0.0001235");
+  CHECK(tdfx::table_number(-1.23456e-12) == "-1.2e-12");
+  CHECK(tdfx::table_number(-2.5) == "-2.5");
 }
