@@ -6,11 +6,14 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <cstddef>
+#include <iterator>
 #include <list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/argument.h"
@@ -65,6 +68,76 @@ struct NodeMeta {
   Target method_op;
 };
 
+/// An insertion-ordered set of nodes: a node's users. Iterates in the order
+/// nodes were added (`#users` and FX's printed order depend on it); insertion,
+/// removal and `contains` are O(1) amortised, so removing one of 16,000 users
+/// or linting a node that has them stays linear. Small sets are a plain
+/// vector; from kIndexedFrom nodes on, an index by node finds a node's slot and
+/// a removal leaves a hole that is compacted away once holes outnumber nodes.
+class OrderedNodeSet {
+ public:
+  /// Iterates the nodes in insertion order as `Node*`, skipping holes.
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Node*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Node* const*;
+    using reference = Node*;
+
+    Iterator(Node* const* at, Node* const* end) : at_(at), end_(end) { skip(); }
+    Node* operator*() const { return *at_; }
+    Iterator& operator++() {
+      ++at_;
+      skip();
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return at_ == other.at_; }
+    bool operator!=(const Iterator& other) const { return at_ != other.at_; }
+
+   private:
+    void skip() {
+      while (at_ != end_ && *at_ == nullptr) ++at_;
+    }
+    Node* const* at_;
+    Node* const* end_;
+  };
+
+  /// From this size on, the set keeps an index by node.
+  static constexpr size_t kIndexedFrom = 16;
+
+  Iterator begin() const { return {items_.data() + first_, items_.data() + items_.size()}; }
+  Iterator end() const {
+    const auto end = items_.data() + items_.size();
+    return {end, end};
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  /// The oldest node; the set must not be empty.
+  Node* front() const { return *begin(); }
+  bool contains(const Node* node) const;
+  /// The nodes in insertion order.
+  std::vector<Node*> to_vector() const { return {begin(), end()}; }
+
+ private:
+  friend class Node;
+  friend class Graph;
+
+  /// Adds `node` last unless present; returns whether it was added.
+  bool insert(Node* node);
+  /// Removes `node` if present; returns whether it was.
+  bool erase(const Node* node);
+  void clear();
+  void compact();
+
+  std::vector<Node*> items_;  // nullptr: a removed node's hole (only while indexed)
+  std::unordered_map<const Node*, size_t> index_;  // node → slot; empty below kIndexedFrom
+  size_t size_ = 0;
+  // The first slot that may hold a node: begin() does not walk the holes that
+  // removing the oldest users leaves.
+  size_t first_ = 0;
+};
+
 /// One operation of a Graph. Owned by its graph; `Node*` is a non-owning
 /// handle that stays valid until the node is erased. Its users are kept up to
 /// date by the graph: every edit of args goes through the node's setters.
@@ -79,7 +152,7 @@ class Node {
   const Args& args() const { return args_; }
   const Kwargs& kwargs() const { return kwargs_; }
   /// The nodes that read this one, in the order they started to.
-  const std::vector<Node*>& users() const { return users_; }
+  const OrderedNodeSet& users() const { return users_; }
   /// Every distinct node read by args and kwargs, in order of appearance.
   std::vector<Node*> input_nodes() const;
   /// The graph that owns this node.
@@ -128,7 +201,7 @@ class Node {
   Target target_;
   Args args_;
   Kwargs kwargs_;
-  std::vector<Node*> users_;
+  OrderedNodeSet users_;
   NodeMeta meta_;
   std::shared_ptr<const Graph> body_;
   std::list<std::unique_ptr<Node>>::iterator position_;

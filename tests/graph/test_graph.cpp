@@ -1,6 +1,8 @@
 // The IR: naming, editing, copying, dead code and lint.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "graph/graph.h"
 #include "graph/graph_module.h"
@@ -39,14 +41,41 @@ TEST_CASE("graph: users are kept up to date by edits") {
   Node* x = g.placeholder("x");
   Node* a = g.call_function(relu(), {x});
   Node* b = g.call_function(Target::aten("aten::mul.Tensor"), {a, a});
-  CHECK(a->users() == std::vector<Node*>{b});
-  CHECK(x->users() == std::vector<Node*>{a});
+  CHECK(a->users().to_vector() == std::vector<Node*>{b});
+  CHECK(x->users().to_vector() == std::vector<Node*>{a});
   b->replace_input_with(a, x);
   CHECK(a->users().empty());
-  CHECK(x->users() == std::vector<Node*>{a, b});
+  CHECK(x->users().to_vector() == std::vector<Node*>{a, b});
   b->set_args({a, x});
-  CHECK(a->users() == std::vector<Node*>{b});
+  CHECK(a->users().to_vector() == std::vector<Node*>{b});
   g.output(b);
+  g.lint();
+}
+
+TEST_CASE("graph: users keep insertion order through removals, large and small") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  std::vector<Node*> expected;
+  for (int i = 0; i < 40; ++i) expected.push_back(g.call_function(relu(), {x}));
+  CHECK(x->users().to_vector() == expected);
+  // Remove every other user (past the indexed size, leaving holes and compacting),
+  // then move the first one to the end: order is insertion order throughout.
+  for (size_t i = 0; i < expected.size(); i += 2) expected[i]->set_args({y});
+  std::vector<Node*> odd;
+  for (size_t i = 1; i < expected.size(); i += 2) odd.push_back(expected[i]);
+  CHECK(x->users().to_vector() == odd);
+  CHECK(x->users().size() == 20);
+  CHECK(x->users().front() == odd.front());
+  odd.front()->set_args({y});
+  odd.front()->set_args({x});
+  std::rotate(odd.begin(), odd.begin() + 1, odd.end());
+  CHECK(x->users().to_vector() == odd);
+  for (size_t i = 0; i + 3 < odd.size(); ++i) odd[i]->set_args({y});
+  CHECK(x->users().to_vector() == std::vector<Node*>(odd.end() - 3, odd.end()));
+  CHECK(x->users().contains(odd.back()));
+  CHECK(!x->users().contains(odd.front()));
+  CHECK(y->users().size() == 37);
   g.lint();
 }
 
