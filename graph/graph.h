@@ -4,6 +4,7 @@
 /// Graph: the tdfx IR — an ordered list of nodes owned by the graph, printed
 /// and named as torch.fx does.
 
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <list>
@@ -125,8 +126,18 @@ class Graph {
   /// The namespace that names this graph's nodes.
   Namespace& names() { return names_; }
 
+  /// A stamp that changes with every edit: creating, erasing or renaming a
+  /// node, or changing a node's target, arguments or body (edits of meta keep
+  /// it). Stamps come from one process-wide counter, so no two states of any
+  /// graphs share one; a moved graph keeps its stamp and the emptied one gets a
+  /// new one. GraphModule records it when it compiles and refuses a stale plan.
+  uint64_t generation() const { return generation_; }
+
  private:
   friend class Node;
+  /// Gives the graph a new generation(); every edit calls it.
+  void bump_generation();
+  uint64_t generation_;
   /// New nodes go before this one; nullptr appends.
   Node* insert_before_ = nullptr;
   NodeList nodes_;

@@ -149,6 +149,7 @@ void Node::set_args(Args args) {
   remove_uses();
   args_ = std::move(args);
   add_uses();
+  graph_->bump_generation();
 }
 
 void Node::set_kwargs(Kwargs kwargs) {
@@ -156,6 +157,7 @@ void Node::set_kwargs(Kwargs kwargs) {
   remove_uses();
   kwargs_ = std::move(kwargs);
   add_uses();
+  graph_->bump_generation();
 }
 
 void Node::set_arg(size_t index, Argument arg) {
@@ -176,6 +178,7 @@ void Node::replace_input_with(Node* old_input, Node* new_input) {
   for (auto& arg : args_) arg = map_nodes(arg, swap);
   for (auto& [key, arg] : kwargs_) arg = map_nodes(arg, swap);
   add_uses();
+  graph_->bump_generation();
 }
 
 std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
@@ -188,6 +191,11 @@ std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
   const std::vector<Node*> users = users_.to_vector();
   for (Node* user : users) user->replace_input_with(this, replacement);
   return users;
+}
+
+void Node::set_body(std::shared_ptr<const Graph> body) {
+  body_ = std::move(body);
+  graph_->bump_generation();
 }
 
 const Argument* Node::kwarg(std::string_view name) const {

@@ -165,7 +165,8 @@ class Node {
   /// are the call's arguments and whose get_attr targets are relative to the
   /// module. Null when unknown.
   const std::shared_ptr<const Graph>& body() const { return body_; }
-  void set_body(std::shared_ptr<const Graph> body) { body_ = std::move(body); }
+  /// Replaces the body; an edit of the graph (it changes what the node runs).
+  void set_body(std::shared_ptr<const Graph> body);
 
   /// Replaces the positional arguments, updating users.
   void set_args(Args args);
