@@ -68,17 +68,7 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   Node::check_arguments(
       this, "cannot create %" + (name_hint.empty() ? default_name(op, target) : name_hint), args,
       kwargs);
-  if (op == OpCode::kCallMethod &&
-      (!is_python_identifier(target.str()) || is_python_keyword(target.str()))) {
-    // Printed as `x.method(...)`.
-    fail<GraphError>("call_method target {} is not a method name", python_repr(target.str()));
-  }
-  if (op == OpCode::kPlaceholder &&
-      (!is_python_identifier(target.str()) || is_python_keyword(target.str()))) {
-    // The target is the forward's parameter name in printed code.
-    fail<GraphError>("placeholder target {} is not an identifier (or is a Python keyword)",
-                     python_repr(target.str()));
-  }
+  Node::check_target(op, target, "");
   const std::string name =
       names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
   std::unique_ptr<Node> node(new Node(this, name, op, std::move(target)));
@@ -247,6 +237,7 @@ void Graph::lint() const {
     if (node->op_ == OpCode::kOutput && std::next(node->position_) != nodes_.end()) {
       fail<GraphError>("lint: output node %{} is not the last node", node->name_);
     }
+    Node::check_target(node->op_, node->target_, "lint: %" + node->name_ + ": ");
     if (node->op_ == OpCode::kCallFunction && !node->target_.is_aten() &&
         !node->target_.is_getitem()) {
       fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",

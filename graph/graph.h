@@ -120,7 +120,8 @@ class Graph {
 
   /// Checks the invariants: ownership, unique legal names, args defined
   /// before use, users equal to the readers, one output at the end, aten
-  /// targets with schemas. Throws GraphError naming the node.
+  /// targets with schemas, placeholder and call_method targets that are
+  /// identifiers. Throws GraphError naming the node.
   void lint() const;
 
   /// The namespace that names this graph's nodes.

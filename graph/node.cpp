@@ -144,6 +144,26 @@ void Node::check_arguments(const Graph* graph, const std::string& who, const Arg
   }
 }
 
+void Node::check_target(OpCode op, const Target& target, const std::string& who) {
+  const bool identifier = is_python_identifier(target.str()) && !is_python_keyword(target.str());
+  if (op == OpCode::kCallMethod && !identifier) {
+    // Printed as `x.method(...)`.
+    fail<GraphError>("{}call_method target {} is not a method name", who,
+                     python_repr(target.str()));
+  }
+  if (op == OpCode::kPlaceholder && !identifier) {
+    // The target is the forward's parameter name in printed code.
+    fail<GraphError>("{}placeholder target {} is not an identifier (or is a Python keyword)", who,
+                     python_repr(target.str()));
+  }
+}
+
+void Node::set_target(Target target) {
+  check_target(op_, target, "%" + name_ + ": ");
+  target_ = std::move(target);
+  graph_->bump_generation();
+}
+
 void Node::set_args(Args args) {
   check_arguments(graph_, "%" + name_, args, {});
   remove_uses();

@@ -168,6 +168,14 @@ class Node {
   /// Replaces the body; an edit of the graph (it changes what the node runs).
   void set_body(std::shared_ptr<const Graph> body);
 
+  /// Replaces the target, keeping name and arguments (torch.fx's `node.target = ...`).
+  /// A placeholder's or call_method's target must be an identifier; lint() checks
+  /// the rest (a call_function calls an aten operator or getitem).
+  ///
+  ///     before: %relu = call_function[target=torch.relu](args = (%x,))
+  ///     relu->set_target(Target::aten("aten::sigmoid"))
+  ///     after:  %relu = call_function[target=torch.sigmoid](args = (%x,))
+  void set_target(Target target);
   /// Replaces the positional arguments, updating users.
   void set_args(Args args);
   /// Replaces the keyword arguments, updating users.
@@ -191,6 +199,9 @@ class Node {
 
   void add_uses();
   void remove_uses();
+  // GraphError unless a placeholder's or call_method's target is an identifier (not a
+  // keyword); `who` starts the message.
+  static void check_target(OpCode op, const Target& target, const std::string& who);
   // GraphError unless every node argument is a non-null node of `graph` and
   // every keyword name is an identifier given once; `who` starts the message.
   static void check_arguments(const Graph* graph, const std::string& who, const Args& args,

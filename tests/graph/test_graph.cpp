@@ -93,6 +93,27 @@ TEST_CASE("graph: replace_all_uses_with moves every user") {
   CHECK(g.size() == 3);
 }
 
+TEST_CASE("graph: set_target changes what a node calls, checked as create_node and lint check") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(relu(), {x});
+  Node* m = g.call_method("view", {r, -1});
+  g.output(m);
+  const uint64_t before = g.generation();
+  r->set_target(Target::aten("aten::sigmoid"));
+  CHECK(g.generation() != before);
+  CHECK(to_string(*r) ==
+        "%relu : [#users=1] = call_function[target=torch.sigmoid](args = (%x,), kwargs = {})");
+  g.lint();
+  CHECK_THROWS_WITH_AS(m->set_target("not a method"),
+                       "%view: call_method target 'not a method' is not a method name", GraphError);
+  CHECK_THROWS_WITH_AS(x->set_target("in"), doctest::Contains("%x: placeholder target 'in'"),
+                       GraphError);
+  CHECK(m->target().str() == "view");
+  r->set_target("torch.relu");  // a plain name: not an operator
+  CHECK_THROWS_WITH_AS(g.lint(), doctest::Contains("lint: %relu calls 'torch.relu'"), GraphError);
+}
+
 TEST_CASE("graph: erase_node rejects a node with users") {
   Graph g;
   Node* x = g.placeholder("x");

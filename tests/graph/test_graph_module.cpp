@@ -205,6 +205,7 @@ TEST_CASE("graph module: a run after an edit without recompile is refused, never
     return refused;
   };
   CHECK(refused_after([&](Graph& g2) { g2.rename(r, "r"); }));
+  CHECK(refused_after([&](Graph&) { r->set_target(Target::aten("aten::relu")); }));
   CHECK(refused_after([&](Graph& g2) { g2.output_node()->set_arg(0, x); }));
   CHECK(refused_after([&](Graph& g2) { g2.output_node()->replace_input_with(x, r); }));
   CHECK(refused_after([&](Graph&) { r->replace_all_uses_with(x); }));
