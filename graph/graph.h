@@ -154,10 +154,20 @@ std::ostream& operator<<(std::ostream& os, const Node& node);
 
 }  // namespace tdfx
 
+/// `fmt::format("{}", graph)` is torch.fx's `str(graph)`, as to_string(graph).
 template <>
 struct fmt::formatter<tdfx::Graph> : fmt::formatter<std::string_view> {
   template <typename Ctx>
   auto format(const tdfx::Graph& graph, Ctx& ctx) const {
     return fmt::formatter<std::string_view>::format(tdfx::to_string(graph), ctx);
+  }
+};
+
+/// `fmt::format("{}", node)` is torch.fx's `node.format_node()`, as to_string(node).
+template <>
+struct fmt::formatter<tdfx::Node> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const tdfx::Node& node, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(node), ctx);
   }
 };

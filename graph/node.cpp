@@ -1,6 +1,7 @@
 #include "graph/node.h"
 
 #include <algorithm>
+#include <ostream>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -92,6 +93,8 @@ void OrderedNodeSet::compact() {
   if (items_.size() < kIndexedFrom) return;
   for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i], i);
 }
+
+std::ostream& operator<<(std::ostream& os, OpCode op) { return os << to_string(op); }
 
 Node::Node(Graph* graph, std::string name, OpCode op, Target target)
     : graph_(graph), name_(std::move(name)), op_(op), target_(std::move(target)) {}

@@ -5,8 +5,10 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <fmt/format.h>
 
 #include <cstddef>
+#include <iosfwd>
 #include <iterator>
 #include <list>
 #include <memory>
@@ -28,6 +30,8 @@ enum class OpCode { kPlaceholder, kGetAttr, kCallFunction, kCallMethod, kCallMod
 
 /// The torch.fx spelling of `op`: "placeholder", "get_attr", ...
 std::string_view to_string(OpCode op);
+/// Writes to_string(op): `std::cout << OpCode::kCallFunction` prints `call_function`.
+std::ostream& operator<<(std::ostream& os, OpCode op);
 
 /// What is known of the value a node produces, when it is a tensor.
 struct TensorMeta {
@@ -220,3 +224,12 @@ class Node {
 };
 
 }  // namespace tdfx
+
+/// `fmt::format("{}", OpCode::kGetAttr)` is `get_attr`; string format specs apply.
+template <>
+struct fmt::formatter<tdfx::OpCode> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(tdfx::OpCode op, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(op), ctx);
+  }
+};

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "core/error.h"
 #include "graph/graph.h"
@@ -34,6 +35,25 @@ TEST_CASE("graph: op codes print their torch.fx spelling") {
   CHECK(to_string(OpCode::kCallMethod) == "call_method");
   CHECK(to_string(OpCode::kCallModule) == "call_module");
   CHECK(to_string(OpCode::kOutput) == "output");
+}
+
+TEST_CASE("graph: op codes, nodes and graphs print with << and fmt") {
+  std::ostringstream os;
+  os << OpCode::kCallModule << " " << OpCode::kOutput;
+  CHECK(os.str() == "call_module output");
+  CHECK(fmt::format("{}|{:>12}|{:<9}|", OpCode::kGetAttr, OpCode::kPlaceholder,
+                    OpCode::kCallMethod) == "get_attr| placeholder|call_method|");
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(relu(), {x});
+  g.output(r);
+  const std::string line =
+      "%relu : [#users=1] = call_function[target=torch.relu](args = (%x,), kwargs = {})";
+  std::ostringstream node_os;
+  node_os << *r;
+  CHECK(node_os.str() == line);
+  CHECK(fmt::format("{}", *r) == line);
+  CHECK(fmt::format("{}", g) == to_string(g));
 }
 
 TEST_CASE("graph: users are kept up to date by edits") {
