@@ -1,7 +1,8 @@
 // GraphModule's cost per node: a chain of relu nodes on a 1-element tensor,
 // run by GraphModule, by a plain loop of at::relu calls, and by a loop of
 // boxed dispatcher calls (the floor for any boxed interpreter). Also checks
-// that a 100,000-node chain runs and prints without deep recursion.
+// that a 100,000-node chain runs and prints without deep recursion, and that
+// editing and linting a node with 4k/8k/16k users grows linearly.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
@@ -99,6 +100,57 @@ void BM_PrintChain100k(benchmark::State& state) {
   set_per_node(state, kLongChain);
 }
 
+/// placeholder x → `users` × aten::relu(x) → output of them all: %x has `users` users.
+tdfx::Graph wide_graph(int64_t users) {
+  tdfx::Graph graph;
+  const tdfx::Target relu = tdfx::Target::aten("aten::relu");
+  tdfx::Node* x = graph.placeholder("x");
+  std::vector<tdfx::Argument> outputs;
+  for (int64_t i = 0; i < users; ++i) outputs.emplace_back(graph.call_function(relu, {x}));
+  graph.output(tdfx::tuple(std::move(outputs)));
+  return graph;
+}
+
+/// Removes the oldest of %x's users (the costliest for a vector) by pointing it
+/// at %y, and adds it back as the newest: one removal and one insertion per iteration.
+void BM_RemoveOneUser(benchmark::State& state) {
+  tdfx::Graph graph = wide_graph(state.range(0));
+  tdfx::Node* x = *graph.nodes().begin();
+  tdfx::Node* y = nullptr;
+  {
+    auto guard = graph.inserting_after(x);
+    y = graph.placeholder("y");
+  }
+  for (auto _ : state) {
+    tdfx::Node* user = *x->users().begin();
+    user->set_args({y});
+    user->set_args({x});
+  }
+  state.counters["users"] = static_cast<double>(x->users().size());
+}
+
+/// Moves all of %x's users to %y and back: 2 × `users` removals of one user each.
+void BM_ReplaceAllUses(benchmark::State& state) {
+  tdfx::Graph graph = wide_graph(state.range(0));
+  tdfx::Node* x = *graph.nodes().begin();
+  tdfx::Node* y = nullptr;
+  {
+    auto guard = graph.inserting_after(x);
+    y = graph.placeholder("y");
+  }
+  for (auto _ : state) {
+    x->replace_all_uses_with(y);
+    y->replace_all_uses_with(x);
+  }
+  state.counters["users"] = static_cast<double>(x->users().size());
+}
+
+void BM_LintWideNode(benchmark::State& state) {
+  const tdfx::Graph graph = wide_graph(state.range(0));
+  for (auto _ : state) graph.lint();
+  state.counters["users"] = static_cast<double>(state.range(0));
+}
+
 }  // namespace
 
 BENCHMARK(BM_GraphModuleReluChain);
@@ -106,5 +158,8 @@ BENCHMARK(BM_DirectReluChain);
 BENCHMARK(BM_BoxedReluChain);
 BENCHMARK(BM_GraphModuleChain100k)->Iterations(3)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PrintChain100k)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RemoveOneUser)->Arg(4000)->Arg(8000)->Arg(16000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReplaceAllUses)->Arg(4000)->Arg(8000)->Arg(16000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LintWideNode)->Arg(4000)->Arg(8000)->Arg(16000)->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

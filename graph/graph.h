@@ -4,6 +4,7 @@
 /// Graph: the tdfx IR — an ordered list of nodes owned by the graph, printed
 /// and named as torch.fx does.
 
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <list>
@@ -119,14 +120,25 @@ class Graph {
 
   /// Checks the invariants: ownership, unique legal names, args defined
   /// before use, users equal to the readers, one output at the end, aten
-  /// targets with schemas. Throws GraphError naming the node.
+  /// targets with schemas, placeholder and call_method targets that are
+  /// identifiers. Throws GraphError naming the node.
   void lint() const;
 
   /// The namespace that names this graph's nodes.
   Namespace& names() { return names_; }
 
+  /// A stamp that changes with every edit: creating, erasing or renaming a
+  /// node, or changing a node's target, arguments or body (edits of meta keep
+  /// it). Stamps come from one process-wide counter, so no two states of any
+  /// graphs share one; a moved graph keeps its stamp and the emptied one gets a
+  /// new one. GraphModule records it when it compiles and refuses a stale plan.
+  uint64_t generation() const { return generation_; }
+
  private:
   friend class Node;
+  /// Gives the graph a new generation(); every edit calls it.
+  void bump_generation();
+  uint64_t generation_;
   /// New nodes go before this one; nullptr appends.
   Node* insert_before_ = nullptr;
   NodeList nodes_;
@@ -142,10 +154,20 @@ std::ostream& operator<<(std::ostream& os, const Node& node);
 
 }  // namespace tdfx
 
+/// `fmt::format("{}", graph)` is torch.fx's `str(graph)`, as to_string(graph).
 template <>
 struct fmt::formatter<tdfx::Graph> : fmt::formatter<std::string_view> {
   template <typename Ctx>
   auto format(const tdfx::Graph& graph, Ctx& ctx) const {
     return fmt::formatter<std::string_view>::format(tdfx::to_string(graph), ctx);
+  }
+};
+
+/// `fmt::format("{}", node)` is torch.fx's `node.format_node()`, as to_string(node).
+template <>
+struct fmt::formatter<tdfx::Node> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const tdfx::Node& node, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(node), ctx);
   }
 };

@@ -466,9 +466,14 @@ void GraphModule::recompile() {
   const AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
   auto plan = Compiler(root_, attributes, "").compile(graph_);
   plan_ = std::make_unique<detail::Plan>(std::move(*plan));
+  plan_generation_ = graph_.generation();
 }
 
 c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) const {
+  // The plan points at the graph's nodes: after an edit some may be gone.
+  if (graph_.generation() != plan_generation_) {
+    fail<GraphError>("the graph was edited after compile; call recompile()");
+  }
   return plan_->run(std::move(inputs));
 }
 

@@ -36,7 +36,7 @@ class GraphModule {
   GraphModule& operator=(GraphModule&&) noexcept;
 
   const Graph& graph() const { return graph_; }
-  /// The graph for editing; call recompile() afterwards.
+  /// The graph for editing; call recompile() afterwards (runs refuse until then).
   Graph& mutable_graph() { return graph_; }
   /// Lints the graph and rebuilds the plan after edits.
   void recompile();
@@ -45,7 +45,8 @@ class GraphModule {
   const detail::Plan& plan() const { return *plan_; }
 
   /// Runs the graph on one value per placeholder; returns the output value
-  /// (a tuple output stays a tuple). Errors are RunError naming the node.
+  /// (a tuple output stays a tuple). Errors are RunError naming the node; a
+  /// GraphError when the graph was edited since the last compile.
   c10::IValue forward(std::vector<c10::IValue> inputs) const;
   /// forward() with the output flattened to a list of values.
   std::vector<c10::IValue> run(std::vector<c10::IValue> inputs) const;
@@ -54,6 +55,7 @@ class GraphModule {
   std::shared_ptr<torch::nn::Module> root_;
   Graph graph_;
   std::unique_ptr<detail::Plan> plan_;
+  uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
 };
 
 /// A one-line description of a node for error messages:

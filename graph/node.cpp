@@ -1,6 +1,7 @@
 #include "graph/node.h"
 
 #include <algorithm>
+#include <ostream>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -36,6 +37,65 @@ std::string_view to_string(OpCode op) {
   return "?";
 }
 
+bool OrderedNodeSet::contains(const Node* node) const {
+  if (!index_.empty()) return index_.count(node) != 0;
+  return std::find(items_.begin(), items_.end(), node) != items_.end();
+}
+
+bool OrderedNodeSet::insert(Node* node) {
+  if (index_.empty()) {
+    if (std::find(items_.begin(), items_.end(), node) != items_.end()) return false;
+    items_.push_back(node);
+    ++size_;
+    // Small sets have no holes: slots are positions.
+    if (items_.size() >= kIndexedFrom) {
+      for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i], i);
+    }
+    return true;
+  }
+  if (!index_.emplace(node, items_.size()).second) return false;
+  items_.push_back(node);
+  ++size_;
+  return true;
+}
+
+bool OrderedNodeSet::erase(const Node* node) {
+  if (index_.empty()) {
+    auto it = std::find(items_.begin(), items_.end(), node);
+    if (it == items_.end()) return false;
+    items_.erase(it);
+    --size_;
+    return true;
+  }
+  auto it = index_.find(node);
+  if (it == index_.end()) return false;
+  items_[it->second] = nullptr;
+  index_.erase(it);
+  --size_;
+  // Each hole is stepped over once.
+  while (first_ < items_.size() && items_[first_] == nullptr) ++first_;
+  // Each compaction follows at least as many removals as it moves nodes.
+  if (items_.size() - size_ > size_) compact();
+  return true;
+}
+
+void OrderedNodeSet::clear() {
+  items_.clear();
+  index_.clear();
+  size_ = 0;
+  first_ = 0;
+}
+
+void OrderedNodeSet::compact() {
+  items_.erase(std::remove(items_.begin(), items_.end(), nullptr), items_.end());
+  index_.clear();
+  first_ = 0;
+  if (items_.size() < kIndexedFrom) return;
+  for (size_t i = 0; i < items_.size(); ++i) index_.emplace(items_[i], i);
+}
+
+std::ostream& operator<<(std::ostream& os, OpCode op) { return os << to_string(op); }
+
 Node::Node(Graph* graph, std::string name, OpCode op, Target target)
     : graph_(graph), name_(std::move(name)), op_(op), target_(std::move(target)) {}
 
@@ -58,14 +118,11 @@ std::vector<Node*> Node::input_nodes() const {
 }
 
 void Node::add_uses() {
-  for (Node* input : input_nodes()) input->users_.push_back(this);
+  for (Node* input : input_nodes()) input->users_.insert(this);
 }
 
 void Node::remove_uses() {
-  for (Node* input : input_nodes()) {
-    auto& users = input->users_;
-    users.erase(std::remove(users.begin(), users.end(), this), users.end());
-  }
+  for (Node* input : input_nodes()) input->users_.erase(this);
 }
 
 void Node::check_arguments(const Graph* graph, const std::string& who, const Args& args,
@@ -90,11 +147,32 @@ void Node::check_arguments(const Graph* graph, const std::string& who, const Arg
   }
 }
 
+void Node::check_target(OpCode op, const Target& target, const std::string& who) {
+  const bool identifier = is_python_identifier(target.str()) && !is_python_keyword(target.str());
+  if (op == OpCode::kCallMethod && !identifier) {
+    // Printed as `x.method(...)`.
+    fail<GraphError>("{}call_method target {} is not a method name", who,
+                     python_repr(target.str()));
+  }
+  if (op == OpCode::kPlaceholder && !identifier) {
+    // The target is the forward's parameter name in printed code.
+    fail<GraphError>("{}placeholder target {} is not an identifier (or is a Python keyword)", who,
+                     python_repr(target.str()));
+  }
+}
+
+void Node::set_target(Target target) {
+  check_target(op_, target, "%" + name_ + ": ");
+  target_ = std::move(target);
+  graph_->bump_generation();
+}
+
 void Node::set_args(Args args) {
   check_arguments(graph_, "%" + name_, args, {});
   remove_uses();
   args_ = std::move(args);
   add_uses();
+  graph_->bump_generation();
 }
 
 void Node::set_kwargs(Kwargs kwargs) {
@@ -102,6 +180,7 @@ void Node::set_kwargs(Kwargs kwargs) {
   remove_uses();
   kwargs_ = std::move(kwargs);
   add_uses();
+  graph_->bump_generation();
 }
 
 void Node::set_arg(size_t index, Argument arg) {
@@ -122,6 +201,7 @@ void Node::replace_input_with(Node* old_input, Node* new_input) {
   for (auto& arg : args_) arg = map_nodes(arg, swap);
   for (auto& [key, arg] : kwargs_) arg = map_nodes(arg, swap);
   add_uses();
+  graph_->bump_generation();
 }
 
 std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
@@ -131,9 +211,14 @@ std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
     fail<GraphError>("cannot replace %{} with %{}: the nodes belong to different graphs", name_,
                      replacement->name());
   }
-  const std::vector<Node*> users = users_;
+  const std::vector<Node*> users = users_.to_vector();
   for (Node* user : users) user->replace_input_with(this, replacement);
   return users;
+}
+
+void Node::set_body(std::shared_ptr<const Graph> body) {
+  body_ = std::move(body);
+  graph_->bump_generation();
 }
 
 const Argument* Node::kwarg(std::string_view name) const {

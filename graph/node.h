@@ -5,12 +5,17 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <fmt/format.h>
 
+#include <cstddef>
+#include <iosfwd>
+#include <iterator>
 #include <list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/argument.h"
@@ -25,6 +30,8 @@ enum class OpCode { kPlaceholder, kGetAttr, kCallFunction, kCallMethod, kCallMod
 
 /// The torch.fx spelling of `op`: "placeholder", "get_attr", ...
 std::string_view to_string(OpCode op);
+/// Writes to_string(op): `std::cout << OpCode::kCallFunction` prints `call_function`.
+std::ostream& operator<<(std::ostream& os, OpCode op);
 
 /// What is known of the value a node produces, when it is a tensor.
 struct TensorMeta {
@@ -67,6 +74,76 @@ struct NodeMeta {
   Target method_op;
 };
 
+/// An insertion-ordered set of nodes: a node's users. Iterates in the order
+/// nodes were added (`#users` and FX's printed order depend on it); insertion,
+/// removal and `contains` are O(1) amortised, so removing one of 16,000 users
+/// or linting a node that has them stays linear. Small sets are a plain
+/// vector; from kIndexedFrom nodes on, an index by node finds a node's slot and
+/// a removal leaves a hole that is compacted away once holes outnumber nodes.
+class OrderedNodeSet {
+ public:
+  /// Iterates the nodes in insertion order as `Node*`, skipping holes.
+  class Iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Node*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Node* const*;
+    using reference = Node*;
+
+    Iterator(Node* const* at, Node* const* end) : at_(at), end_(end) { skip(); }
+    Node* operator*() const { return *at_; }
+    Iterator& operator++() {
+      ++at_;
+      skip();
+      return *this;
+    }
+    bool operator==(const Iterator& other) const { return at_ == other.at_; }
+    bool operator!=(const Iterator& other) const { return at_ != other.at_; }
+
+   private:
+    void skip() {
+      while (at_ != end_ && *at_ == nullptr) ++at_;
+    }
+    Node* const* at_;
+    Node* const* end_;
+  };
+
+  /// From this size on, the set keeps an index by node.
+  static constexpr size_t kIndexedFrom = 16;
+
+  Iterator begin() const { return {items_.data() + first_, items_.data() + items_.size()}; }
+  Iterator end() const {
+    const auto end = items_.data() + items_.size();
+    return {end, end};
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  /// The oldest node; the set must not be empty.
+  Node* front() const { return *begin(); }
+  bool contains(const Node* node) const;
+  /// The nodes in insertion order.
+  std::vector<Node*> to_vector() const { return {begin(), end()}; }
+
+ private:
+  friend class Node;
+  friend class Graph;
+
+  /// Adds `node` last unless present; returns whether it was added.
+  bool insert(Node* node);
+  /// Removes `node` if present; returns whether it was.
+  bool erase(const Node* node);
+  void clear();
+  void compact();
+
+  std::vector<Node*> items_;  // nullptr: a removed node's hole (only while indexed)
+  std::unordered_map<const Node*, size_t> index_;  // node → slot; empty below kIndexedFrom
+  size_t size_ = 0;
+  // The first slot that may hold a node: begin() does not walk the holes that
+  // removing the oldest users leaves.
+  size_t first_ = 0;
+};
+
 /// One operation of a Graph. Owned by its graph; `Node*` is a non-owning
 /// handle that stays valid until the node is erased. Its users are kept up to
 /// date by the graph: every edit of args goes through the node's setters.
@@ -81,7 +158,7 @@ class Node {
   const Args& args() const { return args_; }
   const Kwargs& kwargs() const { return kwargs_; }
   /// The nodes that read this one, in the order they started to.
-  const std::vector<Node*>& users() const { return users_; }
+  const OrderedNodeSet& users() const { return users_; }
   /// Every distinct node read by args and kwargs, in order of appearance.
   std::vector<Node*> input_nodes() const;
   /// The graph that owns this node.
@@ -94,8 +171,17 @@ class Node {
   /// are the call's arguments and whose get_attr targets are relative to the
   /// module. Null when unknown.
   const std::shared_ptr<const Graph>& body() const { return body_; }
-  void set_body(std::shared_ptr<const Graph> body) { body_ = std::move(body); }
+  /// Replaces the body; an edit of the graph (it changes what the node runs).
+  void set_body(std::shared_ptr<const Graph> body);
 
+  /// Replaces the target, keeping name and arguments (torch.fx's `node.target = ...`).
+  /// A placeholder's or call_method's target must be an identifier; lint() checks
+  /// the rest (a call_function calls an aten operator or getitem).
+  ///
+  ///     before: %relu = call_function[target=torch.relu](args = (%x,))
+  ///     relu->set_target(Target::aten("aten::sigmoid"))
+  ///     after:  %relu = call_function[target=torch.sigmoid](args = (%x,))
+  void set_target(Target target);
   /// Replaces the positional arguments, updating users.
   void set_args(Args args);
   /// Replaces the keyword arguments, updating users.
@@ -119,6 +205,9 @@ class Node {
 
   void add_uses();
   void remove_uses();
+  // GraphError unless a placeholder's or call_method's target is an identifier (not a
+  // keyword); `who` starts the message.
+  static void check_target(OpCode op, const Target& target, const std::string& who);
   // GraphError unless every node argument is a non-null node of `graph` and
   // every keyword name is an identifier given once; `who` starts the message.
   static void check_arguments(const Graph* graph, const std::string& who, const Args& args,
@@ -130,10 +219,19 @@ class Node {
   Target target_;
   Args args_;
   Kwargs kwargs_;
-  std::vector<Node*> users_;
+  OrderedNodeSet users_;
   NodeMeta meta_;
   std::shared_ptr<const Graph> body_;
   std::list<std::unique_ptr<Node>>::iterator position_;
 };
 
 }  // namespace tdfx
+
+/// `fmt::format("{}", OpCode::kGetAttr)` is `get_attr`; string format specs apply.
+template <>
+struct fmt::formatter<tdfx::OpCode> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(tdfx::OpCode op, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(op), ctx);
+  }
+};

@@ -70,13 +70,14 @@ def enum_names():
     return "\n".join(f"{kind} {i} {text}" for kind, i, text in sorted(rows))
 
 
-for name, build in [("all_kinds", all_kinds), ("single_output", single_output),
-                    ("one_tuple_output", one_tuple_output)]:
-    graph = build()
-    print(f"=== {name} graph")
-    print(str(graph))
-    print(f"=== {name} code")
-    print(graph.python_code(root_module="self").src)
-print("=== enum names")
-print(enum_names())
-print("=== end")
+if __name__ == "__main__":  # tabular_reference.py imports the graphs
+    for name, build in [("all_kinds", all_kinds), ("single_output", single_output),
+                        ("one_tuple_output", one_tuple_output)]:
+        graph = build()
+        print(f"=== {name} graph")
+        print(str(graph))
+        print(f"=== {name} code")
+        print(graph.python_code(root_module="self").src)
+    print("=== enum names")
+    print(enum_names())
+    print("=== end")

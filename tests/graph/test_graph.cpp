@@ -1,6 +1,9 @@
 // The IR: naming, editing, copying, dead code and lint.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "core/error.h"
 #include "graph/graph.h"
 #include "graph/graph_module.h"
@@ -34,19 +37,65 @@ TEST_CASE("graph: op codes print their torch.fx spelling") {
   CHECK(to_string(OpCode::kOutput) == "output");
 }
 
+TEST_CASE("graph: op codes, nodes and graphs print with << and fmt") {
+  std::ostringstream os;
+  os << OpCode::kCallModule << " " << OpCode::kOutput;
+  CHECK(os.str() == "call_module output");
+  CHECK(fmt::format("{}|{:>12}|{:<9}|", OpCode::kGetAttr, OpCode::kPlaceholder,
+                    OpCode::kCallMethod) == "get_attr| placeholder|call_method|");
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(relu(), {x});
+  g.output(r);
+  const std::string line =
+      "%relu : [#users=1] = call_function[target=torch.relu](args = (%x,), kwargs = {})";
+  std::ostringstream node_os;
+  node_os << *r;
+  CHECK(node_os.str() == line);
+  CHECK(fmt::format("{}", *r) == line);
+  CHECK(fmt::format("{}", g) == to_string(g));
+}
+
 TEST_CASE("graph: users are kept up to date by edits") {
   Graph g;
   Node* x = g.placeholder("x");
   Node* a = g.call_function(relu(), {x});
   Node* b = g.call_function(Target::aten("aten::mul.Tensor"), {a, a});
-  CHECK(a->users() == std::vector<Node*>{b});
-  CHECK(x->users() == std::vector<Node*>{a});
+  CHECK(a->users().to_vector() == std::vector<Node*>{b});
+  CHECK(x->users().to_vector() == std::vector<Node*>{a});
   b->replace_input_with(a, x);
   CHECK(a->users().empty());
-  CHECK(x->users() == std::vector<Node*>{a, b});
+  CHECK(x->users().to_vector() == std::vector<Node*>{a, b});
   b->set_args({a, x});
-  CHECK(a->users() == std::vector<Node*>{b});
+  CHECK(a->users().to_vector() == std::vector<Node*>{b});
   g.output(b);
+  g.lint();
+}
+
+TEST_CASE("graph: users keep insertion order through removals, large and small") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  std::vector<Node*> expected;
+  for (int i = 0; i < 40; ++i) expected.push_back(g.call_function(relu(), {x}));
+  CHECK(x->users().to_vector() == expected);
+  // Remove every other user (past the indexed size, leaving holes and compacting),
+  // then move the first one to the end: order is insertion order throughout.
+  for (size_t i = 0; i < expected.size(); i += 2) expected[i]->set_args({y});
+  std::vector<Node*> odd;
+  for (size_t i = 1; i < expected.size(); i += 2) odd.push_back(expected[i]);
+  CHECK(x->users().to_vector() == odd);
+  CHECK(x->users().size() == 20);
+  CHECK(x->users().front() == odd.front());
+  odd.front()->set_args({y});
+  odd.front()->set_args({x});
+  std::rotate(odd.begin(), odd.begin() + 1, odd.end());
+  CHECK(x->users().to_vector() == odd);
+  for (size_t i = 0; i + 3 < odd.size(); ++i) odd[i]->set_args({y});
+  CHECK(x->users().to_vector() == std::vector<Node*>(odd.end() - 3, odd.end()));
+  CHECK(x->users().contains(odd.back()));
+  CHECK(!x->users().contains(odd.front()));
+  CHECK(y->users().size() == 37);
   g.lint();
 }
 
@@ -62,6 +111,27 @@ TEST_CASE("graph: replace_all_uses_with moves every user") {
   g.erase_node(a);
   g.lint();
   CHECK(g.size() == 3);
+}
+
+TEST_CASE("graph: set_target changes what a node calls, checked as create_node and lint check") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(relu(), {x});
+  Node* m = g.call_method("view", {r, -1});
+  g.output(m);
+  const uint64_t before = g.generation();
+  r->set_target(Target::aten("aten::sigmoid"));
+  CHECK(g.generation() != before);
+  CHECK(to_string(*r) ==
+        "%relu : [#users=1] = call_function[target=torch.sigmoid](args = (%x,), kwargs = {})");
+  g.lint();
+  CHECK_THROWS_WITH_AS(m->set_target("not a method"),
+                       "%view: call_method target 'not a method' is not a method name", GraphError);
+  CHECK_THROWS_WITH_AS(x->set_target("in"), doctest::Contains("%x: placeholder target 'in'"),
+                       GraphError);
+  CHECK(m->target().str() == "view");
+  r->set_target("torch.relu");  // a plain name: not an operator
+  CHECK_THROWS_WITH_AS(g.lint(), doctest::Contains("lint: %relu calls 'torch.relu'"), GraphError);
 }
 
 TEST_CASE("graph: erase_node rejects a node with users") {

@@ -3,6 +3,8 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 
+#include <functional>
+
 #include "core/error.h"
 #include "graph/graph_module.h"
 
@@ -169,6 +171,61 @@ TEST_CASE("graph module: recompile after an edit runs the edited graph") {
   gm.recompile();
   const auto xs = at::randn({3});
   CHECK(at::equal(gm.run({xs})[0].toTensor(), -at::relu(xs)));
+}
+
+TEST_CASE("graph module: a run after an edit without recompile is refused, never stale") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(Target::aten("aten::relu"), {x});
+  Node* n = g.call_function(Target::aten("aten::neg"), {r});
+  g.output(n);
+  GraphModule gm(nullptr, std::move(g));
+  const auto xs = at::randn({3});
+  // Point the output at %relu and erase %neg: the old plan would read the
+  // freed %neg (reported by ASan before the generation check).
+  Graph& graph = gm.mutable_graph();
+  graph.output_node()->set_args({r});
+  graph.erase_node(n);
+  CHECK_THROWS_WITH_AS(gm.run({xs}), "the graph was edited after compile; call recompile()",
+                       GraphError);
+  CHECK_THROWS_AS(gm.forward({xs}), GraphError);
+  gm.recompile();
+  CHECK(at::equal(gm.run({xs})[0].toTensor(), at::relu(xs)));
+
+  // Every kind of edit counts; meta does not; a moved module keeps its plan.
+  const auto refused_after = [&](const std::function<void(Graph&)>& edit) {
+    edit(gm.mutable_graph());
+    const bool refused = [&] {
+      try {
+        gm.run({xs});
+        return false;
+      } catch (const GraphError&) {
+        return true;
+      }
+    }();
+    gm.recompile();
+    return refused;
+  };
+  CHECK(refused_after([&](Graph& g2) { g2.rename(r, "r"); }));
+  CHECK(refused_after([&](Graph&) { r->set_target(Target::aten("aten::relu")); }));
+  CHECK(refused_after([&](Graph& g2) { g2.output_node()->set_arg(0, x); }));
+  CHECK(refused_after([&](Graph& g2) { g2.output_node()->replace_input_with(x, r); }));
+  CHECK(refused_after([&](Graph&) { r->replace_all_uses_with(x); }));
+  CHECK(refused_after([&](Graph& g2) { g2.output_node()->set_args({r}); }));
+  CHECK(refused_after([&](Graph& g2) { g2.output_node()->set_kwargs({}); }));
+  CHECK(refused_after([&](Graph& g2) {
+    auto guard = g2.inserting_before(g2.output_node());
+    g2.call_function(Target::aten("aten::neg"), {r});
+  }));
+  CHECK(refused_after([&](Graph& g2) { CHECK(g2.eliminate_dead_code() == 1); }));
+  CHECK(!refused_after([&](Graph&) { r->meta().module_path = "edited"; }));
+  GraphModule moved = std::move(gm);
+  CHECK(at::equal(moved.run({xs})[0].toTensor(), at::relu(xs)));
+  // The graph taken out of the module leaves an empty one that must be recompiled.
+  Graph taken = std::move(moved.mutable_graph());
+  CHECK_THROWS_AS(moved.run({xs}), GraphError);
+  moved.mutable_graph() = std::move(taken);
+  CHECK(at::equal(moved.run({xs})[0].toTensor(), at::relu(xs)));
 }
 
 TEST_CASE("graph module: a 100000-node chain runs without deep recursion") {

@@ -8,9 +8,12 @@
 
 #include "codegen/python_code.h"
 #include "core/enum_names.h"
+#include "tests/graph/graphs.h"
 #include "tests/support/test_support.h"
 
 using namespace tdfx;
+using tdfx::testing::all_kinds;
+using tdfx::testing::single_output;
 
 namespace {
 
@@ -23,55 +26,6 @@ std::map<std::string, std::string> python_reference() {
   const auto sections = tdfx::testing::sections(text);
   if (sections.empty()) MESSAGE("reference script printed: " << text);
   return sections;
-}
-
-Graph all_kinds() {
-  Graph g;
-  Node* x = g.placeholder("x");
-  Node* input = g.placeholder("input");
-  Node* td = g.placeholder("tensordict");
-  Node* w = g.get_attr("0.module.fc1.weight");
-  Node* key = g.call_function(Target::getitem(), {td, NestedKey{"input", "x"}});
-  Node* quoted = g.call_function(Target::getitem(), {td, NestedKey("it's")});
-  Node* mul = g.call_function(Target::aten("aten::mul.Tensor"), {x, input});
-  Node* add = g.call_function(Target::aten("aten::add.Scalar"), {mul, 0.5});
-  Node* softmax = g.call_function(Target::aten("aten::softmax.int"), {add, 1});
-  Node* matmul = g.call_function(Target::aten("aten::matmul"), {softmax, w});
-  Node* neg = g.call_function(Target::aten("aten::neg"), {matmul});
-  Node* sub = g.call_function(Target::aten("aten::sub.Tensor"), {neg, key, 1});
-  Node* fc1 = g.call_module("0.module.fc1", {sub, quoted},
-                            {{"scale", None{}},
-                             {"flag", false},
-                             {"name", "it's"},
-                             {"dims", tuple({1, 2})},
-                             {"dtype", c10::ScalarType::Double},
-                             {"dev", c10::Device("cpu")},
-                             {"fmt", c10::MemoryFormat::ChannelsLast},
-                             {"layout", c10::Layout::Sparse}});
-  Node* clamp = g.call_function(Target::aten("aten::clamp_min"), {fc1, 1e-05});
-  Node* big = g.call_function(Target::aten("aten::add.Scalar"), {clamp, 1e16});
-  Node* chunk = g.call_function(Target::aten("aten::chunk"), {big, 2, -1});
-  Node* first = g.call_function(Target::getitem(), {chunk, 0});
-  Node* sum = g.call_function(Target::aten("aten::sum.dim_IntList"), {first, list({1}), true},
-                              {{"dtype", c10::ScalarType::Float}});
-  Node* ones = g.call_function(Target::aten("aten::ones"), {list({2, 3})},
-                               {{"dtype", c10::ScalarType::Float}, {"device", c10::Device("cpu")}});
-  Node* cat = g.call_function(Target::aten("aten::cat"), {list({sum, ones}), 1});
-  Node* clone = g.call_function(Target::aten("aten::clone"), {first},
-                                {{"memory_format", c10::MemoryFormat::Contiguous}});
-  Node* zeros = g.call_function(
-      Target::aten("aten::zeros_like"), {clone},
-      {{"layout", c10::Layout::Strided}, {"memory_format", c10::MemoryFormat::Preserve}});
-  g.output(tuple({cat, first, zeros}));
-  return g;
-}
-
-Graph single_output() {
-  Graph g;
-  Node* x = g.placeholder("x");
-  Node* relu = g.call_function(Target::aten("aten::relu"), {x});
-  g.output(g.call_function(Target::aten("aten::relu"), {relu}));
-  return g;
 }
 
 Graph one_tuple_output() {
