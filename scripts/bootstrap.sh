@@ -13,6 +13,7 @@ packages=(
   nlohmann-json3-dev                  # archive metadata
   libcli11-dev                        # the tdfx command's argument parser
   python3-torch                       # torch.fx 1.13: the reference the tests compare against
+  python3-tabulate                    # torch.fx's print_tabular, run by tests/python/test_loader.py
 )
 
 missing=()
