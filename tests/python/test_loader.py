@@ -344,7 +344,7 @@ def refusal_cases(demo, work):
     return out
 
 
-def check_refusals(checks, demo, scratch):
+def check_refusals(checks, tdfx, demo, scratch):
     work = os.path.join(scratch, "edited")
     os.makedirs(work)
     for label, path, edits, message in refusal_cases(demo, work):
@@ -357,6 +357,33 @@ def check_refusals(checks, demo, scratch):
                 return "" if str(error) == message else f"message {str(error)!r}\nexpected {message!r}"
             return "loaded"
         checks.check(f"refuses {label}", refused)
+
+    def call_module_body():
+        # No archive of the suite has a call_module; tdfx's reader takes one with a body.
+        def edit(document):
+            relu = node_named(document, "relu")
+            body_relu = dict(relu, args=[{"node": "x"}])
+            relu.update(op="call_module", target="act.0", body=[
+                {"name": "x", "op": "placeholder", "target": "x", "args": [], "kwargs": [],
+                 "meta": {"module_path": "", "module_type": "", "td_module": ""}},
+                body_relu,
+                {"name": "output", "op": "output", "target": "output", "kwargs": [],
+                 "args": [{"node": "relu"}], "meta": relu["meta"]}])
+        path = rewrite(demo, os.path.join(work, "call_module.pt2"), edit)
+        program, gm = tdfx_fx.read(path), tdfx_fx.load(path)
+        if not isinstance(gm.get_submodule("act.0"), torch.fx.GraphModule):
+            return "act.0 is not a GraphModule"
+        if "getattr(self.act, \"0\")(linear)" not in gm.code:
+            return f"code:\n{gm.code}"
+        lifted = tdfx_fx.load(path, weights_as_inputs=True).code + "\n"
+        if lifted != run([tdfx, "show", "--code", path]):
+            return f"code differs from `tdfx show --code`:\n{lifted}"
+        values = oracle.forward_arguments(program.document, program.weights)
+        with torch.no_grad():
+            got = gm(*user_values(program, values))
+        return oracle.difference(got, oracle.interpret(program.document["nodes"], values))
+    checks.check("a call_module's body becomes a GraphModule at its path, printed as tdfx "
+                 "prints it, and runs bit-identically", call_module_body)
 
     def truncated():
         path = os.path.join(work, "truncated.pt2")
@@ -411,7 +438,7 @@ def main(argv):
         check_archive(checks, tdfx, path)
     demo = os.path.join(scratch, "demo", "trace_sequential.pt2")
     if os.path.exists(demo):
-        check_refusals(checks, demo, scratch)
+        check_refusals(checks, tdfx, demo, scratch)
     check_allowlist(checks)
     print(f"{checks.passed} passed, {checks.failed} failed")
     return 1 if checks.failed or not archives else 0
