@@ -11,7 +11,8 @@ in C++ can be inspected and run with Python's FX tools:
     >>> print(gm.code)                          # FX's own code for the graph
     >>> dict(gm.named_parameters())             # the weights, at their module paths
     >>> outputs = gm(x)                         # user inputs only: a tuple of tensors
-    >>> torch.fx.passes.shape_prop.ShapeProp(gm).propagate(x)
+    >>> from torch.fx.passes.shape_prop import ShapeProp
+    >>> ShapeProp(gm).propagate(x)
     >>> gm.graph.print_tabular()
 
 The graph keeps tdfx's node names (`linear`, `linear_1`, `getitem`), calls
