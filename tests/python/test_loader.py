@@ -273,7 +273,7 @@ def edit_node(name, field, value):
     return edit
 
 
-def refusal_cases(demo, work):
+def refusal_cases(work):
     """(label, the archive's path or a call, the message expected) for edited copies of
     the demo's archive."""
     weight = "p_module_0_module_fc1_weight"
@@ -347,14 +347,16 @@ def refusal_cases(demo, work):
 def check_refusals(checks, tdfx, demo, scratch):
     work = os.path.join(scratch, "edited")
     os.makedirs(work)
-    for label, path, edits, message in refusal_cases(demo, work):
+    for label, path, edits, message in refusal_cases(work):
         def refused(path=path, edits=edits, message=message):
             rewrite(demo, path, edits.get("edit"), edits.get("records"),
                     edits.get("compress", ()))
             try:
                 tdfx_fx.load(path)
             except tdfx_fx.ArchiveError as error:
-                return "" if str(error) == message else f"message {str(error)!r}\nexpected {message!r}"
+                if str(error) != message:
+                    return f"message {str(error)!r}\nexpected {message!r}"
+                return ""
             return "loaded"
         checks.check(f"refuses {label}", refused)
 
