@@ -513,8 +513,12 @@ class _GraphReader:
 
     def _call(self, target, args, kwargs, where):
         if target == "operator.getitem":
-            if len(args) != 2 or kwargs:
-                _fail(where, "operator.getitem takes two arguments")
+            index = args[1] if len(args) == 2 else None
+            is_key = isinstance(index, str) or (
+                isinstance(index, tuple) and index and all(isinstance(i, str) for i in index))
+            if len(args) != 2 or kwargs or not isinstance(args[0], _Ref) or \
+                    not (_int(index) or is_key):
+                _fail(where, "operator.getitem needs (node, index or key) arguments")
             return operator.getitem, tuple(args), {}
         op = _aten_overload(target, where)
         counts = target.partition("::")[2].partition(".")[0] in _COUNTED_CREATION
