@@ -13,7 +13,8 @@ packages=(
   nlohmann-json3-dev                  # archive metadata
   libcli11-dev                        # the tdfx command's argument parser
   python3-torch                       # torch.fx 1.13: the reference the tests compare against
-  python3-tabulate                    # torch.fx's print_tabular needs it: test_tabular's reference
+  python3-tabulate                    # torch.fx's print_tabular: the reference of test_tabular
+                                      # and of tests/python/test_loader.py
 )
 
 missing=()
