@@ -266,7 +266,7 @@ class Compiler {
   // A call of the aten operator `target` with the node's arguments (self first for a method).
   void compile_aten(const Node& node, const Target& target, Step& step) {
     step.kind = Step::Kind::kAten;
-    step.op = &target.handle();
+    step.op = target.handle();
     const auto& schema = target.schema();
     const Args full = schema_arguments(target, node.args(), node.kwargs(), node.name());
     const auto& formals = schema.arguments();
@@ -469,12 +469,16 @@ void GraphModule::recompile() {
   plan_generation_ = graph_.generation();
 }
 
-c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) const {
+const detail::Plan& GraphModule::plan() const {
   // The plan points at the graph's nodes: after an edit some may be gone.
   if (graph_.generation() != plan_generation_) {
     fail<GraphError>("the graph was edited after compile; call recompile()");
   }
-  return plan_->run(std::move(inputs));
+  return *plan_;
+}
+
+c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) const {
+  return plan().run(std::move(inputs));
 }
 
 std::vector<c10::IValue> GraphModule::run(std::vector<c10::IValue> inputs) const {

@@ -41,8 +41,9 @@ class GraphModule {
   /// Lints the graph and rebuilds the plan after edits.
   void recompile();
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
-  /// The compiled plan (internal: Interpreter walks it).
-  const detail::Plan& plan() const { return *plan_; }
+  /// The compiled plan (internal: Interpreter walks it). GraphError when the graph was
+  /// edited after the last compile.
+  const detail::Plan& plan() const;
 
   /// Runs the graph on one value per placeholder; returns the output value
   /// (a tuple output stays a tuple). Errors are RunError naming the node; a

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "graph/node.h"
@@ -40,7 +41,7 @@ struct Step {
   const Node* node = nullptr;
   int out = -1;
   std::vector<Source> sources;
-  const c10::OperatorHandle* op = nullptr;
+  std::optional<c10::OperatorHandle> op;  // a copy: the node's target or meta may change
   size_t returns = 1;
   c10::IValue constant;        // get_attr value
   c10::IValue key;             // getitem: int index or string key

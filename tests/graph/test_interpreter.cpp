@@ -183,3 +183,18 @@ TEST_CASE("shape prop: a hand-built graph prints annotated readable code afterwa
         return (fc, add)
         )");
 }
+
+TEST_CASE("interpreter: an edited graph is refused until recompiled, then runs the edit") {
+  HandBuilt h;
+  GraphModule gm(h.root, std::move(h.graph));
+  Interpreter interp(gm);
+  const auto x = at::randn({2, 4});
+  Graph& g = gm.mutable_graph();
+  Node* add = g.node_list()[3];
+  add->set_arg(1, 2.0);
+  CHECK_THROWS_WITH_AS(interp.run({x}), "the graph was edited after compile; call recompile()",
+                       GraphError);
+  gm.recompile();
+  const auto out = interp.run({x}).toTupleRef().elements();
+  CHECK(at::equal(out[1].toTensor(), at::relu(h.fc->forward(x)) + 2.0));
+}
