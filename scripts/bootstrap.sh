@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages tdfx needs to build, test and benchmark.
-# Idempotent: packages already present are left alone, and the package lists
-# are refreshed only when something is missing.
+# Installs the Debian 12 packages tdfx needs to build, test and benchmark;
+# `--test` adds those only the tests need (scripts/test.sh passes it, the
+# main job does not). Idempotent: packages already present are left alone,
+# and the package lists are refreshed only when something is missing.
+#   scripts/bootstrap.sh [--test]
 set -euo pipefail
+
+with_tests=0
+case "${1:-}" in
+  "") ;;
+  --test) with_tests=1 ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
 
 packages=(
   cmake g++ make pkg-config ccache
@@ -14,6 +23,10 @@ packages=(
   libcli11-dev                        # the tdfx command's argument parser
   python3-torch                       # torch.fx 1.13: the reference the tests compare against
 )
+test_packages=(
+  chromium                            # headless: the interactive page's test (tests/viz/browser_page.py)
+)
+if ((with_tests)); then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
