@@ -3,11 +3,12 @@
 // markup. No network: the page loads nothing.
 //
 // The URL fragment replays what a user does, through the same handlers and real events:
-//   #view=ops&search=obs&next=1&click=relu&hover=mul
+//   #view=ops&search=obs&next=1&click=relu&hover=mul&wheel=-200&drag=40,-30
 // view clicks that view's switch, search types into the search box (an input event), next
 // presses Enter that many times, click and hover dispatch a click / mouseover on the element
-// (a node name, or a Graphviz ID such as key:0 or cluster_0). The headless-browser test
-// (tests/viz/browser_page.py) drives the page this way.
+// (a node name, or a Graphviz ID such as key:0 or cluster_0), wheel turns the wheel by that
+// deltaY at the middle of the stage, drag drags the drawing by dx,dy pixels. The
+// headless-browser test (tests/viz/browser_page.py) drives the page this way.
 (function () {
   'use strict';
 
@@ -194,7 +195,11 @@
     if (!state.dragged && Math.hypot(dx, dy) < 4) return;
     if (!state.dragged) {
       state.dragged = true;
-      stage.setPointerCapture(drag.id);
+      // Fails for a pointer the browser does not know (a replayed drag), which then pans only
+      // while it stays over the stage.
+      try {
+        stage.setPointerCapture(drag.id);
+      } catch (error) {}
       stage.classList.add('dragging');
     }
     state.tx += dx;
@@ -410,6 +415,22 @@
     }
     for (let i = Number(params.get('next') || 0); i > 0; --i) {
       search.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true, cancelable: true}));
+    }
+    const rect = stage.getBoundingClientRect();
+    const x = rect.left + rect.width / 2, y = rect.top + rect.height / 2;
+    if (params.has('wheel')) {
+      stage.dispatchEvent(new WheelEvent('wheel', {
+        deltaY: Number(params.get('wheel')), clientX: x, clientY: y, bubbles: true, cancelable: true,
+      }));
+    }
+    if (params.has('drag')) {
+      const [dx, dy] = params.get('drag').split(',').map(Number);
+      const pointer = (type, px, py) => stage.dispatchEvent(new PointerEvent(type, {
+        pointerId: 1, isPrimary: true, button: 0, clientX: px, clientY: py, bubbles: true,
+      }));
+      pointer('pointerdown', x, y);
+      pointer('pointermove', x + dx, y + dy);
+      pointer('pointerup', x + dx, y + dy);
     }
     for (const [param, type] of [['click', 'click'], ['hover', 'mouseover']]) {
       if (!params.has(param)) continue;

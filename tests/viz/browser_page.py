@@ -6,13 +6,14 @@ usage: browser_page.py TDFX SCRATCH_DIR
 Writes pages with the tdfx command (`TDFX demo`: seed 002's traced sequential as
 trace_sequential.html; `TDFX render` of its .pt2 with an output key rewritten to markup),
 opens each in headless Chromium with a URL fragment that makes the page's own script type a
-search, press Enter, click and hover through the handlers a user triggers (page.js), and checks
-what the browser then holds, not the HTML source:
+search, click, hover, turn the wheel and drag through the handlers a user triggers (page.js),
+and checks what the browser then holds, not the HTML source:
 
   - the DOM Chromium dumps after running the page (--dump-dom), parsed with html.parser: the
     panel's text, whole; the search count; which elements are highlighted and selected; the
-    tooltip; that the page reported no error; that a key `</script><script>...` is text in the
-    panel and ran nothing (the title is unchanged, the page holds its own two scripts only);
+    tooltip; the drawing's transform after a wheel turn and a drag; that the page reported no
+    error; that a key `</script><script>...` is text in the panel and ran nothing (the title
+    is unchanged, the page holds its own two scripts only);
   - a screenshot (--screenshot, 1200x800): its size, that it is not blank, and that the current
     match's highlight is drawn at the middle of the drawing (the search centres it).
 
@@ -23,7 +24,9 @@ any failed.
 
 import html.parser
 import json
+import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -257,6 +260,29 @@ def check_traced_page(page, scratch):
           what + ": hovering %relu shows its tooltip", repr(tooltip.text_runs()))
 
 
+def transform(root):
+    """(x, y, scale) of the drawing's pan and zoom."""
+    style = by_id(root, "canvas").attrs.get("style", "")
+    match = re.search(r"translate\(([-\d.e]+)px, ([-\d.e]+)px\) scale\(([-\d.e]+)\)", style)
+    return tuple(float(v) for v in match.groups()) if match else None
+
+
+def check_pan_and_zoom(page, scratch):
+    what = "pan and zoom"
+    fitted = transform(dom(page, scratch))
+    zoomed = transform(dom(page, scratch, wheel="-200"))
+    dragged = transform(dom(page, scratch, drag="40,-30"))
+    check(fitted is not None and zoomed is not None and dragged is not None,
+          what + ": the drawing has a transform", repr((fitted, zoomed, dragged)))
+    if None in (fitted, zoomed, dragged):
+        return
+    # The style holds six significant digits.
+    check(abs(zoomed[2] / fitted[2] - math.exp(0.3)) < 1e-4,
+          what + ": the wheel zooms in by exp(0.3)", repr((fitted, zoomed)))
+    check(abs(dragged[0] - fitted[0] - 40) < 1e-3 and abs(dragged[1] - fitted[1] + 30) < 1e-3 and
+          dragged[2] == fitted[2], what + ": a drag pans by (40, -30)", repr((fitted, dragged)))
+
+
 def check_hostile_page(tdfx, pt2, scratch):
     what = "hostile key"
     page = os.path.join(scratch, "hostile.html")
@@ -315,6 +341,7 @@ def main():
     os.makedirs(scratch)
     page, pt2 = demo_page(tdfx, scratch)
     check_traced_page(page, scratch)
+    check_pan_and_zoom(page, scratch)
     check_hostile_page(tdfx, pt2, scratch)
     check_screenshot(page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")
