@@ -59,6 +59,9 @@ class OpItems {
   OpItems(const Graph& graph, const RenderOptions& options)
       : graph_(graph), options_(options), lines_(node_lines(graph)) {
     collect_outputs();
+    for (const Node* node : graph_.nodes()) {
+      if (!node->meta().td_module.empty()) in_box_[node->meta().td_module].push_back(node);
+    }
   }
 
   std::vector<PageItem> run() {
@@ -185,10 +188,11 @@ class OpItems {
     item.fields.push_back({"in keys", repr(box.in_keys), {}});
     item.fields.push_back({"out keys", repr(box.out_keys), {}});
     PageField nodes{"nodes", "none", {}};
-    for (const Node* node : graph_.nodes()) {
-      if (node->meta().td_module == box.path) nodes.refs.push_back(node_item_id(*node));
+    auto members = in_box_.find(box.path);
+    if (members != in_box_.end()) {
+      nodes.text.clear();
+      for (const Node* node : members->second) nodes.refs.push_back(node_item_id(*node));
     }
-    if (!nodes.refs.empty()) nodes.text.clear();
     item.fields.push_back(std::move(nodes));
     return item;
   }
@@ -198,6 +202,8 @@ class OpItems {
   std::vector<std::string> lines_;
   std::vector<const Node*> outputs_;
   std::unordered_map<const Node*, std::vector<NestedKey>> written_;
+  /// The nodes of each TensorDictModule's box, by its path, in graph order.
+  std::unordered_map<std::string, std::vector<const Node*>> in_box_;
 };
 
 /// The SVG element and what follows it: the XML declaration, DOCTYPE and comment before it add
