@@ -37,7 +37,8 @@ ExportedProgram load_program(const std::string& path);
 enum class ShowWhat { kReadable, kGraph, kCode, kSignature };
 
 /// `tdfx demo`: traces seed 002's sequential, prints its graph and code, and
-/// writes `out_dir`/trace_sequential.svg and `out_dir`/trace_sequential.pt2
+/// writes `out_dir`/trace_sequential.svg, the interactive page
+/// `out_dir`/trace_sequential.html and `out_dir`/trace_sequential.pt2
 /// (creating `out_dir` if missing).
 void run_demo(const std::string& out_dir);
 
@@ -52,9 +53,9 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options);
 
 /// `tdfx render`: loads `path` and draws its graph to `out` (.svg, .png,
-/// .pdf, .dot, .gv), the outputs labelled with their keys. A graph of more
-/// than `max_nodes` nodes is refused (RenderOptions::max_nodes), as is one
-/// Graphviz cannot draw: a tdfx::Error, not a FileError.
+/// .pdf, .dot, .gv; .html: the interactive page), the outputs labelled with their keys. A graph of
+/// more than `max_nodes` nodes is refused (RenderOptions::max_nodes), as is one Graphviz cannot
+/// draw: a tdfx::Error, not a FileError.
 void run_render(const std::string& path, const std::string& out, size_t max_nodes);
 
 /// "" when `path` names a format `render` can write, otherwise why not.

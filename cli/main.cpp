@@ -2,9 +2,9 @@
 //
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
-//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot} [--max-nodes N]
+//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--max-nodes N]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
-//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot}]
+//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}]
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -60,9 +60,10 @@ int main(int argc, char** argv) {
 
   std::string out_dir = ".";
   CLI::App* demo = app.add_subcommand(
-      "demo", "Trace seed 002's sequential; print its graph and code; write its SVG and .pt2.");
+      "demo",
+      "Trace seed 002's sequential; print its graph and code; write its SVG, page and .pt2.");
   demo->add_option("--out", out_dir,
-                   "Directory for trace_sequential.{svg,pt2} (created if missing)")
+                   "Directory for trace_sequential.{svg,html,pt2} (created if missing)")
       ->capture_default_str();
   demo->footer(kFooter);
 
@@ -88,9 +89,11 @@ int main(int argc, char** argv) {
   CLI::App* render = app.add_subcommand("render", "Draw an exported program's graph.");
   render->add_option("FILE", render_file, "The exported program (.pt2)")->required();
   // Checked before the program is loaded: a bad extension is a usage error.
-  render->add_option("-o,--output", render_out, "The drawing: .svg, .png, .pdf, .dot or .gv")
+  render
+      ->add_option("-o,--output", render_out,
+                   "The drawing: .svg, .png, .pdf, .dot, .gv, or .html for an interactive page")
       ->required()
-      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv}", "extension"));
+      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
   size_t max_nodes = tdfx::kDefaultMaxNodes;
   render
       ->add_option("--max-nodes", max_nodes,
@@ -129,7 +132,7 @@ int main(int argc, char** argv) {
                 "Print the first node whose output holds NaN or Inf from finite inputs");
   run->add_option("-o,--output", reports.overlay,
                   "Draw the graph with what --stats, --profile and --find-nonfinite found "
-                  "(.svg, .png, .pdf, .dot)")
+                  "(.svg, .png, .pdf, .dot, .html)")
       ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv}", "extension"));
   run->footer(kFooter);
 

@@ -149,6 +149,14 @@ Statement statement(const Node& node, const CodeOptions& options) {
 struct Body {
   std::vector<std::string> parameters;
   std::vector<std::string> lines;
+  /// Per node in graph order: its line of `lines`, or kParameter for a placeholder that is
+  /// only a parameter of the signature, at `parameter` of `parameters`.
+  struct Place {
+    size_t line;
+    size_t parameter;
+  };
+  static constexpr size_t kParameter = static_cast<size_t>(-1);
+  std::vector<Place> places;
 };
 
 Body generate_body(const Graph& graph, const CodeOptions& options) {
@@ -177,8 +185,10 @@ Body generate_body(const Graph& graph, const CodeOptions& options) {
     const std::string annotation = options.annotations ? type_annotation(node) : "";
     const std::string typed = annotation.empty() ? "" : fmt::format(": \"{}\"", annotation);
     if (node.op() == OpCode::kPlaceholder) {
+      body.places.push_back({Body::kParameter, body.parameters.size()});
       body.parameters.push_back(node.target().str() + typed);
       if (node.target().str() != node.name()) {
+        body.places.back().line = body.lines.size();
         body.lines.push_back(node.name() + " = " + node.target().str());
       }
       continue;
@@ -204,6 +214,7 @@ Body generate_body(const Graph& graph, const CodeOptions& options) {
       for (const Node* value : released->second) line += value->name() + " = ";
       line += "None";
     }
+    body.places.push_back({body.lines.size(), 0});
     body.lines.push_back(line);
   }
   if (body.lines.empty()) body.lines.emplace_back("pass");
@@ -247,6 +258,17 @@ std::string python_code(const Graph& graph, const CodeOptions& options) {
   std::string out = "\n\n\n" + signature(body) + "\n";
   for (const auto& line : body.lines) out += (line.empty() ? "" : "    " + line) + "\n";
   return out + "    ";
+}
+
+std::vector<std::string> node_lines(const Graph& graph, const CodeOptions& options) {
+  const Body body = generate_body(graph, options);
+  std::vector<std::string> lines;
+  lines.reserve(body.places.size());
+  for (const Body::Place& place : body.places) {
+    lines.push_back(place.line == Body::kParameter ? body.parameters[place.parameter]
+                                                   : body.lines[place.line]);
+  }
+  return lines;
 }
 
 std::string print_readable(const Graph& graph, CodeOptions options) {

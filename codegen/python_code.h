@@ -6,6 +6,7 @@
 /// export style that names aten overloads (`torch.ops.aten.linear.default`).
 
 #include <string>
+#include <vector>
 
 #include "graph/graph.h"
 
@@ -36,6 +37,12 @@ struct CodeOptions {
 /// line per node with `;  x = None` after a value's last use, `return ...`
 /// and a trailing indented empty line.
 std::string python_code(const Graph& graph, const CodeOptions& options = {});
+
+/// Each node's own line of `python_code(graph, options)`, unindented, in graph order
+/// (`relu = torch.relu(_0_fc1);  _0_fc1 = None`): a placeholder's is its parameter in the
+/// signature (`tensordict`), or its `name = target` line when it has one; the output's is its
+/// `return` line. What the interactive page (viz/page.h) shows beside each node.
+std::vector<std::string> node_lines(const Graph& graph, const CodeOptions& options = {});
 
 /// Annotations and module comments on.
 CodeOptions readable_defaults();

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages tdfx needs to build, test and benchmark.
-# Idempotent: packages already present are left alone, and the package lists
-# are refreshed only when something is missing.
+# Installs the Debian 12 packages tdfx needs to build, test and benchmark;
+# `--test` adds those only the tests need (scripts/test.sh passes it, the
+# main job does not). Idempotent: packages already present are left alone,
+# and the package lists are refreshed only when something is missing.
+#   scripts/bootstrap.sh [--test]
 set -euo pipefail
+
+with_tests=0
+case "${1:-}" in
+  "") ;;
+  --test) with_tests=1 ;;
+  *) echo "usage: $0 [--test]" >&2; exit 2 ;;
+esac
 
 packages=(
   cmake g++ make pkg-config ccache
@@ -16,6 +25,10 @@ packages=(
   python3-tabulate                    # torch.fx's print_tabular: the reference of test_tabular
                                       # and of tests/python/test_loader.py
 )
+test_packages=(
+  chromium                            # headless: the interactive page's test (tests/viz/browser_page.py)
+)
+if ((with_tests)); then packages+=("${test_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds tdfx and runs the main job, `tdfx demo`:
 # traces seed 002's pipeline, prints its graph and code, and writes
-# trace_sequential.svg and trace_sequential.pt2 into the current folder.
+# trace_sequential.svg, the interactive page trace_sequential.html and
+# trace_sequential.pt2 into the current folder.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/bootstrap.sh"

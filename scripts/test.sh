@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds tdfx and runs every test with CTest.
+# Installs what is missing (with the test-only packages: chromium), builds tdfx and runs
+# every test with CTest.
 # TDFX_SANITIZE=1 builds into build-asan with AddressSanitizer and UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
+scripts/bootstrap.sh --test
 build=build
 args=(-DCMAKE_BUILD_TYPE=Release)
 if [ "${TDFX_SANITIZE:-0}" = 1 ]; then

@@ -13,7 +13,7 @@ namespace tdfx {
 /// call_module's configuration and parameters (dtype and shape).
 RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters = true);
 
-/// Draws `module` to `path` (.svg, .png, .pdf, .dot), atomically.
+/// Draws `module` to `path` (.svg, .png, .pdf, .dot; .html: the interactive page), atomically.
 void write_diagram(const TDGraphModule& module, const std::string& path,
                    bool show_parameters = true);
 

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "viz/page.h"
 
 // The plugins are linked in, not loaded from Debian's plugin config, so that
 // rendering works even when that config is missing or stale.
@@ -150,6 +151,8 @@ const char* graphviz_format(Format format) {
       return "pdf";
     case Format::kDot:
       return "dot";
+    case Format::kHtml:
+      return "html";
   }
   return "svg";
 }
@@ -202,11 +205,15 @@ std::string render(const Graph& graph, Format format, const RenderOptions& optio
         ".dot text, which has no limit",
         graph.size(), options.max_nodes);
   }
+  if (format == Format::kHtml) return page_html(graph, options);
   return render_dot(to_dot(graph, options), format);
 }
 
 std::string render_dot(const std::string& dot, Format format) {
   if (format == Format::kDot) return dot;
+  if (format == Format::kHtml) {
+    fail("viz: a page shows a graph's nodes, not DOT text: call render(graph, Format::kHtml)");
+  }
   Graphviz& gv = graphviz();
   std::lock_guard<std::mutex> lock(gv.mutex);
   return render_locked(gv, dot, format);
@@ -225,8 +232,10 @@ Format format_from_extension(const std::string& path) {
   if (ext == "png") return Format::kPng;
   if (ext == "pdf") return Format::kPdf;
   if (ext == "dot" || ext == "gv") return Format::kDot;
+  if (ext == "html" || ext == "htm") return Format::kHtml;
   fail(
-      "cannot draw a graph to '{}': unknown extension; expected one of .svg, .png, .pdf, .dot, .gv",
+      "cannot draw a graph to '{}': unknown extension; expected one of .svg, .png, .pdf, .dot, "
+      ".gv, .html",
       path);
 }
 

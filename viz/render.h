@@ -22,8 +22,9 @@
 
 namespace tdfx {
 
-/// An output format of `render`.
-enum class Format { kSvg, kPng, kPdf, kDot };
+/// An output format of `render`. kHtml is the interactive page (viz/page.h): one
+/// self-contained file with the SVG, pan and zoom, search and a panel per node.
+enum class Format { kSvg, kPng, kPdf, kDot, kHtml };
 
 /// A TensorDictModule of the traced pipeline, drawn as one labelled box
 /// around the nodes its call produced (those with `NodeMeta::td_module == path`).
@@ -91,23 +92,26 @@ std::string to_dot(const Graph& graph, const RenderOptions& options = {});
 inline constexpr size_t kMaxOutputEdges = 16;
 
 /// The drawing of `graph` in `format`, as bytes. kDot gives `to_dot`'s text;
-/// the others are laid out by Graphviz's `dot` in this process. Safe to call
+/// the others are laid out by Graphviz's `dot` in this process; kHtml gives
+/// `page_html(graph, options)` (viz/page.h) around the SVG. Safe to call
 /// from several threads (Graphviz itself runs one call at a time). Throws
 /// tdfx::Error when the graph has more than `options.max_nodes` nodes (not for
 /// kDot) and when Graphviz reports an error, with Graphviz's message.
 std::string render(const Graph& graph, Format format, const RenderOptions& options = {});
 
 /// DOT text (from `to_dot` or elsewhere) laid out by `dot` and rendered in
-/// `format`; kDot returns it as is. Throws tdfx::Error with Graphviz's
+/// `format`; kDot returns it as is; kHtml, which needs the graph, is a
+/// tdfx::Error. Throws tdfx::Error with Graphviz's
 /// message when Graphviz reports an error, even one it recovers from (a label
 /// it cannot parse, which it would draw as the node's ID instead).
 std::string render_dot(const std::string& dot, Format format);
 
-/// The format named by `path`'s extension (.svg .png .pdf .dot .gv, any
+/// The format named by `path`'s extension (.svg .png .pdf .dot .gv .html .htm, any
 /// case); throws tdfx::Error naming the path and the accepted extensions.
 Format format_from_extension(const std::string& path);
 
-/// Renders `graph` to `path` in the format of its extension. Atomic: the
+/// Renders `graph` to `path` in the format of its extension (`pipeline.html`:
+/// the interactive page). Atomic: the
 /// bytes go to a temporary file in the same directory, renamed over `path`;
 /// on any failure no file is left behind. The file's mode is 0666 less the
 /// umask. Throws tdfx::Error naming the path.

@@ -50,14 +50,17 @@ std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
 
 }  // namespace
 
-TEST_CASE("cli: demo prints seed 002's graph and writes the SVG and the .pt2") {
+TEST_CASE("cli: demo prints seed 002's graph and writes the SVG, the page and the .pt2") {
   const Run& run = demo_run();
   INFO(run.out);
   CHECK(run.status == 0);
   CHECK(run.out.find(tdfx::testing::golden("seed_sequential.graph.txt")) != std::string::npos);
   CHECK(run.out.find("def forward(") != std::string::npos);
   CHECK(run.out.find("wrote " + demo_file("trace_sequential.svg").string()) != std::string::npos);
+  CHECK(run.out.find("wrote " + demo_file("trace_sequential.html").string()) != std::string::npos);
   CHECK(run.out.find("wrote " + demo_file("trace_sequential.pt2").string()) != std::string::npos);
+  const std::string html = tdfx::testing::read_text(demo_file("trace_sequential.html").string());
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   const std::string svg = tdfx::testing::read_text(demo_file("trace_sequential.svg").string());
   CHECK(svg.find("<svg") != std::string::npos);
   CHECK(fs::file_size(demo_file("trace_sequential.pt2")) > 0);

@@ -185,3 +185,26 @@ TEST_CASE("codegen: every name lands in printed code as valid, inert Python") {
   CHECK(readable.find("torch.ops.aten.div.Tensor_mode(x, blocks_my_layer_0_import_os_, "
                       "rounding_mode = 'floor')") != std::string::npos);
 }
+
+TEST_CASE("codegen: node_lines gives each node its own line of the printed code") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* renamed = g.placeholder("input_y");
+  g.rename(renamed, "y");
+  Node* relu = g.call_function(Target::aten("aten::relu"), {x});
+  Node* mul = g.call_function(Target::aten("aten::mul.Tensor"), {relu, renamed});
+  g.output(tuple({relu, mul}));
+  const std::vector<std::string> expected{
+      "x",
+      "y = input_y",
+      "relu = torch.relu(x);  x = None",
+      "mul = relu * y;  y = None",
+      "return (relu, mul)",
+  };
+  CHECK(node_lines(g) == expected);
+  const std::string code = python_code(g);
+  for (const std::string& line : expected) {
+    INFO(line);
+    CHECK(code.find(line) != std::string::npos);
+  }
+}

@@ -22,7 +22,8 @@ namespace {
 /// Seed 002's sequential, with what a tracer knows about it.
 testing::Chain seed_sequential() {
   testing::Chain c{testing::seed_sequential_graph(), {}};
-  const TensorMeta f32{c10::ScalarType::Float, std::vector<int64_t>{32, 50}, c10::Device("cpu")};
+  const TensorMeta f32{c10::ScalarType::Float, std::vector<int64_t>{32, 50}, std::nullopt,
+                       c10::Device("cpu")};
   for (Node* node : c.graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder && node->op() != OpCode::kOutput) {
       node->meta().tensor = f32;

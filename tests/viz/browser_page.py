@@ -1,0 +1,352 @@
+#!/usr/bin/python3
+"""The interactive page (viz/page.h) in a real browser: headless Chromium.
+
+usage: browser_page.py TDFX SCRATCH_DIR
+
+Writes pages with the tdfx command (`TDFX demo`: seed 002's traced sequential as
+trace_sequential.html; `TDFX render` of its .pt2 with an output key rewritten to markup),
+opens each in headless Chromium with a URL fragment that makes the page's own script type a
+search, click, hover, turn the wheel and drag through the handlers a user triggers (page.js),
+and checks what the browser then holds, not the HTML source:
+
+  - the DOM Chromium dumps after running the page (--dump-dom), parsed with html.parser: the
+    panel's text, whole; the search count; which elements are highlighted and selected; the
+    tooltip; the drawing's transform after a wheel turn and a drag; that the page reported no
+    error; that a key `</script><script>...` is text in the panel and ran nothing (the title
+    is unchanged, the page holds its own two scripts only);
+  - a screenshot (--screenshot, 1200x800): its size, that it is not blank, and that the current
+    match's highlight is drawn at the middle of the drawing (the search centres it).
+
+Fails, not skips, when Chromium is missing: scripts/bootstrap.sh --test installs it (Debian's
+`chromium`). Runs as root in CI, hence --no-sandbox. Prints one line per check and exits 1 when
+any failed.
+"""
+
+import html.parser
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import urllib.parse
+import zipfile
+import zlib
+
+HOSTILE_KEY = "</script><script>document.title='pwned'</script>"
+WIDTH, HEIGHT = 1200, 800
+failures = []
+
+
+def check(ok, what, detail=""):
+    print(("ok    " if ok else "FAIL  ") + what + ("" if ok else "\n      " + detail))
+    if not ok:
+        failures.append(what)
+
+
+def chromium_binary():
+    path = os.environ.get("TDFX_CHROMIUM") or shutil.which("chromium")
+    if not path:
+        sys.exit("browser_page: chromium is not installed; the page's browser test needs it "
+                 "(scripts/bootstrap.sh --test installs Debian's chromium)")
+    return path
+
+
+def chromium(args, scratch):
+    """Runs headless Chromium with a throwaway profile; returns its stdout."""
+    command = [chromium_binary(), "--headless", "--disable-gpu", "--no-sandbox",
+               "--no-first-run", "--disable-extensions", "--hide-scrollbars",
+               "--user-data-dir=" + os.path.join(scratch, "profile"),
+               "--virtual-time-budget=5000"] + args
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, HOME=scratch))
+    if run.returncode != 0:
+        sys.exit("browser_page: chromium failed ({}): {}".format(run.returncode, run.stderr[-2000:]))
+    return run.stdout
+
+
+def url(path, **fragment):
+    return "file://" + urllib.parse.quote(os.path.abspath(path)) + "#" + \
+        urllib.parse.urlencode(fragment, quote_via=urllib.parse.quote)
+
+
+# --- The DOM Chromium dumps ------------------------------------------------------------------
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+        "track", "wbr"}
+
+
+class Element:
+    def __init__(self, tag, attrs, parent):
+        self.tag, self.attrs, self.parent, self.children = tag, dict(attrs), parent, []
+
+    def text_runs(self):
+        """Its text, one stripped run per text node, in document order."""
+        runs = []
+        for child in self.children:
+            if isinstance(child, str):
+                if child.strip():
+                    runs.append(child.strip())
+            else:
+                runs.extend(child.text_runs())
+        return runs
+
+    def walk(self):
+        yield self
+        for child in self.children:
+            if isinstance(child, Element):
+                yield from child.walk()
+
+    def classes(self):
+        return set(self.attrs.get("class", "").split())
+
+
+class TreeBuilder(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.root = Element("#document", {}, None)
+        self.current = self.root
+
+    def handle_starttag(self, tag, attrs):
+        element = Element(tag, attrs, self.current)
+        self.current.children.append(element)
+        if tag not in VOID:
+            self.current = element
+
+    def handle_startendtag(self, tag, attrs):
+        self.current.children.append(Element(tag, attrs, self.current))
+
+    def handle_endtag(self, tag):
+        node = self.current
+        while node is not self.root and node.tag != tag:
+            node = node.parent
+        if node is not self.root:
+            self.current = node.parent
+
+    def handle_data(self, data):
+        self.current.children.append(data)
+
+
+def dom(page, scratch, **fragment):
+    builder = TreeBuilder()
+    builder.feed(chromium(["--dump-dom", url(page, **fragment)], scratch))
+    return builder.root
+
+
+def by_id(root, element_id):
+    for element in root.walk():
+        if element.attrs.get("id") == element_id:
+            return element
+    return None
+
+
+def ids_with_class(root, name):
+    return sorted(e.attrs["data-id"] for e in root.walk()
+                  if "data-id" in e.attrs and name in e.classes())
+
+
+def check_ran(root, what):
+    body = next((e for e in root.walk() if e.tag == "body"), None)
+    check(body is not None and body.attrs.get("data-ready") == "1", what + ": the page's script ran")
+    error = by_id(root, "error")
+    check(error is not None and "hidden" in error.attrs and not error.text_runs(),
+          what + ": the page reported no error", repr(error and error.text_runs()))
+
+
+# --- PNG ---------------------------------------------------------------------------------------
+
+
+def png_pixels(data):
+    """(width, height, rows of RGB tuples) of an 8-bit RGB or RGBA PNG, non-interlaced."""
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", chunk)
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + length
+    width, height, depth, colour, _, _, interlace = header
+    if depth != 8 or colour not in (2, 6) or interlace:
+        raise ValueError("unexpected PNG format {}".format(header))
+    channels = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(idat), width * channels
+    rows, previous = [], bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up, corner = previous[i], previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 255
+        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
+        previous = line
+    return width, height, rows
+
+
+def near(pixel, colour, tolerance=40):
+    return all(abs(a - b) <= tolerance for a, b in zip(pixel, colour))
+
+
+# --- The cases ---------------------------------------------------------------------------------
+
+
+def demo_page(tdfx, scratch):
+    out = os.path.join(scratch, "demo")
+    run = subprocess.run([tdfx, "demo", "--out", out], capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        sys.exit("browser_page: tdfx demo failed: " + run.stderr)
+    return os.path.join(out, "trace_sequential.html"), os.path.join(out, "trace_sequential.pt2")
+
+
+def hostile_archive(pt2, scratch):
+    """The demo's archive with its last output written to a key that is markup."""
+    path = os.path.join(scratch, "hostile.pt2")
+    with zipfile.ZipFile(pt2) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as out:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == "program.json":
+                program = json.loads(data)
+                program["signature"]["outputs"][-1]["key"] = ["output", HOSTILE_KEY]
+                data = json.dumps(program).encode()
+            out.writestr(info.filename, data)
+    return path
+
+
+def check_traced_page(page, scratch):
+    what = "traced page"
+    root = dom(page, scratch, search="mask", click="mul", hover="relu")
+    check_ran(root, what)
+    check(by_id(root, "count").text_runs() == ["1 of 2"], what + ": the search counts 2 matches",
+          repr(by_id(root, "count").text_runs()))
+    matches = ids_with_class(root, "match")
+    check(matches == ["cluster_1", "node:getitem_1"],
+          what + ": the search highlights the node reading ('input', 'mask') and the box reading it",
+          repr(matches))
+    check(ids_with_class(root, "current") == ["node:getitem_1"], what + ": the first match is current",
+          repr(ids_with_class(root, "current")))
+    check(ids_with_class(root, "selected") == ["node:mul"], what + ": the click selects %mul",
+          repr(ids_with_class(root, "selected")))
+    expected = [
+        "%mul", "call_function",
+        "op", "call_function",
+        "target", "operator.mul",
+        "args", "(%_0_fc2, %getitem_1)",
+        "kwargs", "{}",
+        "dtype", "torch.float32",
+        "shape", "[s0, 10]",
+        "users", "%softmax",
+        "module", "1.module (tdfx::samples::MaskerImpl)",
+        "TensorDictModule", "1",
+        "code", "mul = _0_fc2 * getitem_1;  getitem_1 = None",
+    ]
+    panel = by_id(root, "panel").text_runs()
+    check(panel == expected, what + ": the panel shows %mul whole", "\n      ".join(map(repr, panel)))
+    tooltip = by_id(root, "tooltip")
+    check("hidden" not in tooltip.attrs and tooltip.text_runs()[:3] == ["%relu", "op", "call_function"],
+          what + ": hovering %relu shows its tooltip", repr(tooltip.text_runs()))
+
+
+def transform(root):
+    """(x, y, scale) of the drawing's pan and zoom."""
+    style = by_id(root, "canvas").attrs.get("style", "")
+    match = re.search(r"translate\(([-\d.e]+)px, ([-\d.e]+)px\) scale\(([-\d.e]+)\)", style)
+    return tuple(float(v) for v in match.groups()) if match else None
+
+
+def check_pan_and_zoom(page, scratch):
+    what = "pan and zoom"
+    fitted = transform(dom(page, scratch))
+    zoomed = transform(dom(page, scratch, wheel="-200"))
+    dragged = transform(dom(page, scratch, drag="40,-30"))
+    check(fitted is not None and zoomed is not None and dragged is not None,
+          what + ": the drawing has a transform", repr((fitted, zoomed, dragged)))
+    if None in (fitted, zoomed, dragged):
+        return
+    # The style holds six significant digits.
+    check(abs(zoomed[2] / fitted[2] - math.exp(0.3)) < 1e-4,
+          what + ": the wheel zooms in by exp(0.3)", repr((fitted, zoomed)))
+    check(abs(dragged[0] - fitted[0] - 40) < 1e-3 and abs(dragged[1] - fitted[1] + 30) < 1e-3 and
+          dragged[2] == fitted[2], what + ": a drag pans by (40, -30)", repr((fitted, dragged)))
+
+
+def check_hostile_page(tdfx, pt2, scratch):
+    what = "hostile key"
+    page = os.path.join(scratch, "hostile.html")
+    run = subprocess.run([tdfx, "render", hostile_archive(pt2, scratch), "-o", page],
+                         capture_output=True, text=True, timeout=120)
+    check(run.returncode == 0, what + ": tdfx render writes the page", run.stderr)
+    if run.returncode != 0:
+        return
+    root = dom(page, scratch, search="<script>", click="key:1")
+    check_ran(root, what)
+    key = "('output', \"{}\")".format(HOSTILE_KEY)
+    panel = by_id(root, "panel").text_runs()
+    expected = ["writes " + key, "key", "key", key, "written by", "%softmax", "output", "1"]
+    check(panel == expected, what + ": the panel shows the key as text, whole",
+          "\n      ".join(map(repr, panel)))
+    check(ids_with_class(root, "match") == ["key:1", "node:softmax"],
+          what + ": searching '<script>' finds the note and its producer",
+          repr(ids_with_class(root, "match")))
+    title = [e for e in root.walk() if e.tag == "title" and e.parent.tag == "head"]
+    check([t.text_runs() for t in title] == [["tdfx graph"]], what + ": no script of the key ran",
+          repr([t.text_runs() for t in title]))
+    scripts = [e for e in root.walk() if e.tag == "script"]
+    check(len(scripts) == 2, what + ": the page holds its own two scripts only", str(len(scripts)))
+
+
+def check_screenshot(page, scratch):
+    what = "screenshot"
+    png = os.path.join(scratch, "page.png")
+    if os.path.exists(png):
+        os.remove(png)
+    chromium(["--screenshot=" + png, "--window-size={},{}".format(WIDTH, HEIGHT),
+              url(page, search="softmax")], scratch)
+    check(os.path.exists(png), what + ": chromium wrote it")
+    if not os.path.exists(png):
+        return
+    width, height, rows = png_pixels(open(png, "rb").read())
+    check((width, height) == (WIDTH, HEIGHT), what + ": {}x{}".format(WIDTH, HEIGHT),
+          "{}x{}".format(width, height))
+    colours = {pixel for row in rows[::8] for pixel in row[::8]}
+    check(len(colours) > 20, what + ": not blank", "{} colours".format(len(colours)))
+    # The stage is the window less the bar (top) and the panel (360px, right); the current
+    # match's outline (#c2410c, page.css) must cross its middle third.
+    stage_w = WIDTH - 360
+    xs, ys = range(stage_w // 3, 2 * stage_w // 3), range(HEIGHT // 3, 2 * HEIGHT // 3)
+    hits = sum(1 for y in ys for x in xs if near(rows[y][x], (0xc2, 0x41, 0x0c)))
+    check(hits > 50, what + ": the current match is highlighted at the middle of the drawing",
+          "{} pixels of its outline there".format(hits))
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    tdfx, scratch = sys.argv[1], os.path.abspath(sys.argv[2])
+    chromium_binary()
+    shutil.rmtree(scratch, ignore_errors=True)
+    os.makedirs(scratch)
+    page, pt2 = demo_page(tdfx, scratch)
+    check_traced_page(page, scratch)
+    check_pan_and_zoom(page, scratch)
+    check_hostile_page(tdfx, pt2, scratch)
+    check_screenshot(page, scratch)
+    print("{} failed".format(len(failures)) if failures else "all passed")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+// The interactive page's data (viz/page.h): items per drawn element, escaping, determinism.
+// What the page does in a browser is tests/viz/browser_page.py's job.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "tests/graph/graphs.h"
+#include "tests/viz/chain.h"
+#include "tests/viz/xml_check.h"
+#include "viz/page.h"
+#include "viz/render.h"
+
+using namespace tdfx;
+using Json = nlohmann::json;
+
+namespace {
+
+const std::string kHostileKey = "</script><script>document.title='pwned'</script>";
+
+/// Seed 002's sequential as a tracer annotates it: shapes, module paths, one box.
+testing::Chain annotated_sequential() {
+  testing::Chain c{testing::seed_sequential_graph(), {}};
+  const TensorMeta f32{c10::ScalarType::Float, std::vector<int64_t>{32, 50}, std::nullopt,
+                       c10::Device("cpu")};
+  for (Node* node : c.graph.nodes()) {
+    if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
+    node->meta().tensor = f32;
+    node->meta().td_module = "0";
+    node->meta().module_path = "0.module";
+    node->meta().module_type = "Net()";
+  }
+  c.options.modules = {
+      {"0", "TensorDictModule(Net)", {{"input", "x"}, {"input", "mask"}}, {"hidden", "output"}}};
+  c.options.output_keys = {"hidden", "output"};
+  c.options.module_descriptions = {
+      {"0.module.fc1", "Linear(in_features=100, out_features=50, bias=true)"}};
+  c.options.module_parameters["0.module.fc1"] = {
+      {"weight", {c10::ScalarType::Float, std::vector<int64_t>{50, 100}, std::nullopt}}};
+  return c;
+}
+
+/// A pipeline whose keys, module paths and title are markup.
+testing::Chain hostile_pipeline() {
+  testing::Chain c;
+  Graph& g = c.graph;
+  Node* td = g.placeholder("tensordict");
+  Node* x = g.call_function(Target::getitem(),
+                            {td, NestedKey{"<img src=x onerror=alert(1)>", kHostileKey}});
+  x->meta().td_module = "<b>m</b>";
+  Node* relu = g.call_function(Target::aten("aten::relu"), {x});
+  relu->meta().td_module = "<b>m</b>";
+  relu->meta().module_path = "<b>m</b>.module";
+  g.output(tuple({relu}));
+  c.options.modules = {{"<b>m</b>", "M&<i>", {NestedKey(kHostileKey)}, {NestedKey("&amp;")}}};
+  c.options.output_keys = {NestedKey("&amp;")};
+  c.options.title = "<title>&";
+  return c;
+}
+
+const Json& item_of(const Json& view, const std::string& id) {
+  for (const Json& item : view["items"]) {
+    if (item["id"] == id) return item;
+  }
+  FAIL("no item " << id);
+  static const Json none;
+  return none;
+}
+
+/// An item's fields as `label: text` lines, refs joined by spaces.
+std::string fields_of(const Json& item) {
+  std::string out;
+  for (const Json& field : item["fields"]) {
+    std::string text = field["text"];
+    for (const Json& ref : field["refs"])
+      text += (text.empty() ? "" : " ") + ref.get<std::string>();
+    out += field["label"].get<std::string>() + ": " + text + "\n";
+  }
+  return out;
+}
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("page: a node's item holds op, target, args, meta, users, module and its line of code") {
+  auto c = annotated_sequential();
+  const Json data = Json::parse(page_data({op_view(c.graph, c.options)}, ""));
+  const Json& view = data["views"][0];
+  CHECK(view["name"] == "ops");
+  CHECK(fields_of(item_of(view, "node:mul")) ==
+        "op: call_function\n"
+        "target: operator.mul\n"
+        "args: (%_0_fc2, %getitem_1)\n"
+        "kwargs: {}\n"
+        "dtype: torch.float32\n"
+        "shape: [32, 50]\n"
+        "users: node:softmax\n"
+        "module: 0.module (Net())\n"
+        "TensorDictModule: 0\n"
+        "code: mul = _0_fc2 * getitem_1;  getitem_1 = None\n");
+  CHECK(fields_of(item_of(view, "node:_0_fc1")) ==
+        "op: call_module\n"
+        "target: 0.module.fc1\n"
+        "args: (%getitem,)\n"
+        "kwargs: {}\n"
+        "description: Linear(in_features=100, out_features=50, bias=true)\n"
+        "parameter weight: torch.float32 [50, 100]\n"
+        "dtype: torch.float32\n"
+        "shape: [32, 50]\n"
+        "users: node:relu\n"
+        "module: 0.module (Net())\n"
+        "TensorDictModule: 0\n"
+        "code: _0_fc1 = getattr(self, \"0\").module.fc1(getitem);  getitem = None\n");
+  CHECK(fields_of(item_of(view, "node:getitem_1")) ==
+        "op: call_function\n"
+        "target: operator.getitem\n"
+        "reads key: ('input', 'mask')\n"
+        "args: (%tensordict, (input, mask))\n"
+        "kwargs: {}\n"
+        "dtype: torch.float32\n"
+        "shape: [32, 50]\n"
+        "users: node:mul\n"
+        "module: 0.module (Net())\n"
+        "TensorDictModule: 0\n"
+        "code: getitem_1 = tensordict[('input', 'mask')];  tensordict = None\n");
+  CHECK(fields_of(item_of(view, "node:softmax")).find("writes: ['output']\n") != std::string::npos);
+  CHECK(fields_of(item_of(view, "node:tensordict")) ==
+        "op: placeholder\n"
+        "target: tensordict\n"
+        "users: node:getitem node:getitem_1\n"
+        "code: tensordict\n");
+  CHECK(fields_of(item_of(view, "key:1")) ==
+        "key: 'output'\nwritten by: node:softmax\noutput: 1\n");
+  CHECK(fields_of(item_of(view, "cluster_0")) ==
+        "module path: 0\n"
+        "module: TensorDictModule(Net)\n"
+        "in keys: [('input', 'x'), ('input', 'mask')]\n"
+        "out keys: ['hidden', 'output']\n"
+        "nodes: node:getitem node:_0_fc1 node:relu node:_0_fc2 node:getitem_1 node:mul "
+        "node:softmax\n");
+  CHECK(item_of(view, "cluster_0")["module"] == "0");
+  const Json& search = item_of(view, "node:getitem_1")["search"];
+  CHECK(std::find(search.begin(), search.end(), "('input', 'mask')") != search.end());
+}
+
+TEST_CASE("page: every item is an element of the drawing, by the Graphviz ID in its title") {
+  auto c = annotated_sequential();
+  const PageView view = op_view(c.graph, c.options);
+  CHECK(view.svg.rfind("<svg", 0) == 0);
+  const auto doc = testing::parse_xml(view.svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  // 9 nodes, 2 notes of written keys, 1 box.
+  REQUIRE(view.items.size() == 12);
+  for (const PageItem& item : view.items) {
+    INFO(item.id);
+    CHECK(std::find(doc.texts.begin(), doc.texts.end(), item.id) != doc.texts.end());
+  }
+}
+
+TEST_CASE("page: a hostile key is data inside the page, never markup") {
+  auto c = hostile_pipeline();
+  const std::string data = page_data({op_view(c.graph, c.options)}, c.options.title);
+  for (const char special : {'<', '>', '&'}) {
+    INFO(special);
+    CHECK(data.find(special) == std::string::npos);
+  }
+  const Json parsed = Json::parse(data);
+  CHECK(parsed["title"] == "<title>&");
+  const Json& view = parsed["views"][0];
+  const std::string key = NestedKey{"<img src=x onerror=alert(1)>", kHostileKey}.repr();
+  CHECK(fields_of(item_of(view, "node:getitem")).find("reads key: " + key + "\n") !=
+        std::string::npos);
+  CHECK(fields_of(item_of(view, "key:0")) == "key: '&amp;'\nwritten by: node:relu\noutput: 0\n");
+  CHECK(item_of(view, "cluster_0")["title"] == "<b>m</b>");
+
+  // The page has exactly its own two script elements and one title, whatever the keys hold.
+  const std::string html = page_html(c.graph, c.options);
+  CHECK(count(html, "<script") == 2);
+  CHECK(count(html, "</script") == 2);
+  CHECK(count(html, "<title>") == 1);
+  CHECK(html.find("<title>&lt;title&gt;&amp;</title>") != std::string::npos);
+  CHECK(html.find("pwned") != std::string::npos);  // as data, escaped
+  CHECK(html.find("<img") == std::string::npos);
+}
+
+TEST_CASE("page: bytes that are not UTF-8 reach the page as U+FFFD") {
+  Graph g;
+  Node* td = g.placeholder("tensordict");
+  Node* x = g.call_function(Target::getitem(), {td, NestedKey(std::string("a\xff\xfe"
+                                                                          "b"))});
+  g.output(x);
+  const Json parsed = Json::parse(page_data({op_view(g)}, "\xc3"));
+  CHECK(parsed["title"] == "\xef\xbf\xbd");
+  CHECK(fields_of(item_of(parsed["views"][0], "node:getitem"))
+            .find("reads key: 'a\xef\xbf\xbd\xef\xbf\xbd"
+                  "b'\n") != std::string::npos);
+}
+
+TEST_CASE("page: the same graph gives the same page, which loads nothing") {
+  auto c = annotated_sequential();
+  const std::string html = page_html(c.graph, c.options);
+  auto again = annotated_sequential();
+  CHECK(html == page_html(again.graph, again.options));
+  CHECK(html.rfind("<!DOCTYPE html>\n", 0) == 0);
+  CHECK(html.find("default-src 'none'") != std::string::npos);
+  for (const char* external : {"<link", " src=", "@import", "url(", "fetch(", "XMLHttpRequest"}) {
+    INFO(external);
+    CHECK(html.find(external) == std::string::npos);
+  }
+}
+
+TEST_CASE("page: views keep their order, names, bases and expanded modules") {
+  auto c = annotated_sequential();
+  PageView ops = op_view(c.graph, c.options);
+  PageView expanded = ops;
+  expanded.name = "ops+0";
+  expanded.base = "ops";
+  expanded.expanded = {"0"};
+  const Json parsed = Json::parse(page_data({ops, expanded}, "t"));
+  REQUIRE(parsed["views"].size() == 2);
+  CHECK(parsed["views"][0]["name"] == "ops");
+  CHECK(parsed["views"][0]["base"] == "");
+  CHECK(parsed["views"][1]["base"] == "ops");
+  CHECK(parsed["views"][1]["expanded"] == Json::array({"0"}));
+}
+
+TEST_CASE("page: write gives the page for .html, and render_dot refuses it") {
+  auto c = annotated_sequential();
+  char dir_template[] = "/tmp/tdfx_page_XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  write(c.graph, dir + "/p.html", c.options);
+  CHECK(read_file(dir + "/p.html") == page_html(c.graph, c.options));
+  CHECK(render(c.graph, Format::kHtml, c.options) == page_html(c.graph, c.options));
+  CHECK(format_from_extension("a/P.HTM") == Format::kHtml);
+  CHECK_THROWS_WITH_AS(render_dot(to_dot(c.graph, c.options), Format::kHtml),
+                       doctest::Contains("render(graph, Format::kHtml)"), tdfx::Error);
+  c.options.max_nodes = 3;
+  CHECK_THROWS_WITH_AS(write(c.graph, dir + "/big.html", c.options),
+                       doctest::Contains("more than the 3"), tdfx::Error);
+  std::remove((dir + "/p.html").c_str());
+  CHECK(rmdir(dir.c_str()) == 0);  // no temporary file left behind
+}

@@ -1,0 +1,312 @@
+// The interactive page: the data of each view as JSON, and the HTML around it. The page's
+// script and stylesheet are viz/page.js and viz/page.css, embedded at build time
+// (viz/embed_assets.cmake).
+
+#include "viz/page.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "codegen/python_code.h"
+#include "core/dtype_names.h"
+#include "core/error.h"
+#include "graph/fx_face.h"
+#include "viz/html.h"
+#include "viz/page_assets.inc"
+
+namespace tdfx {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The Graphviz IDs dot_writer.cpp gives what it draws: `node:NAME` for a node, `key:N` for the
+// note of the N-th written key, `cluster_N` for the box of the N-th ModuleBox.
+std::string node_item_id(const Node& node) { return "node:" + node.name(); }
+std::string note_item_id(size_t index) { return fmt::format("key:{}", index); }
+std::string box_item_id(size_t index) { return fmt::format("cluster_{}", index); }
+
+PageItem make_item(std::string id, std::string title, std::string kind) {
+  PageItem item;
+  item.id = std::move(id);
+  item.title = std::move(title);
+  item.kind = std::move(kind);
+  return item;
+}
+
+/// `[s0, 10]`: the shape as readable code prints it, a dimension that follows the batch as s0.
+std::string shape_str(const TensorMeta& meta) {
+  std::string out = "[";
+  for (size_t i = 0; i < meta.shape->size(); ++i) {
+    out += (i ? ", " : "") +
+           (meta.prints_symbolic(i) ? std::string("s0") : std::to_string((*meta.shape)[i]));
+  }
+  return out + "]";
+}
+
+std::string kwargs_str(const Kwargs& kwargs) {
+  std::string out = "{";
+  for (size_t i = 0; i < kwargs.size(); ++i) {
+    out += (i ? ", " : "") + kwargs[i].first + ": " + fx_str(kwargs[i].second);
+  }
+  return out + "}";
+}
+
+/// Builds the items of the op view; holds what several nodes look up.
+class OpItems {
+ public:
+  OpItems(const Graph& graph, const RenderOptions& options)
+      : graph_(graph), options_(options), lines_(node_lines(graph)) {
+    collect_outputs();
+    for (const Node* node : graph_.nodes()) {
+      if (!node->meta().td_module.empty()) in_box_[node->meta().td_module].push_back(node);
+    }
+  }
+
+  std::vector<PageItem> run() {
+    std::vector<PageItem> items;
+    size_t index = 0;
+    for (const Node* node : graph_.nodes()) items.push_back(node_item(*node, lines_[index++]));
+    for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
+      if (outputs_[i]) items.push_back(note_item(i));
+    }
+    for (size_t b = 0; b < options_.modules.size(); ++b) items.push_back(box_item(b));
+    return items;
+  }
+
+ private:
+  /// The output elements, and for each node the keys it is written to.
+  void collect_outputs() {
+    const Node* out = graph_.output_node();
+    if (!out || out->args().empty()) return;
+    const Argument& result = out->args()[0];
+    if (result.is<ArgumentList>()) {
+      for (const Argument& item : result.as<ArgumentList>().items) outputs_.push_back(item.node());
+    } else {
+      outputs_.push_back(result.node());
+    }
+    for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
+      if (outputs_[i]) written_[outputs_[i]].push_back(options_.output_keys[i]);
+    }
+  }
+
+  PageItem node_item(const Node& node, const std::string& line) const {
+    PageItem item =
+        make_item(node_item_id(node), "%" + node.name(), std::string(to_string(node.op())));
+    item.search.push_back(node.name());
+    auto add = [&item](std::string label, std::string text, bool searched = false) {
+      if (searched) item.search.push_back(text);
+      item.fields.push_back({std::move(label), std::move(text), {}});
+    };
+    add("op", std::string(to_string(node.op())));
+    Args args = node.args();
+    Kwargs kwargs = node.kwargs();
+    if (node.op() == OpCode::kCallFunction) {
+      try {
+        FxCall call = fx_call(node);
+        add("target", call.target, true);
+        args = std::move(call.args);
+        kwargs = std::move(call.kwargs);
+      } catch (const Error&) {
+        add("target", node.target().str(), true);
+      }
+    } else if (node.op() != OpCode::kOutput) {
+      add("target", node.target().str(), true);
+    }
+    if (node.target().is_getitem() && args.size() == 2 && args[1].is<NestedKey>()) {
+      add("reads key", args[1].as<NestedKey>().repr(), true);
+    }
+    // A placeholder's and a get_attr's are always empty.
+    if (node.op() != OpCode::kPlaceholder && node.op() != OpCode::kGetAttr) {
+      add("args", fx_str(Argument(ArgumentList{args, true})));
+      add("kwargs", kwargs_str(kwargs));
+    }
+    if (node.op() == OpCode::kCallModule) module_fields(node, item);
+    const TensorMeta& meta = node.meta().tensor;
+    if (meta.dtype) add("dtype", dtype_repr(*meta.dtype));
+    if (meta.shape) add("shape", shape_str(meta));
+    if (meta.device && !meta.device->is_cpu()) add("device", meta.device->str());
+    auto written = written_.find(&node);
+    if (written != written_.end()) add("writes", repr(written->second), true);
+    PageField users{"users", node.users().empty() ? "none" : "", {}};
+    for (const Node* user : node.users()) users.refs.push_back(node_item_id(*user));
+    item.fields.push_back(std::move(users));
+    if (!node.meta().module_path.empty()) {
+      item.search.push_back(node.meta().module_path);
+      std::string module = node.meta().module_path;
+      if (!node.meta().module_type.empty()) module += " (" + node.meta().module_type + ")";
+      add("module", module);
+    }
+    if (!node.meta().td_module.empty()) add("TensorDictModule", node.meta().td_module, true);
+    add("code", line);
+    overlay_fields(node, item);
+    return item;
+  }
+
+  void module_fields(const Node& node, PageItem& item) const {
+    const std::string& target = node.target().str();
+    auto desc = options_.module_descriptions.find(target);
+    const std::string& text =
+        desc != options_.module_descriptions.end() ? desc->second : node.meta().module_type;
+    if (!text.empty()) item.fields.push_back({"description", text, {}});
+    auto params = options_.module_parameters.find(target);
+    if (params == options_.module_parameters.end()) return;
+    for (const auto& [name, meta] : params->second) {
+      std::string value = meta.dtype ? dtype_repr(*meta.dtype) : "";
+      if (meta.shape) value += (value.empty() ? "" : " ") + shape_str(meta);
+      item.fields.push_back({"parameter " + name, value, {}});
+    }
+  }
+
+  void overlay_fields(const Node& node, PageItem& item) const {
+    auto overlay = options_.overlay.find(node.name());
+    if (overlay == options_.overlay.end()) return;
+    for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
+    if (overlay->second.marked) item.fields.push_back({"run", "non-finite values start here", {}});
+  }
+
+  PageItem note_item(size_t index) const {
+    const std::string key = options_.output_keys[index].repr();
+    PageItem item = make_item(note_item_id(index), "writes " + key, "key");
+    item.search.push_back(key);
+    item.fields.push_back({"key", key, {}});
+    item.fields.push_back({"written by", "", {node_item_id(*outputs_[index])}});
+    item.fields.push_back({"output", std::to_string(index), {}});
+    return item;
+  }
+
+  PageItem box_item(size_t index) const {
+    const ModuleBox& box = options_.modules[index];
+    PageItem item = make_item(box_item_id(index), box.path, "module");
+    item.module = box.path;
+    item.search.push_back(box.path);
+    item.fields.push_back({"module path", box.path, {}});
+    if (!box.label.empty()) item.fields.push_back({"module", box.label, {}});
+    for (const NestedKey& key : box.in_keys) item.search.push_back(key.repr());
+    for (const NestedKey& key : box.out_keys) item.search.push_back(key.repr());
+    item.fields.push_back({"in keys", repr(box.in_keys), {}});
+    item.fields.push_back({"out keys", repr(box.out_keys), {}});
+    PageField nodes{"nodes", "none", {}};
+    auto members = in_box_.find(box.path);
+    if (members != in_box_.end()) {
+      nodes.text.clear();
+      for (const Node* node : members->second) nodes.refs.push_back(node_item_id(*node));
+    }
+    item.fields.push_back(std::move(nodes));
+    return item;
+  }
+
+  const Graph& graph_;
+  const RenderOptions& options_;
+  std::vector<std::string> lines_;
+  std::vector<const Node*> outputs_;
+  std::unordered_map<const Node*, std::vector<NestedKey>> written_;
+  /// The nodes of each TensorDictModule's box, by its path, in graph order.
+  std::unordered_map<std::string, std::vector<const Node*>> in_box_;
+};
+
+/// The SVG element and what follows it: the XML declaration, DOCTYPE and comment before it add
+/// nothing inside a page.
+std::string svg_element(const std::string& svg) {
+  const auto start = svg.find("<svg");
+  if (start == std::string::npos) throw InternalError("Graphviz's SVG has no <svg> element");
+  return svg.substr(start);
+}
+
+Json to_json(const PageItem& item) {
+  Json fields = Json::array();
+  for (const PageField& field : item.fields) {
+    fields.push_back({{"label", field.label}, {"text", field.text}, {"refs", field.refs}});
+  }
+  return {{"id", item.id},         {"title", item.title},   {"kind", item.kind},
+          {"module", item.module}, {"search", item.search}, {"fields", std::move(fields)}};
+}
+
+Json to_json(const PageView& view) {
+  Json items = Json::array();
+  for (const PageItem& item : view.items) items.push_back(to_json(item));
+  return {{"name", view.name}, {"label", view.label},       {"svg", view.svg},
+          {"base", view.base}, {"expanded", view.expanded}, {"items", std::move(items)}};
+}
+
+}  // namespace
+
+PageView op_view(const Graph& graph, const RenderOptions& options) {
+  PageView view;
+  view.name = "ops";
+  view.label = "Ops";
+  view.svg = svg_element(render(graph, Format::kSvg, options));
+  view.items = OpItems(graph, options).run();
+  return view;
+}
+
+std::string page_data(const std::vector<PageView>& views, const std::string& title) {
+  Json views_json = Json::array();
+  for (const PageView& view : views) views_json.push_back(to_json(view));
+  const Json data{{"title", title}, {"views", std::move(views_json)}};
+  const std::string text = data.dump(-1, ' ', false, Json::error_handler_t::replace);
+  // Outside strings JSON has none of these characters, so each one here is inside a string,
+  // where its \u escape means the same; `</script>` then cannot end the element.
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '<':
+        out += "\\u003c";
+        break;
+      case '>':
+        out += "\\u003e";
+        break;
+      case '&':
+        out += "\\u0026";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string page_html(const std::vector<PageView>& views, const std::string& title) {
+  const std::string heading = escape_html(title.empty() ? "tdfx graph" : title);
+  std::string out = R"page(<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="tdfx">
+)page";
+  out += "<title>" + heading + "</title>\n<style>\n";
+  out += detail::kPageCss;
+  out += R"page(</style>
+</head>
+<body>
+<header id="bar">
+<span id="heading"></span>
+<span id="views" role="group" aria-label="Views"></span>
+<input id="search" type="search" placeholder="Search names and keys" autocomplete="off" spellcheck="false" aria-label="Search names and keys">
+<span id="count" aria-live="polite"></span>
+<button id="fit" type="button" title="Fit the drawing (0)">Fit</button>
+</header>
+<main>
+<div id="stage" tabindex="0"><div id="canvas"></div></div>
+<aside id="panel" aria-live="polite"><p class="hint">Click a node to see it here; drag to pan, wheel to zoom.</p></aside>
+</main>
+<div id="tooltip" hidden></div>
+<p id="error" hidden></p>
+<script id="tdfx-data" type="application/json">)page";
+  out += page_data(views, title);
+  out += "</script>\n<script>\n";
+  out += detail::kPageJs;
+  out += "</script>\n</body>\n</html>\n";
+  return out;
+}
+
+std::string page_html(const Graph& graph, const RenderOptions& options) {
+  // Where the module view joins: a second PageView of the same graph, named "modules".
+  return page_html({op_view(graph, options)}, options.title);
+}
+
+}  // namespace tdfx

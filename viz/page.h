@@ -1,0 +1,102 @@
+#pragma once
+
+/// \file
+/// The interactive page: one self-contained HTML file (no network, no external script, style
+/// or font) holding the drawings of a graph with pan and zoom, a search box over node names and
+/// keys that highlights and centres the matches, and a panel that shows a clicked node's op,
+/// target, args, kwargs, dtype and shape, users, module path and line of printed code (the
+/// same in a tooltip on hover).
+///
+///     write(graph, "pipeline.html", options);          // through viz/render.h
+///     tdfx render model.pt2 -o pipeline.html
+///
+/// The page's data is a list of views, each a drawing (SVG) and the data of the elements in it,
+/// matched to the SVG by their Graphviz IDs: the DOT ID Graphviz writes as each `<g>`'s
+/// `<title>` (`node:relu`, `key:0`, `cluster_0`). A second drawing of the same graph (the
+/// module view) is a second view; the page shows a switch when there is more than one.
+///
+/// Expanding one module in place while the others stay collapsed (as Google's Model Explorer
+/// does) needs no new structure: a view names the module paths it draws expanded
+/// (`PageView::expanded`) and its base view (`PageView::base`), and each element names the
+/// module it stands for (`PageItem::module`). The page offers "expand" on an element when it
+/// holds a view of the same base with that module added to the current view's expanded set,
+/// and switches to it keeping the selection (see `expansionOf` in page.js). What is left is to
+/// draw those views: in C++, one per expandable module (a page of N modules then holds N + 1
+/// drawings of the module view), or lazily in the page once a layout runs there.
+///
+/// Every text reaches the page as JSON data inside `<script type="application/json">`, with
+/// `<`, `>` and `&` written as `\u003c`, `\u003e`, `\u0026`, and is put on screen as text
+/// (`textContent`), never as markup: a key `</script><script>...` shows as those characters.
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "viz/render.h"
+
+namespace tdfx {
+
+/// One row of an element's panel and tooltip: `op: call_function`.
+struct PageField {
+  std::string label;
+  std::string text;
+  /// When not empty, the elements the row refers to (`users`: their IDs); the page shows each
+  /// as a link that selects it, and `text` is not shown.
+  std::vector<std::string> refs;
+};
+
+/// One element of a drawing that the page can select: a graph node, a note of a written key,
+/// a module box.
+struct PageItem {
+  /// Its Graphviz ID, the text of its `<g>`'s `<title>` in the SVG (`node:relu`).
+  std::string id;
+  /// The panel's heading (`%relu`).
+  std::string title;
+  /// What it is (`call_function`, `key`, `module`); also a CSS class of its `<g>`.
+  std::string kind;
+  /// The module path it stands for when it can be expanded into its contents; "" otherwise.
+  std::string module;
+  std::vector<PageField> fields;
+  /// Texts the search box matches besides the title: names and keys (the node's name and
+  /// target, the keys it reads or writes, its module path), not descriptions.
+  std::vector<std::string> search;
+};
+
+/// One drawing in the page.
+struct PageView {
+  /// Its name in the page and in its URL (`#view=ops`): `ops`, `modules`.
+  std::string name;
+  /// What the switch shows (`Ops`).
+  std::string label;
+  /// The drawing, as `render(..., Format::kSvg, ...)` gives it.
+  std::string svg;
+  std::vector<PageItem> items;
+  /// The view this one expands (its `name`), "" for a view of its own.
+  std::string base;
+  /// The module paths drawn expanded, relative to `base`.
+  std::vector<std::string> expanded;
+};
+
+/// The op view of `graph`: its drawing by `render(graph, Format::kSvg, options)` and one item
+/// per node, per note of a written key and per module box. Throws what `render` throws (a
+/// graph over `options.max_nodes`, a Graphviz error).
+PageView op_view(const Graph& graph, const RenderOptions& options = {});
+
+/// The page's data as JSON text that can sit inside a `<script>` element: no `<`, `>` or `&`
+/// (written as `\u` escapes); bytes that are not UTF-8 become U+FFFD.
+///
+///     {"title": "...", "views": [{"name": "ops", "label": "Ops", "svg": "<svg...",
+///       "base": "", "expanded": [], "items": [{"id": "node:relu", "title": "%relu",
+///       "kind": "call_function", "module": "", "search": [...],
+///       "fields": [{"label": "op", "text": "call_function", "refs": []}, ...]}]}]}
+std::string page_data(const std::vector<PageView>& views, const std::string& title);
+
+/// The whole page around `page_data(views, title)`, with its stylesheet and script inline.
+/// Deterministic: the same views give the same bytes.
+std::string page_html(const std::vector<PageView>& views, const std::string& title);
+
+/// The page of `graph` with every view tdfx draws of it (today the op view), titled by
+/// `options.title`; what `write(graph, "x.html", options)` writes.
+std::string page_html(const Graph& graph, const RenderOptions& options = {});
+
+}  // namespace tdfx
