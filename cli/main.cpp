@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   run->add_option("-o,--output", reports.overlay,
                   "Draw the graph with what --stats, --profile and --find-nonfinite found "
                   "(.svg, .png, .pdf, .dot, .html)")
-      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv}", "extension"));
+      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
   run->footer(kFooter);
 
   try {
