@@ -8,8 +8,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <string>
 
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
 namespace fs = std::filesystem;
@@ -283,6 +286,69 @@ TEST_CASE("cli: run refuses unknown inputs, malformed arguments and hostile file
   const Run not_archive = run_tdfx("run " + quoted(crafted));
   CHECK(not_archive.status == 2);
   CHECK(not_archive.out.find("not a tdfx archive (no record 'program.json')") != std::string::npos);
+}
+
+TEST_CASE("cli: run --stats, --find-nonfinite and -o report what each node produced") {
+  REQUIRE(demo_run().status == 0);
+  const fs::path dir = demo_dir() / "debug";
+  fs::create_directories(dir);
+  fs::copy_file(demo_file("trace_sequential.pt2"), dir / "p.pt2",
+                fs::copy_options::overwrite_existing);
+  // One row of x at 3e38 overflows in the first Linear: 3 of its outputs are -inf.
+  const Run saved = tdfx::testing::run_command(
+      "/usr/bin/python3 -c \"import sys, torch; torch.manual_seed(0); x = torch.randn(32, 100); "
+      "x[3] = 3e38; torch.save({'input_x': x}, sys.argv[1])\" " + quoted(dir / "x.pt") + " 2>&1");
+  REQUIRE_MESSAGE(saved.status == 0,
+                  "Python's torch (Debian python3-torch) is required: " << saved.out);
+  const std::string in_dir = "cd " + quoted(dir) + " && '" + tdfx_bin() + "' ";
+
+  const Run stats = tdfx::testing::run_command(in_dir + "run p.pt2 --seed 0 --stats 2>&1");
+  CHECK(stats.status == 0);
+  tdfx::testing::check_golden("tests/cli/golden", "run_stats.txt", stats.out);
+
+  const Run found = tdfx::testing::run_command(
+      in_dir + "run p.pt2 --input input_x=x.pt --find-nonfinite --stats -o overlay.dot 2>&1");
+  CHECK(found.status == 0);
+  tdfx::testing::check_golden("tests/cli/golden", "run_find_nonfinite.txt", found.out);
+  tdfx::testing::check_golden("tests/cli/golden", "run_overlay.dot",
+                              tdfx::testing::read_text((dir / "overlay.dot").string()));
+
+  const Run finite = tdfx::testing::run_command(in_dir + "run p.pt2 --find-nonfinite 2>&1");
+  CHECK(finite.status == 0);
+  CHECK(finite.out.substr(finite.out.size() - 32) == "\nevery node's values are finite\n");
+}
+
+TEST_CASE("cli: run --profile times every node of the program, then every module") {
+  REQUIRE(demo_run().status == 0);
+  const Run run =
+      run_tdfx("run " + quoted(demo_file("trace_sequential.pt2")) + " --profile --repeats 3");
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  // Times vary; which nodes and modules are listed does not.
+  const auto at = run.out.find("time per node (median of 3 runs; total ");
+  REQUIRE(at != std::string::npos);
+  std::set<std::string> nodes, modules;
+  std::istringstream lines(run.out.substr(at));
+  std::string line;
+  std::getline(lines, line);  // the title
+  std::getline(lines, line);  // the header
+  REQUIRE(line.rfind("node ", 0) == 0);
+  for (std::getline(lines, line); !line.empty(); std::getline(lines, line)) {
+    nodes.insert(line.substr(0, line.find(' ')));
+  }
+  CHECK(nodes == std::set<std::string>{"input_mask", "input_x", "linear", "linear_1", "mul",
+                                       "p_module_0_module_fc1_bias",
+                                       "p_module_0_module_fc1_weight",
+                                       "p_module_0_module_fc2_bias",
+                                       "p_module_0_module_fc2_weight", "relu", "softmax"});
+  std::getline(lines, line);
+  CHECK(line == "time per module:");
+  std::getline(lines, line);  // the header
+  for (std::getline(lines, line); lines && !line.empty(); std::getline(lines, line)) {
+    modules.insert(line.substr(0, line.find("  ")));
+  }
+  CHECK(modules == std::set<std::string>{"module.0", "module.1", "(outside modules)"});
+  CHECK(run_tdfx("run " + quoted(demo_file("trace_sequential.pt2")) + " --repeats 0").status == 1);
 }
 
 TEST_CASE("cli: cleanup") { fs::remove_all(demo_dir()); }
