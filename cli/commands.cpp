@@ -15,28 +15,10 @@
 
 namespace tdfx::cli {
 
-namespace {
-
-// ArchiveError messages from load() already start with the path; others may not.
 std::string without_path_prefix(const std::string& message, const std::string& path) {
   const std::string prefix = path + ": ";
   return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
-
-// Every failure to produce `path` is reported against the file, whatever its cause.
-template <typename Fn>
-void writing(const std::string& path, Fn&& fn) {
-  try {
-    fn();
-  } catch (const FileError&) {
-    throw;
-  } catch (const Error& e) {
-    throw FileError(path, without_path_prefix(e.what(), path));
-  }
-  std::cout << "wrote " << path << "\n";
-}
-
-}  // namespace
 
 FileError::FileError(const std::string& path, const std::string& problem)
     : Error(path + ": " + problem), path_(path) {}

@@ -5,6 +5,7 @@
 /// (main.cpp), so that each reads as the job it does.
 
 #include <cstddef>
+#include <iostream>
 #include <string>
 
 #include "core/error.h"
@@ -44,6 +45,24 @@ void run_demo(const std::string& out_dir);
 
 /// `tdfx show`: loads `path` and prints the part of it named by `what`.
 void run_show(const std::string& path, ShowWhat what);
+
+/// `message` without a leading `path: ` (ArchiveError messages from load() start with the
+/// path; others may not).
+std::string without_path_prefix(const std::string& message, const std::string& path);
+
+/// Runs `fn`, which produces the file `path`: any failure becomes a FileError naming the file
+/// (exit 2); success prints `wrote PATH`.
+template <typename Fn>
+void writing(const std::string& path, Fn&& fn) {
+  try {
+    fn();
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FileError(path, without_path_prefix(e.what(), path));
+  }
+  std::cout << "wrote " << path << "\n";
+}
 
 /// What `render` draws of a loaded program beyond its graph: the key of each output.
 RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes);

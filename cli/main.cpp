@@ -4,7 +4,7 @@
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--max-nodes N]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
-//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}]
+//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}] [--save RUN.pt]
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
                   "Draw the graph with what --stats, --profile and --find-nonfinite found "
                   "(.svg, .png, .pdf, .dot, .html)")
       ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
+  run->add_option("--save", reports.save,
+                  "Write the run's inputs and outputs to FILE.pt, a dict torch.load reads "
+                  "(input:NAME, output:NODE)");
   run->footer(kFooter);
 
   try {

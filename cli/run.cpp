@@ -208,6 +208,23 @@ std::vector<at::Tensor> tensors_of(const std::vector<RunInput>& inputs) {
   return out;
 }
 
+// The run's inputs and outputs in one tensor file, for another tool (Python) to compare with.
+void save_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
+              const std::string& path) {
+  TensorEntries entries;
+  std::vector<std::pair<std::string, at::Tensor>> named;
+  for (const RunInput& input : inputs) {
+    entries.emplace_back("input:" + input.name, input.value);
+    named.emplace_back(input.name, input.value);
+  }
+  const std::vector<at::Tensor> outputs = program.module()(named);
+  const auto& specs = program.graph_signature().outputs;
+  for (size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
+    entries.emplace_back("output:" + specs[i].name, outputs[i]);
+  }
+  writing(path, [&] { save_tensor_file(path, entries); });
+}
+
 // Wider than the input and output tables: eleven columns, most of them numbers.
 constexpr size_t kReportWidth = 100;
 
@@ -218,6 +235,7 @@ void run_program(const std::string& path, const std::vector<InputArgument>& give
   const ExportedProgram program = load_program(path);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
   print_run(program, inputs, std::cout);
+  if (!reports.save.empty()) save_run(program, inputs, reports.save);
   const Debuggee run = debuggee(program, tensors_of(inputs));
   std::map<std::string, NodeOverlay> overlay;
   if (reports.stats) {

@@ -73,8 +73,12 @@ struct RunReports {
   size_t repeats = 20;
   /// `--find-nonfinite`: the first node whose output holds NaN or Inf from finite inputs.
   bool find_nonfinite = false;
-  /// `-o FILE`: the graph drawn with what the reports found (.svg, .png, .pdf, .dot).
+  /// `-o FILE`: the graph drawn with what the reports found (.svg, .png, .pdf, .dot, .html).
   std::string overlay;
+  /// `--save FILE.pt`: the inputs and outputs of the run, as a dict Python's torch.load reads:
+  /// `input:NAME` for each user input, `output:NODE` for each output (its node's name in the
+  /// signature).
+  std::string save;
 };
 
 /// `tdfx run`: loads `path`, prepares its inputs, prints print_run's tables and the reports

@@ -16,10 +16,10 @@ and for each:
     tests/export/check_printed_code.py;
   - with weights_as_inputs=True its `code` is what `tdfx show --code` prints, byte for
     byte, and it runs bit-identically too;
-  - the C++ run: tdfx has no command that runs a program and saves its outputs, so the
-    C++ side compared is the TorchScript module tdfx's C++ writes beside an archive (X.pt
-    for X.pt2): same parameters, bit for bit, and bit-identical outputs. An archive with no
-    TorchScript beside it (the demo's) is compared with the interpreter only, and says so;
+  - the C++ run: `tdfx run X.pt2 --seed 7 --save X.run.pt` writes the inputs it drew and
+    the outputs tdfx computed; the GraphModule on those inputs gives those outputs, bit for
+    bit. Where tdfx's C++ wrote a TorchScript module beside the archive (X.pt for X.pt2),
+    it agrees too: same parameters, bit-identical outputs;
   - Python's FX tools work on it: ShapeProp gives each node the dtype and shape
     program.json records, torch.fx.Interpreter runs it bit-identically, print_tabular
     prints a row per node.
@@ -184,9 +184,18 @@ def check_archive(checks, tdfx, path):
     if os.path.exists(script) or label == "model.pt2":
         checks.check(f"{label}: the C++ run (TorchScript {os.path.basename(script)} written by "
                      f"tdfx) agrees bit for bit", torchscript)
-    else:
-        print(f"note {label}: no TorchScript beside it; compared with the interpreter only "
-              f"(tdfx has no command that runs a program)", flush=True)
+
+    def cpp_run():
+        # tdfx's own C++ run: `tdfx run --save` writes its inputs and outputs.
+        saved = os.path.join(os.path.dirname(path), os.path.splitext(label)[0] + ".run.pt")
+        run([tdfx, "run", path, "--seed", "7", "--save", saved])
+        values = torch.load(saved)
+        inputs = [values["input:" + name] for name in program.user_inputs]
+        want = tuple(values["output:" + spec.name] for spec in program.outputs)
+        with torch.no_grad():
+            got = gm(*inputs)
+        return oracle.difference(got, want)
+    checks.check(f"{label}: the C++ run (`tdfx run --save`) agrees bit for bit", cpp_run)
 
     def fx_tools():
         ShapeProp(gm).propagate(*state["user"])
