@@ -18,8 +18,8 @@ For each archive:
   - when a TorchScript module written by tdfx's C++ sits beside the archive (X.pt for
     X.pt2, as export_module writes), it gives bit-identical outputs too.
 
-tdfx has no command that runs a program, so the C++ runner itself is not compared
-here (tests/export/test_archive.cpp compares it with the saved program).
+The C++ runner itself is compared elsewhere: with the saved program by
+tests/export/test_archive.cpp, and with Python by tests/python/test_loader.py (`tdfx run --save`).
 
 program.json and the weights are read, and checked, by python/tdfx_fx.py's read(); the
 interpreter here decodes the nodes on its own. Prints one line per check and ends with
