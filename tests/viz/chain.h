@@ -18,7 +18,8 @@ struct Chain {
 inline Chain module_chain(size_t n) {
   Chain chain;
   Graph& g = chain.graph;
-  TensorMeta f32_16x64{c10::ScalarType::Float, std::vector<int64_t>{16, 64}, c10::Device("cpu")};
+  TensorMeta f32_16x64{c10::ScalarType::Float, std::vector<int64_t>{16, 64}, std::nullopt,
+                       c10::Device("cpu")};
   Node* td = g.placeholder("tensordict");
   Node* x = g.call_function(Target::getitem(), {td, NestedKey("h0")});
   x->meta().tensor = f32_16x64;
@@ -36,13 +37,16 @@ inline Chain module_chain(size_t n) {
     x->meta().td_module = path;
     outputs.emplace_back(x);
     const NestedKey in("h" + std::to_string(i)), out("h" + std::to_string(i + 1));
-    chain.options.modules.push_back({path, "TensorDictModule(Sequential)", {in}, {out}});
+    // As pipeline_modules describes a TensorDictModule of bench/chain_pipeline.h's ChainLink.
+    chain.options.modules.push_back({path, "ChainLink", {in}, {out}, "ChainLink", false, 4160});
     chain.options.output_keys.push_back(out);
     chain.options.module_descriptions[target] =
         "Linear(in_features=64, out_features=64, bias=true)";
     chain.options.module_parameters[target] = {
-        {"weight", {c10::ScalarType::Float, std::vector<int64_t>{64, 64}, c10::Device("cpu")}},
-        {"bias", {c10::ScalarType::Float, std::vector<int64_t>{64}, c10::Device("cpu")}}};
+        {"weight",
+         {c10::ScalarType::Float, std::vector<int64_t>{64, 64}, std::nullopt, c10::Device("cpu")}},
+        {"bias",
+         {c10::ScalarType::Float, std::vector<int64_t>{64}, std::nullopt, c10::Device("cpu")}}};
   }
   g.output(tuple(std::move(outputs)));
   return chain;
