@@ -8,6 +8,7 @@
 #include "core/file_io.h"
 #include "export/archive.h"
 #include "export/program.h"
+#include "export/program_diagram.h"
 #include "samples/pipelines.h"
 #include "tracer/diagram.h"
 #include "tracer/symbolic_trace.h"
@@ -99,13 +100,13 @@ std::string check_render_extension(const std::string& path) {
   }
 }
 
-void run_render(const std::string& path, const std::string& out, size_t max_nodes) {
+void run_render(const std::string& path, const std::string& out, size_t max_nodes, View view,
+                Rankdir rankdir) {
   const ExportedProgram program = load_program(path);
-  RenderOptions options;
+  RenderOptions options = diagram_options(program);
   options.max_nodes = max_nodes;
-  for (const OutputSpec& output : program.graph_signature().outputs) {
-    options.output_keys.push_back(output.key);
-  }
+  options.view = view;
+  options.rankdir = rankdir;
   // Drawn before anything is written: a graph that cannot be drawn is not a file problem.
   const std::string bytes = render(program.graph(), format_from_extension(out), options);
   writing(out, [&] { write_file_atomically<Error>(out, bytes); });

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "viz/render.h"
 
 namespace tdfx::cli {
 
@@ -39,11 +40,12 @@ void run_demo(const std::string& out_dir);
 /// `tdfx show`: loads `path` and prints the part of it named by `what`.
 void run_show(const std::string& path, ShowWhat what);
 
-/// `tdfx render`: loads `path` and draws its graph to `out` (.svg, .png,
-/// .pdf, .dot, .gv), the outputs labelled with their keys. A graph of more
-/// than `max_nodes` nodes is refused (RenderOptions::max_nodes), as is one
-/// Graphviz cannot draw: a tdfx::Error, not a FileError.
-void run_render(const std::string& path, const std::string& out, size_t max_nodes);
+/// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv) in `view`
+/// (every op boxed by TensorDictModule, or one node per module) and `rankdir`, the outputs
+/// labelled with their keys. A drawing over `max_nodes` (RenderOptions::max_nodes) is
+/// refused, as is one Graphviz cannot draw: a tdfx::Error, not a FileError.
+void run_render(const std::string& path, const std::string& out, size_t max_nodes,
+                View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom);
 
 /// "" when `path` names a format `render` can write, otherwise why not.
 std::string check_render_extension(const std::string& path);

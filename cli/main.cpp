@@ -2,7 +2,8 @@
 //
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
-//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot} [--max-nodes N]
+//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot} [--view ops|modules] [--rankdir TB|LR]
+//               [--max-nodes N]
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -95,6 +96,17 @@ int main(int argc, char** argv) {
                    "faster than the graph; .dot output has no limit)")
       ->capture_default_str()
       ->check(CLI::Validator(whole_number, "N", "whole number"));
+  std::string view = "ops";
+  render
+      ->add_option("--view", view,
+                   "ops: every op, boxed by TensorDictModule; modules: one node per "
+                   "TensorDictModule, one edge per key, nested sequentials as boxes")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ops", "modules"}));
+  std::string rankdir = "TB";
+  render->add_option("--rankdir", rankdir, "The drawing flows top-down (TB) or left-right (LR)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"TB", "LR"}));
   render->footer(kFooter);
 
   try {
@@ -114,7 +126,8 @@ int main(int argc, char** argv) {
                                         : ShowWhat::kReadable;
       run_show(show_file, what);
     } else if (render->parsed()) {
-      run_render(render_file, render_out, max_nodes);
+      run_render(render_file, render_out, max_nodes, *tdfx::view_from_string(view),
+                 rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom);
     }
     return finish(kExitOk);
   } catch (const FileError& e) {
