@@ -50,6 +50,14 @@ struct Source {
   bool read = false;
 };
 
+/// A key written by module `from` (its out port `out`) and read by `to` (in port `in`).
+struct KeyEdge {
+  int from;
+  size_t out;
+  int to;
+  size_t in;
+};
+
 class ModuleViewWriter {
  public:
   explicit ModuleViewWriter(const RenderOptions& options)
@@ -127,10 +135,9 @@ class ModuleViewWriter {
           edges_ +=
               fmt::format("  {} -> {};\n", quoted_id("input:", std::to_string(source.port)), head);
         } else {
-          // Weightless: the rows, not the keys, say where a module sits.
-          edges_ += fmt::format("  {}:\"o{}\":{} -> {} [weight=0];\n",
-                                quoted_id("module:", boxes_[source.module].path), source.port,
-                                out_compass_, head);
+          // Written once the rows are known (write_key_edge).
+          edges_ += '\0';
+          key_edges_.push_back({source.module, source.port, static_cast<int>(b), i});
         }
       }
       for (size_t o = 0; o < box.out_keys.size(); ++o) {
@@ -321,9 +328,24 @@ class ModuleViewWriter {
   /// first modules one above the other (a heavy invisible edge), so that rows start at the
   /// same left margin rather than each where the last ended.
   void write_rows() {
+    row_of_.assign(boxes_.size(), -1);
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      for (int b : rows_[r]) row_of_[static_cast<size_t>(b)] = static_cast<int>(r);
+    }
+    std::string edges;
+    size_t next = 0;
+    for (char c : edges_) {
+      if (c == '\0') {
+        edges += key_edge(key_edges_[next++]);
+      } else {
+        edges += c;
+      }
+    }
+    edges_ = std::move(edges);
     for (size_t r = 0; r < rows_.size(); ++r) {
       const auto& row = rows_[r];
       for (size_t i = 1; i < row.size(); ++i) {
+        if (plain_joined_.count({row[i - 1], static_cast<size_t>(row[i])})) continue;
         edges_ += fmt::format("  {} -> {} [style=invis];\n",
                               quoted_id("module:", boxes_[row[i - 1]].path),
                               quoted_id("module:", boxes_[row[i]].path));
@@ -343,6 +365,25 @@ class ModuleViewWriter {
     }
     write_border_rank("min", "input:", inputs_.size());
     write_border_rank("max", "output:", border_outputs_.size());
+  }
+
+  /// An edge of a key between two modules, weightless between ports (the rows, not the keys,
+  /// say where a module sits). From the key's cell to the reader's cell, but for modules of
+  /// one row that write and read that key alone: a flat edge between ports costs `dot` a layout of
+  /// its own (10,000 modules: 8.4 s against 4.7 s), and attaches where a plain edge would.
+  std::string key_edge(const KeyEdge& e) {
+    const ModuleBox& from = boxes_[static_cast<size_t>(e.from)];
+    const ModuleBox& to = boxes_[static_cast<size_t>(e.to)];
+    const bool flat = row_of_[static_cast<size_t>(e.from)] == row_of_[static_cast<size_t>(e.to)];
+    if (flat && from.out_keys.size() == 1 && to.in_keys.size() == 1) {
+      plain_joined_.insert({e.from, static_cast<size_t>(e.to)});
+      // With weight 0 a flat edge stops ordering its ends inside a cluster.
+      return fmt::format("  {} -> {};\n", quoted_id("module:", from.path),
+                         quoted_id("module:", to.path));
+    }
+    return fmt::format("  {}:\"o{}\":{} -> {}:\"i{}\":{} [weight=0];\n",
+                       quoted_id("module:", from.path), e.out, out_compass_,
+                       quoted_id("module:", to.path), e.in, in_compass_);
   }
 
   void write_border_rank(const char* rank, const char* prefix, size_t count) {
@@ -371,7 +412,13 @@ class ModuleViewWriter {
   std::vector<const NestedKey*> border_outputs_;
   /// (module, out port) of every cell that holds a pipeline output.
   std::unordered_set<std::pair<int, size_t>, PairHash> output_cells_;
+  /// The key edges between modules, in order; `edges_` holds a NUL where each goes.
+  std::vector<KeyEdge> key_edges_;
+  /// (writer, reader) of modules joined by a plain edge, which orders them as well.
+  std::unordered_set<std::pair<int, size_t>, PairHash> plain_joined_;
   std::vector<std::vector<int>> rows_;
+  /// The row of each module (-1: a sequential).
+  std::vector<int> row_of_;
   /// The sequential each row is in (-1: the top level).
   std::vector<int> row_parent_;
   /// False when the next module starts a row (at the start of each sequential's members).
