@@ -1,20 +1,95 @@
-// Rendering long TensorDict pipelines: tdfx's diagram against a
-// FxGraphDrawer-like one, and the layout choices that make the difference.
-// Run: build/bin/bench_viz (the naive variants stop at 40 modules: at 100
-// torch.fx's drawing takes `dot` about 40 minutes).
+// Drawing long TensorDict pipelines, end to end (options, DOT text, Graphviz layout and SVG):
+// the op view and the module view side by side, tdfx's op view against a FxGraphDrawer-like
+// one, and the layout choices that make the difference.
+// Run: build/bin/bench_viz (the naive variant stops at 40 modules: at 100 torch.fx's drawing
+// takes `dot` about 40 minutes). Goals (issue 13): op view of 1000 modules under 1.5 s; module
+// view of 1000 under 1 s and of 10,000 under 10 s.
 
 #include <benchmark/benchmark.h>
 
-#include <regex>
+#include <map>
+#include <memory>
 #include <string>
 
+#include "bench/chain_pipeline.h"
 #include "tests/viz/chain.h"
+#include "tracer/diagram.h"
+#include "tracer/module_tree.h"
+#include "tracer/symbolic_trace.h"
 #include "viz/render.h"
 
 namespace {
 
 using tdfx::Format;
 using tdfx::testing::module_chain;
+
+/// One traced chain per length, traced once (tracing is bench_trace's business).
+const tdfx::TDGraphModule& traced_chain(int64_t n) {
+  static std::map<int64_t, std::unique_ptr<tdfx::TDGraphModule>> traced;
+  auto& slot = traced[n];
+  if (!slot) {
+    const auto chain = tdfx::bench::chain(n);
+    slot = std::make_unique<tdfx::TDGraphModule>(
+        tdfx::symbolic_trace(chain.pipeline, tdfx::bench::chain_input()));
+  }
+  return *slot;
+}
+
+void report(benchmark::State& state, const std::string& dot) {
+  state.counters["dot_kB"] = static_cast<double>(dot.size()) / 1024.0;
+}
+
+/// The op view of a traced chain: diagram_options, DOT text, layout and SVG.
+void BM_OpViewSvg(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(state.range(0));
+  for (auto _ : state) {
+    tdfx::RenderOptions options = tdfx::diagram_options(gm);
+    benchmark::DoNotOptimize(tdfx::render(gm.graph(), Format::kSvg, options));
+  }
+  report(state, tdfx::to_dot(gm.graph(), tdfx::diagram_options(gm)));
+}
+BENCHMARK(BM_OpViewSvg)->Arg(30)->Arg(100)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OpViewSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+/// The module view of a chain, without tracing it: module_view_options, DOT, layout, SVG.
+void BM_ModuleViewSvg(benchmark::State& state) {
+  const auto chain = tdfx::bench::chain(state.range(0));
+  tdfx::RenderOptions options;
+  for (auto _ : state) {
+    options = tdfx::module_view_options(chain.pipeline);
+    benchmark::DoNotOptimize(tdfx::render(tdfx::Graph(), Format::kSvg, options));
+  }
+  report(state, tdfx::module_view_dot(options));
+}
+BENCHMARK(BM_ModuleViewSvg)->Arg(30)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModuleViewSvg)->Arg(10000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+/// The module view of a traced chain, from diagram_options as `tdfx render --view modules`
+/// draws an archive.
+void BM_ModuleViewOfTraceSvg(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(state.range(0));
+  for (auto _ : state) {
+    tdfx::RenderOptions options = tdfx::diagram_options(gm);
+    options.view = tdfx::View::kModules;
+    benchmark::DoNotOptimize(tdfx::render(gm.graph(), Format::kSvg, options));
+  }
+}
+BENCHMARK(BM_ModuleViewOfTraceSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+/// diagram_options alone: linear in the graph and the parameters (it was quadratic: 1.3 s at
+/// 1000 modules, 6.9 s at 2000).
+void BM_DiagramOptions(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::diagram_options(gm));
+}
+BENCHMARK(BM_DiagramOptions)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+
+/// The DOT text alone (no Graphviz), both views.
+void BM_ToDot(benchmark::State& state) {
+  auto chain = module_chain(static_cast<size_t>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::to_dot(chain.graph, chain.options));
+}
+BENCHMARK(BM_ToDot)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 std::string record_escape(const std::string& text) {
   std::string out;
@@ -50,28 +125,6 @@ std::string fx_drawer_dot(const tdfx::Graph& graph, const tdfx::RenderOptions& o
   return dot + "}\n";
 }
 
-void report(benchmark::State& state, const std::string& dot) {
-  state.counters["dot_kB"] = static_cast<double>(dot.size()) / 1024.0;
-}
-
-/// tdfx's diagram: DOT text + in-process layout and SVG.
-void BM_RenderSvg(benchmark::State& state) {
-  auto chain = module_chain(static_cast<size_t>(state.range(0)));
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(tdfx::render(chain.graph, Format::kSvg, chain.options));
-  }
-  report(state, tdfx::to_dot(chain.graph, chain.options));
-}
-BENCHMARK(BM_RenderSvg)->Arg(10)->Arg(100)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_RenderSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
-
-/// The DOT text alone (no Graphviz).
-void BM_ToDot(benchmark::State& state) {
-  auto chain = module_chain(static_cast<size_t>(state.range(0)));
-  for (auto _ : state) benchmark::DoNotOptimize(tdfx::to_dot(chain.graph, chain.options));
-}
-BENCHMARK(BM_ToDot)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
-
 /// FxGraphDrawer's shape of diagram: records, every output an edge into one node.
 void BM_NaiveFxDrawerSvg(benchmark::State& state) {
   auto chain = module_chain(static_cast<size_t>(state.range(0)));
@@ -79,72 +132,28 @@ void BM_NaiveFxDrawerSvg(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_NaiveFxDrawerSvg)
-    ->Arg(10)
-    ->Arg(20)
-    ->Arg(40)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NaiveFxDrawerSvg)->Arg(10)->Arg(40)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-/// Ablation: tdfx's diagram with the fan-in put back (every key note -> output);
-/// with `clusters` false, also without the TensorDictModule boxes.
-void fan_in(benchmark::State& state, bool clusters) {
-  const size_t n = static_cast<size_t>(state.range(0));
-  auto chain = module_chain(n);
-  if (!clusters) chain.options.modules.clear();
-  std::string dot = tdfx::to_dot(chain.graph, chain.options);
-  dot = std::regex_replace(dot, std::regex(R"(  "key_\d+" -> "output" \[style=invis\];\n)"), "");
-  dot.resize(dot.rfind('}'));
-  for (size_t i = 0; i < n; ++i) dot += "  \"key_" + std::to_string(i) + "\" -> \"output\";\n";
-  dot += "}\n";
-  for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
-  report(state, dot);
-}
-void BM_AblationFanIn(benchmark::State& state) { fan_in(state, true); }
-void BM_AblationFanInNoClusters(benchmark::State& state) { fan_in(state, false); }
-BENCHMARK(BM_AblationFanIn)
-    ->Arg(40)
-    ->Arg(100)
-    ->Arg(1000)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_AblationFanInNoClusters)
-    ->Arg(10)
-    ->Arg(20)
-    ->Arg(40)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-
-/// Ablation: dtype/shape as edge `label` (a virtual node per edge, twice the
-/// ranks) instead of `xlabel` (placed after layout).
-void BM_AblationEdgeLabels(benchmark::State& state) {
-  auto chain = module_chain(static_cast<size_t>(state.range(0)));
-  std::string dot = tdfx::to_dot(chain.graph, chain.options);
-  dot = std::regex_replace(dot, std::regex(R"(\[xlabel=<)"), "[label=<");
-  for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
-  report(state, dot);
-}
-BENCHMARK(BM_AblationEdgeLabels)->Arg(100)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
-
-/// Ablation: no TensorDictModule clusters.
-void BM_AblationNoClusters(benchmark::State& state) {
+/// Ablation: the op view without TensorDictModule clusters.
+void BM_AblationOpViewNoClusters(benchmark::State& state) {
   auto chain = module_chain(static_cast<size_t>(state.range(0)));
   chain.options.modules.clear();
   const std::string dot = tdfx::to_dot(chain.graph, chain.options);
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_AblationNoClusters)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AblationOpViewNoClusters)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
-/// Ablation: key notes below their producers instead of on the same rank.
-void BM_AblationKeysBelow(benchmark::State& state) {
-  auto chain = module_chain(static_cast<size_t>(state.range(0)));
-  std::string dot = tdfx::to_dot(chain.graph, chain.options);
-  dot = std::regex_replace(dot, std::regex(R"(\{rank=same; [^}]*\}\n)"), "");
+/// Ablation: the module view as one strip (no rows).
+void BM_AblationModuleViewNoRows(benchmark::State& state) {
+  const auto chain = tdfx::bench::chain(state.range(0));
+  tdfx::RenderOptions options = tdfx::module_view_options(chain.pipeline);
+  options.modules_per_row = 0;
+  const std::string dot = tdfx::module_view_dot(options);
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_AblationKeysBelow)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AblationModuleViewNoRows)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

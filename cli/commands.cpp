@@ -8,6 +8,7 @@
 #include "core/file_io.h"
 #include "export/archive.h"
 #include "export/program.h"
+#include "export/program_diagram.h"
 #include "samples/pipelines.h"
 #include "tracer/diagram.h"
 #include "tracer/symbolic_trace.h"
@@ -84,11 +85,8 @@ std::string check_render_extension(const std::string& path) {
 }
 
 RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes) {
-  RenderOptions options;
+  RenderOptions options = diagram_options(program);
   options.max_nodes = max_nodes;
-  for (const OutputSpec& output : program.graph_signature().outputs) {
-    options.output_keys.push_back(output.key);
-  }
   return options;
 }
 
@@ -98,9 +96,13 @@ void write_drawing(const Graph& graph, const std::string& out, const RenderOptio
   writing(out, [&] { write_file_atomically<Error>(out, bytes); });
 }
 
-void run_render(const std::string& path, const std::string& out, size_t max_nodes) {
+void run_render(const std::string& path, const std::string& out, size_t max_nodes, View view,
+                Rankdir rankdir) {
   const ExportedProgram program = load_program(path);
-  write_drawing(program.graph(), out, program_render_options(program, max_nodes));
+  RenderOptions options = program_render_options(program, max_nodes);
+  options.view = view;
+  options.rankdir = rankdir;
+  write_drawing(program.graph(), out, options);
 }
 
 }  // namespace tdfx::cli

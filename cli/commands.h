@@ -64,18 +64,20 @@ void writing(const std::string& path, Fn&& fn) {
   std::cout << "wrote " << path << "\n";
 }
 
-/// What `render` draws of a loaded program beyond its graph: the key of each output.
+/// What `render` draws of a loaded program beyond its graph: the key of each output and the
+/// module boxes the archive keeps (diagram_options).
 RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes);
 
 /// Draws `graph` in the format `out`'s extension names and writes it atomically (FileError
 /// when it cannot be written).
 void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options);
 
-/// `tdfx render`: loads `path` and draws its graph to `out` (.svg, .png,
-/// .pdf, .dot, .gv; .html: the interactive page), the outputs labelled with their keys. A graph of
-/// more than `max_nodes` nodes is refused (RenderOptions::max_nodes), as is one Graphviz cannot
-/// draw: a tdfx::Error, not a FileError.
-void run_render(const std::string& path, const std::string& out, size_t max_nodes);
+/// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the interactive page) in `view`
+/// (every op boxed by TensorDictModule, or one node per module) and `rankdir`, the outputs
+/// labelled with their keys. A drawing over `max_nodes` (RenderOptions::max_nodes) is
+/// refused, as is one Graphviz cannot draw: a tdfx::Error, not a FileError.
+void run_render(const std::string& path, const std::string& out, size_t max_nodes,
+                View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom);
 
 /// "" when `path` names a format `render` can write, otherwise why not.
 std::string check_render_extension(const std::string& path);

@@ -2,7 +2,8 @@
 //
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
-//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--max-nodes N]
+//   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
+//               [--max-nodes N]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}] [--save RUN.pt]
 
@@ -101,6 +102,17 @@ int main(int argc, char** argv) {
                    "faster than the graph; .dot output has no limit)")
       ->capture_default_str()
       ->check(CLI::Validator(whole_number, "N", "whole number"));
+  std::string view = "ops";
+  render
+      ->add_option("--view", view,
+                   "ops: every op, boxed by TensorDictModule; modules: one node per "
+                   "TensorDictModule, one edge per key, nested sequentials as boxes")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ops", "modules"}));
+  std::string rankdir = "TB";
+  render->add_option("--rankdir", rankdir, "The drawing flows top-down (TB) or left-right (LR)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"TB", "LR"}));
   render->footer(kFooter);
 
   std::string run_file;
@@ -156,7 +168,8 @@ int main(int argc, char** argv) {
                                         : ShowWhat::kReadable;
       run_show(show_file, what);
     } else if (render->parsed()) {
-      run_render(render_file, render_out, max_nodes);
+      run_render(render_file, render_out, max_nodes, *tdfx::view_from_string(view),
+                 rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom);
     } else if (run->parsed()) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));

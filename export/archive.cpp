@@ -13,6 +13,8 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "core/python_repr.h"
+#include "export/json_checks.h"
+#include "export/module_table.h"
 #include "export/op_policy.h"
 #include "export/zip.h"
 #include "graph/namespace.h"
@@ -20,10 +22,20 @@
 namespace tdfx {
 namespace {
 
+using detail::array;
+using detail::describe;
+using detail::field;
+using detail::is_module_path;
+using detail::key_from_json;
+using detail::printable;
+using detail::text;
 using nlohmann::json;
 
 constexpr const char* kFormat = "tdfx.exported_program";
-constexpr int64_t kVersion = 2;
+// Version 3 added the `modules` table (module_table.h); version 2 archives, without it, still
+// load and draw without module boxes.
+constexpr int64_t kVersion = 3;
+constexpr int64_t kOldestVersion = 2;
 constexpr const char* kProgramRecord = "program.json";
 // Bounds on what a program document may nest, far above anything tdfx writes.
 constexpr int kMaxJsonDepth = 64;
@@ -127,77 +139,6 @@ int json_depth(std::string_view text) {
     }
   }
   return deepest;
-}
-
-// What a JSON value is, for messages: untrusted values are never printed whole.
-std::string describe(const json& value) {
-  if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
-  if (value.is_string()) {
-    const auto& s = value.get_ref<const std::string&>();
-    return python_repr(s.size() > 40 ? s.substr(0, 40) + "..." : s);
-  }
-  return std::string("a JSON ") + value.type_name();
-}
-
-// Names and strings that reach printed code and diagrams: no control
-// characters, whatever the printers do with them.
-const std::string& printable(const std::string& text, const std::string& what,
-                             const std::string& where) {
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      fail<ArchiveError>("{}: {} {} holds a control character", where, what, python_repr(text));
-    }
-  }
-  return text;
-}
-
-bool is_module_path(const std::string& path) {
-  size_t start = 0;
-  while (true) {
-    const auto dot = path.find('.', start);
-    const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits && !is_python_identifier(part)) return false;
-    if (dot == std::string::npos) return true;
-    start = dot + 1;
-  }
-}
-
-// --- from JSON ----------------------------------------------------------------
-
-// Every read of the document goes through these: a wrong type or a missing
-// field is an ArchiveError saying where, never a crash.
-const json& field(const json& object, const char* name, const std::string& where) {
-  if (!object.is_object() || !object.contains(name)) {
-    fail<ArchiveError>("{}: missing field '{}'", where, name);
-  }
-  return object.at(name);
-}
-
-std::string text(const json& object, const char* name, const std::string& where) {
-  const json& value = field(object, name, where);
-  if (!value.is_string()) fail<ArchiveError>("{}: field '{}' is not a string", where, name);
-  return value.get<std::string>();
-}
-
-const json& array(const json& object, const char* name, const std::string& where) {
-  const json& value = field(object, name, where);
-  if (!value.is_array()) fail<ArchiveError>("{}: field '{}' is not a list", where, name);
-  return value;
-}
-
-NestedKey key_from_json(const json& parts, bool is_tuple, const std::string& where) {
-  if (!parts.is_array() || parts.empty())
-    fail<ArchiveError>("{}: a key must be a non-empty list", where);
-  std::vector<std::string> items;
-  for (const json& part : parts) {
-    if (!part.is_string()) fail<ArchiveError>("{}: a key part is not a string", where);
-    items.push_back(printable(part.get<std::string>(), "key part", where));
-  }
-  if (items.size() == 1 && !is_tuple) return NestedKey(items[0]);
-  if (items.size() == 1) return NestedKey({items[0]});
-  return NestedKey(std::move(items));
 }
 
 c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
@@ -534,7 +475,8 @@ json program_document(const ExportedProgram& program, const WeightRecords& weigh
                    {"version", kVersion},
                    {"nodes", graph_to_json(program.graph())},
                    {"signature", signature_to_json(program.graph_signature())},
-                   {"weights", weights.entries}};
+                   {"weights", weights.entries},
+                   {"modules", detail::modules_to_json(program.modules())}};
   if (const auto& s = program.batch_specialisation()) {
     document["batch_specialisation"] = {
         {"traced_batch", s->traced_batch}, {"node", s->node}, {"module", s->module}};
@@ -651,8 +593,9 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
           name.compare(slash, std::string::npos, "/program.json") == 0) {
         fail<ArchiveError>(
             "{}: this is a tdfx archive of format version 1 (pickled weights), which is not "
-            "supported; this tdfx reads version {}: export the program again with this tdfx",
-            where, kVersion);
+            "supported; this tdfx reads versions {} to {}: export the program again with this "
+            "tdfx",
+            where, kOldestVersion, kVersion);
       }
     }
   });
@@ -670,11 +613,12 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
     fail<ArchiveError>("{}: not a tdfx exported program", where);
   }
   const json& version = field(document, "version", where);
-  if (!version.is_number_integer() || version.get<int64_t>() != kVersion) {
+  if (!version.is_number_integer() || version.get<int64_t>() < kOldestVersion ||
+      version.get<int64_t>() > kVersion) {
     fail<ArchiveError>(
-        "{}: archive format version {} is not supported; this tdfx reads version {} (export the "
-        "program again with this tdfx; version 1 archives pickled their weights)",
-        where, describe(version), kVersion);
+        "{}: archive format version {} is not supported; this tdfx reads versions {} to {} "
+        "(export the program again with this tdfx; version 1 archives pickled their weights)",
+        where, describe(version), kOldestVersion, kVersion);
   }
   Graph graph = GraphReader(where).read(field(document, "nodes", where));
   check_program_operations(graph, options.memory_budget, where);
@@ -683,9 +627,13 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   auto state =
       load_weights(array(document, "weights", where), graph, signature, zip, options, where);
   auto specialisation = specialisation_from_json(document, graph, where);
+  std::vector<ModuleBox> modules;
+  if (version.get<int64_t>() >= 3) {
+    modules = detail::modules_from_json(field(document, "modules", where), graph, where);
+  }
   try {
     return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
-                           std::move(specialisation));
+                           std::move(specialisation), std::move(modules));
   } catch (const Error& e) {
     // The graph does not compile: an argument does not fit its operator's schema.
     fail<ArchiveError>("{}: {}", where, e.what());

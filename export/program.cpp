@@ -103,11 +103,13 @@ std::vector<at::Tensor> ExportedModule::operator()(
 
 ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
                                  std::map<std::string, at::Tensor> state,
-                                 std::optional<BatchSpecialisation> specialisation)
+                                 std::optional<BatchSpecialisation> specialisation,
+                                 std::vector<ModuleBox> modules)
     : runner_(std::make_shared<GraphModule>(nullptr, std::move(graph))),
       signature_(std::move(signature)),
       state_(std::move(state)),
-      specialisation_(std::move(specialisation)) {
+      specialisation_(std::move(specialisation)),
+      modules_(std::move(modules)) {
   for (const auto& in : signature_.inputs) {
     if (in.kind != InputKind::kUserInput && !state_.count(in.name)) {
       fail<ArchiveError>("the program's input {} has no weight", in.name);
@@ -223,7 +225,7 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   }
   graph.lint();
   return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
-                         std::move(specialisation));
+                         std::move(specialisation), pipeline_modules(*module, ""));
 }
 
 }  // namespace tdfx

@@ -16,6 +16,7 @@
 #include "graph/graph_module.h"
 #include "tensordict/modules.h"
 #include "tracer/batch_check.h"
+#include "tracer/module_tree.h"
 
 namespace tdfx {
 
@@ -86,8 +87,11 @@ class ExportedModule {
 /// An exported program: its graph, signature and weights.
 class ExportedProgram {
  public:
+  /// `modules`: the TensorDictModules and nested sequentials it came from (pipeline_modules),
+  /// which its diagrams draw; none for a program without them (an archive of version 2).
   ExportedProgram(Graph graph, GraphSignature signature, std::map<std::string, at::Tensor> state,
-                  std::optional<BatchSpecialisation> specialisation = std::nullopt);
+                  std::optional<BatchSpecialisation> specialisation = std::nullopt,
+                  std::vector<ModuleBox> modules = {});
 
   const Graph& graph() const { return runner_->graph(); }
   /// The compiled graph (inputs: the state, then the user inputs; see ExportedModule).
@@ -98,6 +102,9 @@ class ExportedProgram {
   /// Set when the program holds its traced batch size as a constant (see
   /// tracer/batch_generalise.h); its module then checks each call's batch.
   const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
+  /// The TensorDictModules and nested sequentials the program came from, paths as its nodes'
+  /// `td_module` names them (`module.0`); see pipeline_modules.
+  const std::vector<ModuleBox>& modules() const { return modules_; }
   /// A callable running the program on plain tensors.
   ExportedModule module() const;
   /// The forward code in export style (`torch.ops.aten.linear.default(...)`).
@@ -110,6 +117,7 @@ class ExportedProgram {
   GraphSignature signature_;
   std::map<std::string, at::Tensor> state_;
   std::optional<BatchSpecialisation> specialisation_;
+  std::vector<ModuleBox> modules_;
   /// Each input's placeholder metadata, in signature order.
   std::vector<TensorMeta> in_meta_;
 };

@@ -4,6 +4,7 @@
 
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 
 #include "tensordict/modules.h"
@@ -114,6 +115,41 @@ inline std::shared_ptr<TensorDictSequential> seed_000_nested_model() {
   });
   model->select_out_keys(NestedKey{"some", "output"});
   return model;
+}
+
+}  // namespace tdfx::samples
+
+namespace tdfx::samples {
+
+/// An actor-critic pipeline with nested sequentials and shared keys, the README's diagrams:
+/// an encoder (Linear, ReLU, BatchNorm1d: buffers) writing "hidden" three times, an actor
+/// reading it (Linear, NormalParamExtractor) into ("agent", "loc"/"scale"), a critic reading
+/// it too, and a masked action. In eval mode, so that BatchNorm uses its running statistics.
+inline std::shared_ptr<TensorDictSequential> actor_critic() {
+  auto encoder = make_td_sequential({
+      make_td_module(torch::nn::Linear(8, 32), {"observation"}, {"hidden"}),
+      make_td_module(torch::nn::ReLU(), {"hidden"}, {"hidden"}),
+      make_td_module(torch::nn::BatchNorm1d(32), {"hidden"}, {"hidden"}),
+  });
+  auto actor = make_td_sequential({
+      make_td_module(torch::nn::Linear(32, 4), {"hidden"}, {{"agent", "logits"}}),
+      make_td_module(NormalParamExtractor(), {{"agent", "logits"}},
+                     {{"agent", "loc"}, {"agent", "scale"}}),
+  });
+  auto critic = make_td_module(torch::nn::Linear(32, 1), {"hidden"}, {{"critic", "value"}});
+  auto masked =
+      make_td_module([](const at::Tensor& loc, const at::Tensor& mask) { return loc * mask; },
+                     {{"agent", "loc"}, {"agent", "mask"}}, {{"agent", "action"}});
+  auto pipeline = make_td_sequential({encoder, actor, critic, masked});
+  pipeline->eval();
+  return pipeline;
+}
+
+/// Random inputs for actor_critic, batch 16.
+inline TensorDict actor_critic_input() {
+  return TensorDict({{"observation", at::randn({16, 8})},
+                     {{"agent", "mask"}, at::randint(0, 2, {16, 2}).to(at::kFloat)}},
+                    {16});
 }
 
 }  // namespace tdfx::samples

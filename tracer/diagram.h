@@ -9,8 +9,15 @@
 
 namespace tdfx {
 
-/// One box per TensorDictModule, the key each output is written to, and each
-/// call_module's configuration and parameters (dtype and shape).
+/// Everything both views draw of a traced pipeline: its TensorDictModules and nested
+/// sequentials (boxes in the op view, nodes and boxes in the module view), the key each
+/// output is written to, and each call_module's configuration, parameters and buffers
+/// (dtype and shape). Linear in the graph and the module's tensors. The op view is the
+/// default; set `view` for the other:
+///
+///     RenderOptions options = diagram_options(gm);
+///     options.view = View::kModules;
+///     write(gm.graph(), "modules.svg", options);
 RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters = true);
 
 /// Draws `module` to `path` (.svg, .png, .pdf, .dot; .html: the interactive page), atomically.

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "graph/fx_face.h"
+#include "tracer/module_tree.h"
 
 namespace tdfx {
 
@@ -66,31 +67,6 @@ bool prints_as_method(const std::string& op) {
 namespace {
 
 namespace jit = torch::jit;
-
-std::string join_path(const std::string& a, const std::string& b) {
-  return a.empty() ? b : (b.empty() ? a : a + "." + b);
-}
-
-std::string describe_module(const torch::nn::Module& module) {
-  std::ostringstream out;
-  module.pretty_print(out);
-  std::string text = out.str();
-  if (text.rfind("torch::nn::", 0) == 0) text = text.substr(11);
-  return text;
-}
-
-std::string short_type(const torch::nn::Module& module) {
-  std::string name = module.name();
-  const auto colon = name.rfind("::");
-  if (colon != std::string::npos) name = name.substr(colon + 2);
-  // `struct LinearImpl` behind TORCH_MODULE(Linear): the user knows it as Linear.
-  const std::string impl = "Impl";
-  if (name.size() > impl.size() &&
-      name.compare(name.size() - impl.size(), impl.size(), impl) == 0) {
-    name.resize(name.size() - impl.size());
-  }
-  return name;
-}
 
 // Emulates the name scopes of the tensordict prototype tracer: every
 // TensorDictModule's wrapped module is traced on its own (its own namespace),

@@ -16,16 +16,13 @@
 
 #include "core/error.h"
 #include "tensordict/access_hook.h"
+#include "tracer/module_tree.h"
 
 namespace tdfx::detail {
 namespace {
 
 namespace jit = torch::jit;
 namespace tracer = torch::jit::tracer;
-
-std::string join_path(const std::string& a, const std::string& b) {
-  return a.empty() ? b : a + "." + b;
-}
 
 // Suspends tracing for the scope: makes the runtime alias of a key without recording it.
 class PauseTracing {

@@ -155,9 +155,10 @@ bool lacks_meta(const Node& node) {
 void TDGraphModule::recompile() {
   graph_.lint();
   const Node* output = graph_.output_node();
-  const size_t returned = !output                                  ? 0
-                          : output->args().at(0).is<ArgumentList>() ? output->args()[0].as<ArgumentList>().items.size()
-                                                                    : 1;
+  const size_t returned = !output ? 0
+                          : output->args().at(0).is<ArgumentList>()
+                              ? output->args()[0].as<ArgumentList>().items.size()
+                              : 1;
   if (returned != out_keys_.size()) {
     fail<GraphError>("the edited graph returns {} value(s); the module writes {} out key(s)",
                      returned, out_keys_.size());
@@ -260,11 +261,7 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
       detail::record_batch_checked(*module, example, prefix, options);
   detail::BuiltGraph built = detail::build_graph(checked.recording, *root, options);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
-  std::vector<TracedModule> modules;
-  for (const auto& call : checked.recording.calls) {
-    modules.push_back(
-        {call.td_path, call.module->describe(), call.module->in_keys(), call.module->out_keys()});
-  }
+  std::vector<TracedModule> modules = pipeline_modules(*module, prefix);
   std::vector<NestedKey> input_keys;
   Graph runnable = runnable_graph(checked.recording, *root, options, built, input_keys);
   return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),

@@ -11,19 +11,15 @@
 #include "graph/graph_module.h"
 #include "tensordict/modules.h"
 #include "tracer/batch_check.h"
+#include "tracer/module_tree.h"
 #include "tracer/trace_options.h"
 
 namespace tdfx {
 
-/// One TensorDictModule call of a trace: where it sits and which keys it reads and writes.
-struct TracedModule {
-  /// Its path from the graph root ("0", "0.module.1"); "" for a root module.
-  std::string path;
-  /// Its description (`TensorDictModule(module=..., in_keys=[...], out_keys=[...])`).
-  std::string label;
-  std::vector<NestedKey> in_keys;
-  std::vector<NestedKey> out_keys;
-};
+/// A TensorDictModule or nested TensorDictSequential of a trace (see pipeline_modules):
+/// its path from the graph root ("0", "0.module.1"; "" for a root module), wrapped module,
+/// keys and parameter counts. The diagrams draw it as it is.
+using TracedModule = ModuleBox;
 
 /// A traced TensorDict module: runs the graph on a TensorDict and writes the
 /// out keys, as tensordict's prototype `TDGraphModule` does.
@@ -71,7 +67,8 @@ class TDGraphModule {
   const std::vector<NestedKey>& input_keys() const { return input_keys_; }
   /// The keys the outputs are written to, in output order.
   const std::vector<NestedKey>& out_keys() const { return out_keys_; }
-  /// The TensorDictModule calls the trace went through, in order.
+  /// The TensorDictModules and nested TensorDictSequentials the trace went through, in run
+  /// order, a sequential before its children (pipeline_modules).
   const std::vector<TracedModule>& modules() const { return modules_; }
   /// Set when the graph holds the traced batch size as a constant: every run
   /// then checks its batch (ShapeError naming the node). Unset: any batch runs.

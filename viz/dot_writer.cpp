@@ -1,16 +1,21 @@
-// to_dot: the DOT text of a graph. Deterministic: it walks the graph in
-// program order and the options in their given order, never by address.
+// to_dot: the op view's DOT text. Deterministic: it walks the graph in program order and the
+// options in their given order, never by address. (The module view is module_view.cpp.)
 //
-// Layout choices, measured by bench/bench_viz.cpp on a chain of
-// relu(Linear(64, 64)) TensorDictModules (2-core machine, CPU time):
-// - No fan-in into the output: each written key is a note on the same rank as
-//   its producer. FxGraphDrawer's shape (every output an edge into one node,
-//   no boxes) costs 7 ms at 10 modules, 1.1 s at 40 and ~40 min at 100.
-// - One cluster per TensorDictModule also tames that fan-in (with it put back:
-//   0.1 s at 100, 4.2 s at 1000) and costs little without it.
-// - dtype/shape as edge `xlabel`, not `label`: a label is a virtual node per
-//   edge and doubles the ranks (1000 modules: 4.6 s against 2.8 s).
-// - Splines, nslimit and friends made no measurable difference here.
+// Layout choices, measured by bench/bench_viz.cpp on a chain of relu(Linear(64, 64))
+// TensorDictModules (2-core machine):
+// - No fan-in into the output above kMaxOutputEdges outputs. FxGraphDrawer's shape (every
+//   output an edge into one node, no boxes) costs 7 ms at 10 modules, 1.1 s at 40 and
+//   ~40 min at 100.
+// - One cluster per TensorDictModule also tames that fan-in and costs little without it.
+// - A written key is a row of the node that produces it, not a note beside it: a note on
+//   its producer's rank could still be placed beyond a neighbour, and was 1,000 more nodes
+//   and flat edges at 1,000 modules.
+// - No dtype/shape on edges: the producer's `value:` row says it, and a label placed after
+//   layout (`xlabel`) could land on a box title, while a `label` doubles the ranks.
+// - The clusters make `dot`'s placement of nodes (its second network simplex) most of the
+//   time: 1.4 s of 2.4 s at 1000 modules, 0.6 s without clusters. Above kLargeGraph nodes
+//   its iterations are bounded (`nslimit=0.2`): 1.05 s, the chain's nodes then not all on
+//   one vertical line.
 
 #include <fmt/format.h>
 
@@ -27,6 +32,9 @@ namespace {
 
 /// Longest text shown in one row of a node (arguments of a 1000-output tuple…).
 constexpr size_t kMaxRowText = 120;
+/// Above this many nodes, `dot` places nodes with at most 0.2 × nodes iterations of its
+/// network simplex (`nslimit`) instead of until optimal.
+constexpr size_t kLargeGraph = 500;
 /// Keys per row in the output node's list of written keys.
 constexpr size_t kKeysPerRow = 6;
 
@@ -127,18 +135,18 @@ struct Row {
 
 Row plain(const std::string& text) { return {escape_html(truncate_text(text, kMaxRowText))}; }
 
-// Graphviz IDs live in disjoint namespaces, so that no node name can merge with a note: a
-// node is `node:NAME` and the note of a written key `key:N`, told apart by their prefixes
-// whatever the name. Boxes are subgraphs, `cluster_N`, which Graphviz keeps apart from
-// nodes anyway. (Not `%NAME`: cgraph takes IDs starting with `%` for anonymous ones.)
+// Graphviz IDs live in disjoint namespaces, so that no node name can merge with anything
+// else: a graph node is `node:NAME`, a module of the module view `module:PATH`. Boxes are
+// subgraphs, `cluster_N`, which Graphviz keeps apart from nodes anyway. (Not `%NAME`:
+// cgraph takes IDs starting with `%` for anonymous ones.)
 
 /// The DOT ID of a graph node.
 std::string node_id(const Node& node) { return dot_quote("node:" + node.name()); }
 
-/// The DOT ID of the note of the `index`-th written key.
-std::string note_id(size_t index) { return dot_quote(fmt::format("key:{}", index)); }
+/// Width of a wrapped row of text in a node or a box title, in bytes.
+constexpr size_t kWrapWidth = 48;
 
-/// Writes the DOT text; holds the naming state of one drawing.
+/// Writes the op view's DOT text; holds the naming state of one drawing.
 class DotWriter {
  public:
   DotWriter(const Graph& graph, const RenderOptions& options) : graph_(graph), options_(options) {}
@@ -146,8 +154,13 @@ class DotWriter {
   std::string run() {
     assign_boxes();
     collect_outputs();
+    for (Node* node : graph_.nodes()) members_[box_of_[node] + 1].push_back(node_stmt(*node));
     out_ += "digraph G {\n";
-    out_ += "  graph [rankdir=TB, nodesep=0.3, ranksep=0.35, fontname=\"Helvetica\", fontsize=12";
+    out_ += fmt::format(
+        "  graph [rankdir={}, nodesep=0.3, ranksep=0.35, fontname=\"Helvetica\", fontsize=12",
+        options_.rankdir == Rankdir::kLeftRight ? "LR" : "TB");
+    // A large graph's node positions come from a bounded search (see the top of the file).
+    if (graph_.size() > kLargeGraph) out_ += ", nslimit=0.2";
     if (!options_.title.empty()) {
       out_ += ", labelloc=t, label=<<b>" + escape_html(options_.title) + "</b>>";
     }
@@ -155,10 +168,8 @@ class DotWriter {
     out_ += "  node [fontname=\"Helvetica\", fontsize=10, margin=\"0.05,0.03\"];\n";
     out_ +=
         "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\", fontcolor=\"#333333\"];\n";
-    for (size_t b = 0; b < options_.modules.size(); ++b) {
-      if (parent_[b] < 0) write_box(b, "  ");
-    }
-    for (const std::string& stmt : members_[-1]) out_ += "  " + stmt;
+    for (int b : children_[0]) write_box(static_cast<size_t>(b), "  ");
+    for (const std::string& stmt : members_[0]) out_ += "  " + stmt;
     write_edges();
     out_ += "}\n";
     return std::move(out_);
@@ -169,19 +180,29 @@ class DotWriter {
   /// box with the longest path that prefixes its own.
   void assign_boxes() {
     const auto& boxes = options_.modules;
-    parent_.assign(boxes.size(), -1);
+    std::vector<int> parent(boxes.size(), -1);
     std::unordered_map<std::string, int> by_path;
-    for (size_t b = 0; b < boxes.size(); ++b) by_path.emplace(boxes[b].path, static_cast<int>(b));
+    // A root module (path "") is the whole graph: no box.
+    for (size_t b = 0; b < boxes.size(); ++b) {
+      if (!boxes[b].path.empty()) by_path.emplace(boxes[b].path, static_cast<int>(b));
+    }
     for (size_t b = 0; b < boxes.size(); ++b) {
       std::string path = boxes[b].path;
       for (auto dot = path.rfind('.'); dot != std::string::npos; dot = path.rfind('.')) {
         path.resize(dot);
         auto it = by_path.find(path);
         if (it != by_path.end() && it->second != static_cast<int>(b)) {
-          parent_[b] = it->second;
+          parent[b] = it->second;
           break;
         }
       }
+    }
+    // Children by box, index 0 the top level: each box is written once, with its children.
+    children_.assign(boxes.size() + 1, {});
+    members_.assign(boxes.size() + 1, {});
+    for (size_t b = 0; b < boxes.size(); ++b) {
+      if (boxes[b].path.empty()) continue;
+      children_[static_cast<size_t>(parent[b] + 1)].push_back(static_cast<int>(b));
     }
     for (Node* node : graph_.nodes()) {
       auto it = by_path.find(node->meta().td_module);
@@ -189,9 +210,8 @@ class DotWriter {
     }
   }
 
-  /// The output elements and the keys they are written to.
+  /// The output elements, and the keys each node writes.
   void collect_outputs() {
-    for (Node* node : graph_.nodes()) members_[box_of_[node]].push_back(node_stmt(*node));
     Node* out = graph_.output_node();
     if (!out || out->args().empty()) return;
     const Argument& result = out->args()[0];
@@ -201,16 +221,7 @@ class DotWriter {
       outputs_.push_back(result.node());
     }
     for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
-      if (!outputs_[i]) continue;
-      const std::string id = note_id(i);
-      std::string label = "<<table border=\"0\" cellborder=\"0\" cellspacing=\"0\"><tr><td>";
-      label +=
-          "writes <b>" + escape_html(options_.output_keys[i].repr()) + "</b></td></tr></table>>";
-      // Same rank as its producer: the key reads as a tag beside the node that wrote it.
-      members_[box_of_[outputs_[i]]].push_back(
-          fmt::format("{} [shape=note, style=filled, fillcolor=\"#fff8d6\", label={}];\n"
-                      "{{rank=same; {}; {};}}\n",
-                      id, label, node_id(*outputs_[i]), id));
+      if (outputs_[i]) written_[outputs_[i]].push_back(&options_.output_keys[i]);
     }
   }
 
@@ -218,17 +229,16 @@ class DotWriter {
     const ModuleBox& box = options_.modules[b];
     out_ += fmt::format("{}subgraph cluster_{} {{\n", indent, b);
     std::string label = "<b>" + escape_html(box.path) + "</b>";
-    if (!box.label.empty()) label += "<br/>" + escape_html(box.label);
-    label += "<br/>" + escape_html(truncate_text(repr(box.in_keys), kMaxRowText)) + " -&gt; " +
-             escape_html(truncate_text(repr(box.out_keys), kMaxRowText));
+    if (!box.type.empty()) label += "  " + escape_html(box.type);
+    // The keys once, wrapped; the wrapped module's configuration is its call_module's.
+    const std::string keys = repr(box.in_keys) + " -> " + repr(box.out_keys);
+    label += "<br/>" + wrapped_html(truncate_text(keys, 4 * kWrapWidth), kWrapWidth);
     out_ += fmt::format(
-        "{}  graph [label=<{}>, style=\"rounded,filled\", fillcolor=\"#f7f7fb\", "
+        "{}  graph [label=<{}>, style=\"rounded,filled\", fillcolor=\"{}\", "
         "color=\"#7a7aa8\", labeljust=l, fontsize=10];\n",
-        indent, label);
-    for (size_t c = 0; c < options_.modules.size(); ++c) {
-      if (parent_[c] == static_cast<int>(b)) write_box(c, indent + "  ");
-    }
-    for (const std::string& stmt : members_[static_cast<int>(b)]) out_ += indent + "  " + stmt;
+        indent, label, box.sequential ? "#eef0f8" : "#f7f7fb");
+    for (int c : children_[b + 1]) write_box(static_cast<size_t>(c), indent + "  ");
+    for (const std::string& stmt : members_[b + 1]) out_ += indent + "  " + stmt;
     out_ += indent + "}\n";
   }
 
@@ -242,7 +252,7 @@ class DotWriter {
       const Row& row = rows[i];
       const char* bg = i == 0 ? style.header : row.bgcolor;
       label += "<tr><td";
-      if (i > 0) label += " align=\"left\"";
+      if (i > 0) label += " align=\"left\" balign=\"left\"";
       if (bg) label += fmt::format(" bgcolor=\"{}\"", bg);
       label += ">";
       label += row.bold ? "<b>" + row.text + "</b>" : row.text;
@@ -295,6 +305,14 @@ class DotWriter {
     rows.push_back(plain(fmt::format("#users: {}", node.users().size())));
     const std::string meta = meta_str(node.meta().tensor);
     if (!meta.empty()) rows.push_back(plain("value: " + meta));
+    const auto written = written_.find(&node);
+    if (written != written_.end()) {
+      for (const NestedKey* key : written->second) {
+        rows.push_back(
+            {"writes <b>" + escape_html(truncate_text(key->repr(), kMaxRowText)) + "</b>", false,
+             "#fff3b0"});
+      }
+    }
     const auto overlay = options_.overlay.find(node.name());
     if (overlay != options_.overlay.end()) {
       for (const auto& line : overlay->second.lines) {
@@ -311,13 +329,23 @@ class DotWriter {
     auto desc = options_.module_descriptions.find(target);
     const std::string& text =
         desc != options_.module_descriptions.end() ? desc->second : node.meta().module_type;
-    if (!text.empty()) rows.push_back({escape_html(truncate_text(text, kMaxRowText)), true});
-    if (!options_.show_parameters) return;
-    auto params = options_.module_parameters.find(target);
-    if (params == options_.module_parameters.end()) return;
-    for (const auto& [name, meta] : params->second) {
+    if (!text.empty()) {
+      rows.push_back({wrapped_html(truncate_text(text, 4 * kWrapWidth), kWrapWidth), true});
+    }
+    tensor_rows(options_.show_parameters, options_.module_parameters, target, "#fff0e0", rows);
+    tensor_rows(options_.show_buffers, options_.module_buffers, target, "#eef5e4", rows);
+  }
+
+  static void tensor_rows(
+      bool shown,
+      const std::map<std::string, std::vector<std::pair<std::string, TensorMeta>>>& tensors,
+      const std::string& target, const char* bgcolor, std::vector<Row>& rows) {
+    if (!shown) return;
+    auto found = tensors.find(target);
+    if (found == tensors.end()) return;
+    for (const auto& [name, meta] : found->second) {
       Row row = plain(name + ": " + meta_str(meta));
-      row.bgcolor = "#fff0e0";
+      row.bgcolor = bgcolor;
       rows.push_back(row);
     }
   }
@@ -339,56 +367,42 @@ class DotWriter {
     }
   }
 
-  /// One edge per distinct input; dtype and shape of the value as its label.
+  /// One edge per distinct input; into the output one per distinct output element, up to
+  /// kMaxOutputEdges of them.
   void write_edges() {
     Node* out = graph_.output_node();
-    const bool fan_in = outputs_.size() <= kMaxOutputEdges;
     for (Node* node : graph_.nodes()) {
-      if (node == out) continue;
-      for (Node* input : node->input_nodes()) write_edge(node_id(*input), *input, node);
-    }
-    if (!out) return;
-    const std::string out_id = node_id(*out);
-    size_t keyed = 0;
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      Node* producer = outputs_[i];
-      if (!producer) continue;
-      if (i < options_.output_keys.size()) {
-        const std::string key_id = note_id(i);
-        out_ +=
-            fmt::format("  {} -> {} [style=dashed, arrowhead=none];\n", node_id(*producer), key_id);
-        if (fan_in) out_ += fmt::format("  {} -> {} [style=dashed];\n", key_id, out_id);
-        keyed = i + 1;
-      } else if (fan_in) {
-        write_edge(node_id(*producer), *producer, out);
+      if (node == out && outputs_.size() > kMaxOutputEdges) continue;
+      for (Node* input : node->input_nodes()) {
+        out_ += "  " + node_id(*input) + " -> " + node_id(*node) + ";\n";
       }
     }
-    // Without the fan-in the output would float to the top: pin it under the last key.
-    if (!fan_in && keyed > 0) {
-      out_ += fmt::format("  {} -> {} [style=invis];\n", note_id(keyed - 1), out_id);
+    // Without the fan-in the output would float to the top: pin it under the last output.
+    if (out && outputs_.size() > kMaxOutputEdges) {
+      for (auto it = outputs_.rbegin(); it != outputs_.rend(); ++it) {
+        if (!*it) continue;
+        out_ += fmt::format("  {} -> {} [style=invis];\n", node_id(**it), node_id(*out));
+        break;
+      }
     }
-  }
-
-  void write_edge(const std::string& from, const Node& input, const Node* to) {
-    const std::string meta = meta_str(input.meta().tensor);
-    out_ += "  " + from + " -> " + node_id(*to);
-    if (!meta.empty()) out_ += " [xlabel=<" + escape_html(meta) + ">]";
-    out_ += ";\n";
   }
 
   const Graph& graph_;
   const RenderOptions& options_;
   std::string out_;
-  std::vector<int> parent_;
   std::unordered_map<const Node*, int> box_of_;
-  /// Node statements by box (-1: the top level), in program order.
-  std::unordered_map<int, std::vector<std::string>> members_;
+  /// Boxes and node statements by box + 1 (0: the top level), in order.
+  std::vector<std::vector<int>> children_;
+  std::vector<std::vector<std::string>> members_;
   std::vector<Node*> outputs_;
+  /// The keys each node's value is written to, in output order.
+  std::unordered_map<const Node*, std::vector<const NestedKey*>> written_;
 };
 
 }  // namespace
 
 std::string to_dot(const Graph& graph, const RenderOptions& options) {
+  if (options.view == View::kModules) return module_view_dot(options);
   return DotWriter(graph, options).run();
 }
 

@@ -122,4 +122,39 @@ std::string truncate_text(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, cut)) + "...";
 }
 
+namespace {
+
+/// The largest cut at most `at` that does not split a UTF-8 character (at least 1).
+size_t utf8_cut(std::string_view text, size_t at) {
+  size_t cut = at;
+  while (cut > 1 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+
+}  // namespace
+
+std::vector<std::string> wrap_text(std::string_view text, size_t width) {
+  std::vector<std::string> lines;
+  if (width == 0) width = 1;
+  while (text.size() > width) {
+    // The last space within the width ends the line (kept on it); else cut the word.
+    const size_t space = text.substr(0, width).rfind(' ');
+    const size_t cut =
+        space != std::string_view::npos && space > 0 ? space + 1 : utf8_cut(text, width);
+    lines.emplace_back(text.substr(0, cut));
+    text.remove_prefix(cut);
+  }
+  if (!text.empty() || lines.empty()) lines.emplace_back(text);
+  return lines;
+}
+
+std::string wrapped_html(std::string_view text, size_t width) {
+  std::string out;
+  for (const std::string& line : wrap_text(text, width)) {
+    if (!out.empty()) out += "<br/>";
+    out += escape_html(line);
+  }
+  return out;
+}
+
 }  // namespace tdfx

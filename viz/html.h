@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tdfx {
 
@@ -28,5 +29,18 @@ std::string dot_quote(std::string_view text);
 /// appended when cut, so that one huge argument does not make a node
 /// thousands of points wide.
 std::string truncate_text(std::string_view text, size_t max_bytes);
+
+/// `text` broken into lines of at most `width` bytes where it can be: after a space (a
+/// comma's, in `Linear(in_features=100, out_features=50, bias=true)`). A word longer than
+/// `width` is a line of its own, cut only at `width` on a UTF-8 boundary; so no line is
+/// wider than `width` bytes and nothing is lost. Lines are not escaped.
+///
+///     wrap_text("Linear(in_features=100, out_features=50)", 24)
+///         == {"Linear(in_features=100, ", "out_features=50)"}
+std::vector<std::string> wrap_text(std::string_view text, size_t width);
+
+/// wrap_text's lines escaped with escape_html and joined by `<br/>` (a cell with
+/// `balign="left"` aligns them left).
+std::string wrapped_html(std::string_view text, size_t width);
 
 }  // namespace tdfx

@@ -198,7 +198,15 @@ std::string render_locked(Graphviz& gv, const std::string& dot, Format format) {
 }  // namespace
 
 std::string render(const Graph& graph, Format format, const RenderOptions& options) {
-  if (format != Format::kDot && graph.size() > options.max_nodes) {
+  if (format != Format::kDot && options.view == View::kModules &&
+      options.modules.size() > kModuleNodesPerNode * options.max_nodes) {
+    fail(
+        "viz: the pipeline has {} modules, more than the {} a module view may have ({} times "
+        "RenderOptions::max_nodes); raise max_nodes (tdfx render --max-nodes N) to draw it "
+        "anyway, or write .dot text, which has no limit",
+        options.modules.size(), kModuleNodesPerNode * options.max_nodes, kModuleNodesPerNode);
+  }
+  if (format != Format::kDot && options.view == View::kOps && graph.size() > options.max_nodes) {
     fail(
         "viz: the graph has {} nodes, more than the {} a drawing may have; raise "
         "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write "

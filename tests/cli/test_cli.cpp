@@ -349,6 +349,46 @@ TEST_CASE("cli: run --profile times every node of the program, then every module
   }
   CHECK(modules == std::set<std::string>{"module.0", "module.1", "(outside modules)"});
   CHECK(run_tdfx("run " + quoted(demo_file("trace_sequential.pt2")) + " --repeats 0").status == 1);
+
+TEST_CASE("cli: render --view draws the archive's module view and op view, golden DOT") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  for (const char* view : {"modules", "ops"}) {
+    CAPTURE(view);
+    const fs::path dot = demo_dir() / (std::string(view) + ".dot");
+    const Run run = run_tdfx("render " + pt2 + " -o " + quoted(dot) + " --view " + view);
+    CHECK(run.status == 0);
+    CHECK(run.out == "wrote " + dot.string() + "\n");
+    tdfx::testing::check_golden("tests/cli/golden",
+                                "trace_sequential." + std::string(view) + ".dot",
+                                tdfx::testing::read_text(dot.string()));
+  }
+  // The default is the op view; LR turns it.
+  const fs::path plain = demo_dir() / "plain.dot";
+  REQUIRE(run_tdfx("render " + pt2 + " -o " + quoted(plain)).status == 0);
+  CHECK(tdfx::testing::read_text(plain.string()) ==
+        tdfx::testing::read_text((demo_dir() / "ops.dot").string()));
+  const fs::path lr = demo_dir() / "lr.dot";
+  REQUIRE(run_tdfx("render " + pt2 + " -o " + quoted(lr) + " --view modules --rankdir LR").status ==
+          0);
+  CHECK(tdfx::testing::read_text(lr.string()).find("rankdir=LR") != std::string::npos);
+  const fs::path svg = demo_dir() / "modules.svg";
+  const Run drawn = run_tdfx("render " + pt2 + " -o " + quoted(svg) + " --view modules");
+  CHECK(drawn.status == 0);
+  CHECK(tdfx::testing::read_text(svg.string()).find("module:module.1") != std::string::npos);
+}
+
+TEST_CASE("cli: render refuses an unknown --view or --rankdir as a usage error") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  const fs::path out = demo_dir() / "never.svg";
+  const Run view = run_tdfx("render " + pt2 + " -o " + quoted(out) + " --view graph");
+  CHECK(view.status == 1);
+  CHECK(view.out.find("--view: graph not in {ops,modules}") != std::string::npos);
+  const Run rankdir = run_tdfx("render " + pt2 + " -o " + quoted(out) + " --rankdir BT");
+  CHECK(rankdir.status == 1);
+  CHECK(rankdir.out.find("--rankdir") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
 }
 
 TEST_CASE("cli: cleanup") { fs::remove_all(demo_dir()); }

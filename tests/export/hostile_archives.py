@@ -100,11 +100,11 @@ class Archive:
         with zipfile.ZipFile(path) as z:
             names = z.namelist()
             if not names or names[0] != "program.json" or "weights.pkl" in names:
-                raise SystemExit(f"FAIL setup: {path} is not a version 2 archive (records: "
+                raise SystemExit(f"FAIL setup: {path} is not a version 3 archive (records: "
                                  f"{names}); rebuild tdfx")
             self.document = json.loads(z.read("program.json"))
             self.records = [(n, z.read(n)) for n in names[1:]]
-        if self.document.get("version") != 2:
+        if self.document.get("version") != 3:
             raise SystemExit(f"FAIL setup: {path} has version {self.document.get('version')}")
 
     def copy(self):
@@ -299,7 +299,7 @@ def deflated(base, compress_program=True, inflated_size=None):
             info.compress_type = program
             with z.open(info, "w") as f:
                 if inflated_size:
-                    head = b'{"format": "tdfx.exported_program", "version": 2, "padding": "'
+                    head = b'{"format": "tdfx.exported_program", "version": 3, "padding": "'
                     f.write(head)
                     left = inflated_size - len(head) - 2
                     while left > 0:
@@ -427,10 +427,36 @@ def cases(base):
     add(Case("version_1", "version 1",
              make=edited(base, lambda a: a.document.update(version=1)),
              commands=("show", "show --signature", "show --graph", "show --code", "render")))
-    add(Case("version_3", "version 3", make=edited(base, lambda a: a.document.update(version=3))))
-    add(Case("version_string", "'2'", make=edited(base, lambda a: a.document.update(version="2"))))
+    add(Case("version_4", "version 4", make=edited(base, lambda a: a.document.update(version=4))))
+    add(Case("version_string", "'3'", make=edited(base, lambda a: a.document.update(version="3"))))
     add(Case("version_float", "not supported",
-             make=edited(base, lambda a: a.document.update(version=2.0))))
+             make=edited(base, lambda a: a.document.update(version=3.0))))
+    # The modules table (version 3): what the diagrams draw, checked like the rest.
+    def module(a, **fields):
+        a.document["modules"][0].update(fields)
+    add(Case("modules_missing", "missing field 'modules'",
+             make=edited(base, lambda a: a.document.pop("modules") and None)))
+    add(Case("modules_not_list", "'modules' is not a list",
+             make=edited(base, lambda a: a.document.update(modules={"path": "x"}))))
+    add(Case("module_path_injection", "is not a module path",
+             make=edited(base, lambda a: module(a, path="0\"];evil[label=\"")),
+             commands=("show", "render")))
+    add(Case("module_path_twice", "given twice",
+             make=edited(base, lambda a: a.document["modules"].append(
+                 json.loads(json.dumps(a.document["modules"][0]))))))
+    add(Case("module_label_escape", "control character",
+             make=edited(base, lambda a: module(a, label="Linear\x1b]0;pwned\x07")),
+             commands=("show", "render")))
+    add(Case("module_key_not_list", "a key must be a non-empty list",
+             make=edited(base, lambda a: module(a, in_keys=[{"key": "x", "is_tuple": False}]))))
+    add(Case("module_parameters_negative", "not a non-negative int",
+             make=edited(base, lambda a: module(a, parameters=-5))))
+    add(Case("module_parameters_huge", "not a non-negative int",
+             make=edited(base, lambda a: module(a, parameters=2**64 - 1))))
+    add(Case("module_sequential_not_bool", "sequential is not a bool",
+             make=edited(base, lambda a: module(a, sequential="yes"))))
+    add(Case("module_unlisted_td_module", "which 'modules' does not list",
+             make=edited(base, lambda a: a.document["modules"].pop(0) and None)))
     add(Case("format_wrong", "not a tdfx exported program",
              make=edited(base, lambda a: a.document.update(format="torch.export"))))
 
@@ -439,20 +465,20 @@ def cases(base):
         return lambda a: text
     add(Case("json_invalid", "not valid JSON", make=edited(base, text_of(b'{"format": '))))
     add(Case("json_nan_literal", "not valid JSON",
-             make=edited(base, lambda a: a.program_text().replace(b'"version": 2',
+             make=edited(base, lambda a: a.program_text().replace(b'"version": 3',
                                                                   b'"version": NaN'))))
     add(Case("json_top_level_list", "not a tdfx exported program",
              make=edited(base, text_of(b"[]"))))
     add(Case("json_deep_version_40000", "nests deeper",
              make=edited(base, lambda a: a.program_text().replace(
-                 b'"version": 2', b'"version": ' + b"[" * 40000 + b"]" * 40000)),
+                 b'"version": 3', b'"version": ' + b"[" * 40000 + b"]" * 40000)),
              commands=("show", "show --graph", "render")))
     add(Case("json_deep_version_unclosed", "nests deeper",
              make=edited(base, lambda a: a.program_text().replace(
-                 b'"version": 2', b'"version": ' + b"[" * 40000))))
+                 b'"version": 3', b'"version": ' + b"[" * 40000))))
     add(Case("json_deep_65", "nests deeper",
              make=edited(base, lambda a: a.program_text().replace(
-                 b'"version": 2', b'"version": ' + b"[" * 64 + b"]" * 64))))
+                 b'"version": 3', b'"version": ' + b"[" * 64 + b"]" * 64))))
     add(Case("arg_list_40000_deep", "nests deeper",
              make=edited(base, lambda a: replace_first_arg_text(a, 40000)),
              commands=("show", "show --code")))

@@ -293,7 +293,7 @@ TEST_CASE("archive: deep nesting is refused before any recursive parser or print
   // 40,000 levels: the JSON text itself is refused, without parsing it.
   Records records = records_of(seed_program());
   std::string document = records.document.dump();
-  const std::string marker = "\"version\":2";
+  const std::string marker = "\"version\":3";
   document.replace(document.find(marker), marker.size(),
                    "\"version\":" + std::string(40000, '[') + std::string(40000, ']'));
   CHECK_THROWS_WITH_AS(load_bytes(archive_of(document, records.weights), "deep.pt2"),
@@ -307,8 +307,11 @@ TEST_CASE("archive: deep nesting is refused before any recursive parser or print
 
 TEST_CASE("archive: version 1 archives are refused with both versions named") {
   CHECK(refusal([](Records& r) { r.document["version"] = 1; }) ==
-        "edited.pt2: archive format version 1 is not supported; this tdfx reads version 2 (export "
-        "the program again with this tdfx; version 1 archives pickled their weights)");
+        "edited.pt2: archive format version 1 is not supported; this tdfx reads versions 2 to 3 "
+        "(export the program again with this tdfx; version 1 archives pickled their weights)");
+  CHECK(refusal([](Records& r) { r.document["version"] = 4; }) ==
+        "edited.pt2: archive format version 4 is not supported; this tdfx reads versions 2 to 3 "
+        "(export the program again with this tdfx; version 1 archives pickled their weights)");
 }
 
 TEST_CASE("archive: operators that are not pure tensor math are refused by name") {
@@ -423,8 +426,8 @@ TEST_CASE("archive: records the program does not name, and version 1 layouts, ar
   old.add("model/program.json", records.document.dump());
   CHECK_THROWS_WITH_AS(load_bytes(old.finish(), "old.pt2"),
                        "old.pt2: this is a tdfx archive of format version 1 (pickled weights), "
-                       "which is not supported; this tdfx reads version 2: export the program "
-                       "again with this tdfx",
+                       "which is not supported; this tdfx reads versions 2 to 3: export the "
+                       "program again with this tdfx",
                        ArchiveError);
   CHECK(refusal([](Records& r) {
           node_with_target(r.document, "aten::relu")["target"] = "aten::relu\nimport os";
@@ -531,4 +534,70 @@ TEST_CASE("archive: Python runs the code printed for memory formats and layouts 
         "6 passed, 0 failed\n");
   CHECK(result.status == 0);
   fs::remove_all(dir);
+}
+
+TEST_CASE("archive: the modules a program came from survive a round trip") {
+  const ExportedProgram program = seed_program();
+  REQUIRE(program.modules().size() == 4);
+  const ExportedProgram loaded = load_bytes(archive_bytes(program), "seed.pt2");
+  REQUIRE(loaded.modules().size() == program.modules().size());
+  for (size_t i = 0; i < program.modules().size(); ++i) {
+    const ModuleBox& a = program.modules()[i];
+    const ModuleBox& b = loaded.modules()[i];
+    CAPTURE(a.path);
+    CHECK(a.path == b.path);
+    CHECK(a.type == b.type);
+    CHECK(a.label == b.label);
+    CHECK(a.sequential == b.sequential);
+    CHECK(a.in_keys == b.in_keys);
+    CHECK(a.out_keys == b.out_keys);
+    CHECK(a.parameters == b.parameters);
+    CHECK(a.buffers == b.buffers);
+  }
+  CHECK(program.modules()[0].path == "module.0");
+  CHECK(program.modules()[0].type == "Linear");
+  CHECK(program.modules()[0].parameters == 16);
+}
+
+TEST_CASE("archive: a version 2 archive, without modules, still loads") {
+  Records records = records_of(seed_program());
+  records.document["version"] = 2;
+  records.document.erase("modules");
+  const ExportedProgram loaded =
+      load_bytes(archive_of(records.document.dump(), records.weights), "v2.pt2");
+  CHECK(loaded.modules().empty());
+  CHECK(loaded.graph().size() == seed_program().graph().size());
+}
+
+TEST_CASE("archive: a hostile modules table is refused, saying where") {
+  CHECK(refusal([](Records& r) { r.document.erase("modules"); }) ==
+        "edited.pt2: missing field 'modules'");
+  CHECK(refusal([](Records& r) { r.document["modules"] = 7; }) ==
+        "edited.pt2: 'modules' is not a list");
+  CHECK(refusal([](Records& r) { r.document["modules"][0]["path"] = "a b"; }) ==
+        "edited.pt2: module 0: path 'a b' is not a module path");
+  CHECK(refusal([](Records& r) { r.document["modules"][1]["path"] = "module.0"; }) ==
+        "edited.pt2: module 1: path 'module.0' is given twice");
+  CHECK(refusal([](Records& r) { r.document["modules"][0]["label"] = "x\x1b[2J"; }) ==
+        "edited.pt2: module 0: label 'x\\x1b[2J' holds a control character");
+  CHECK(refusal([](Records& r) { r.document["modules"][0]["sequential"] = "no"; }) ==
+        "edited.pt2: module 0: sequential is not a bool");
+  CHECK(refusal([](Records& r) {
+          r.document["modules"][0]["sequential"] = true;
+          r.document["modules"][0]["path"] = "";
+        }) == "edited.pt2: module 0: the root sequential is the program itself, not a module");
+  CHECK(refusal([](Records& r) {
+          r.document["modules"][0]["in_keys"][0]["key"] = json::array();
+        }) == "edited.pt2: module 0: a key must be a non-empty list");
+  CHECK(refusal([](Records& r) { r.document["modules"][0]["out_keys"] = "x"; }) ==
+        "edited.pt2: module 0: field 'out_keys' is not a list");
+  CHECK(refusal([](Records& r) { r.document["modules"][0]["parameters"] = -1; }) ==
+        "edited.pt2: module 0: parameters is not a non-negative int: -1");
+  CHECK(refusal([](Records& r) {
+          r.document["modules"][0]["buffers"] = json::parse("18446744073709551615");
+        }) == "edited.pt2: module 0: buffers is not a non-negative int: 18446744073709551615");
+  CHECK(refusal([](Records& r) {
+          r.document["modules"][0]["path"] = "module.9";
+        }).find("comes from module 'module.0', which 'modules' does not list") !=
+        std::string::npos);
 }

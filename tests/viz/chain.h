@@ -37,7 +37,8 @@ inline Chain module_chain(size_t n) {
     x->meta().td_module = path;
     outputs.emplace_back(x);
     const NestedKey in("h" + std::to_string(i)), out("h" + std::to_string(i + 1));
-    chain.options.modules.push_back({path, "TensorDictModule(Sequential)", {in}, {out}});
+    // As pipeline_modules describes a TensorDictModule of bench/chain_pipeline.h's ChainLink.
+    chain.options.modules.push_back({path, "ChainLink", {in}, {out}, "ChainLink", false, 4160});
     chain.options.output_keys.push_back(out);
     chain.options.module_descriptions[target] =
         "Linear(in_features=64, out_features=64, bias=true)";

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "tests/graph/graphs.h"
+#include "tests/support/golden.h"
 #include "tests/viz/chain.h"
 #include "tests/viz/xml_check.h"
 #include "viz/html.h"
@@ -18,6 +19,8 @@ using namespace tdfx;
 using tdfx::testing::parse_xml;
 
 namespace {
+
+constexpr const char* kGolden = "tests/viz/golden";
 
 /// Seed 002's sequential, with what a tracer knows about it.
 testing::Chain seed_sequential() {
@@ -31,7 +34,7 @@ testing::Chain seed_sequential() {
     }
   }
   c.options.modules = {
-      {"0", "TensorDictModule(Net)", {{"input", "x"}, {"input", "mask"}}, {"hidden", "output"}}};
+      {"0", "Net()", {{"input", "x"}, {"input", "mask"}}, {"hidden", "output"}, "Net"}};
   c.options.output_keys = {"hidden", "output"};
   c.options.module_descriptions = {
       {"0.module.fc1", "Linear(in_features=100, out_features=50, bias=true)"},
@@ -72,7 +75,8 @@ testing::Chain hostile() {
   Node* mod = g.call_module("m<1>", {div});
   mod->meta().td_module = "m<1>";
   g.output(tuple({div, mod}));
-  c.options.modules = {{"m<1>", "Mod{x|y}", {NestedKey{"a|b", "<c>"}}, {"out&", "q\"}"}}};
+  c.options.modules = {
+      {"m<1>", "Mod{x|y}", {NestedKey{"a|b", "<c>"}}, {"out&", "q\"}"}, "Mod{x|y}"}};
   c.options.output_keys = {"out&", "q\"}"};
   c.options.module_descriptions["m<1>"] = "Weird(a=<b>, c=\"{|}\")";
   c.options.title = "t<&>\"";
@@ -166,15 +170,15 @@ TEST_CASE("viz: each node shows what FxGraphDrawer shows, and the pipeline's key
                            "args: (%mul,)",
                            "#users: 2",
                            "#users: 0",
-                           "Linear(in_features=100, out_features=50, bias=true)",
+                           "Linear(in_features=100, out_features=50, <br/>bias=true)",
                            "weight: f32[50, 100]",
                            "bias: f32[50]",
                            "reads key: (&#39;input&#39;, &#39;x&#39;)",
                            "writes <b>&#39;hidden&#39;",
                            "writes <b>&#39;output&#39;",
                            "subgraph cluster_0",
-                           "TensorDictModule(Net)",
-                           "xlabel=<f32[32, 50]>",
+                           "<b>0</b>  Net",
+                           "value: f32[32, 50]",
                            "shape=box3d",
                            "shape=tab",
                            "shape=component",
@@ -295,19 +299,18 @@ TEST_CASE("viz: several threads render at once") {
   }
 }
 
-TEST_CASE("viz: a long pipeline writes keys beside their producers, not into the output") {
+TEST_CASE("viz: a long pipeline writes keys in their producers, not into the output") {
   auto chain = testing::module_chain(kMaxOutputEdges + 4);
   const std::string dot = to_dot(chain.graph, chain.options);
-  size_t into_output = 0;
-  for (size_t at = dot.find("-> \"node:output\""); at != std::string::npos;
-       at = dot.find("-> \"node:output\"", at + 1)) {
-    ++into_output;
-  }
-  CHECK(into_output == 1);  // the invisible edge that keeps the output at the bottom
-  CHECK(dot.find("\"node:relu_19\" -> \"key:19\"") != std::string::npos);
+  CHECK(count(dot, "-> \"node:output\"") == 1);  // the invisible edge that keeps it at the bottom
+  CHECK(count(dot, "\"node:relu_19\" -> \"node:output\" [style=invis];") == 1);
+  // The key is a row of the node that wrote it: it cannot be drawn beside another one.
+  const std::string relu_19 = dot.substr(dot.find("\"node:relu_19\" ["));
+  CHECK(relu_19.substr(0, relu_19.find('\n')).find("writes <b>&#39;h20&#39;</b>") !=
+        std::string::npos);
   auto small = testing::module_chain(3);
   const std::string small_dot = to_dot(small.graph, small.options);
-  CHECK(small_dot.find("\"key:2\" -> \"node:output\" [style=dashed]") != std::string::npos);
+  CHECK(count(small_dot, "  \"node:relu_2\" -> \"node:output\";\n") == 1);
 }
 
 // Its speed is measured in bench/bench_viz.cpp, not asserted here.
@@ -391,31 +394,13 @@ TEST_CASE("viz: nodes named like the notes of written keys stay apart from them"
   REQUIRE(key_1->name() == "key_1");
   RenderOptions options;
   options.output_keys = {"a", "b"};
-  // Nodes are "node:NAME", notes "key:N": six distinct objects, no cycle.
-  CHECK(to_dot(g, options) == R"dot(digraph G {
-  graph [rankdir=TB, nodesep=0.3, ranksep=0.35, fontname="Helvetica", fontsize=12];
-  node [fontname="Helvetica", fontsize=10, margin="0.05,0.03"];
-  edge [fontname="Helvetica", fontsize=9, color="#555555", fontcolor="#333333"];
-  "node:key_0" [shape=tab, style="filled", fillcolor="#d9f2d9", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#a6dba6"><b>%key_0</b></td></tr><tr><td align="left">op: placeholder</td></tr><tr><td align="left">target: key_0</td></tr><tr><td align="left">#users: 1</td></tr></table>>];
-  "node:key_1" [shape=box, style="rounded,filled", fillcolor="#dcebf7", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#a9cbeb"><b>%key_1</b></td></tr><tr><td align="left">op: call_function</td></tr><tr><td align="left">target: torch.relu</td></tr><tr><td align="left">args: (%key_0,)</td></tr><tr><td align="left">#users: 2</td></tr></table>>];
-  "node:neg" [shape=box, style="rounded,filled", fillcolor="#dcebf7", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#a9cbeb"><b>%neg</b></td></tr><tr><td align="left">op: call_function</td></tr><tr><td align="left">target: operator.neg</td></tr><tr><td align="left">args: (%key_1,)</td></tr><tr><td align="left">#users: 1</td></tr></table>>];
-  "node:output" [shape=box, peripheries=2, style="filled", fillcolor="#f8d7da", label=<<table border="0" cellborder="0" cellspacing="0" cellpadding="1"><tr><td bgcolor="#eba3a9"><b>%output</b></td></tr><tr><td align="left">op: output</td></tr><tr><td align="left"><b>writes 2 keys:</b></td></tr><tr><td align="left">&#39;a&#39;, &#39;b&#39;</td></tr><tr><td align="left">#users: 0</td></tr></table>>];
-  "key:0" [shape=note, style=filled, fillcolor="#fff8d6", label=<<table border="0" cellborder="0" cellspacing="0"><tr><td>writes <b>&#39;a&#39;</b></td></tr></table>>];
-{rank=same; "node:key_1"; "key:0";}
-  "key:1" [shape=note, style=filled, fillcolor="#fff8d6", label=<<table border="0" cellborder="0" cellspacing="0"><tr><td>writes <b>&#39;b&#39;</b></td></tr></table>>];
-{rank=same; "node:neg"; "key:1";}
-  "node:key_0" -> "node:key_1";
-  "node:key_1" -> "node:neg";
-  "node:key_1" -> "key:0" [style=dashed, arrowhead=none];
-  "key:0" -> "node:output" [style=dashed];
-  "node:neg" -> "key:1" [style=dashed, arrowhead=none];
-  "key:1" -> "node:output" [style=dashed];
-}
-)dot");
+  // Nodes are "node:NAME", and the keys rows of the nodes that wrote them: four distinct
+  // objects, no cycle.
+  testing::check_golden(kGolden, "key_named_nodes.ops.dot", to_dot(g, options));
   const std::string svg = render(g, Format::kSvg, options);
   REQUIRE_MESSAGE(parse_xml(svg).error.empty(), parse_xml(svg).error);
-  CHECK(count(svg, "class=\"node\"") == 6);  // four graph nodes, two notes
-  CHECK(count(svg, "class=\"edge\"") == 6);
+  CHECK(count(svg, "class=\"node\"") == 4);
+  CHECK(count(svg, "class=\"edge\"") == 4);
 }
 
 TEST_CASE("viz: control characters in a string argument are shown escaped in the label") {
@@ -468,4 +453,173 @@ TEST_CASE("viz: an error Graphviz recovers from is reported, with Graphviz's mes
   // The next drawing is not blamed for the earlier error.
   auto c = seed_sequential();
   CHECK(parse_xml(render(c.graph, Format::kSvg, c.options)).error.empty());
+}
+
+namespace {
+
+/// Module boxes of a pipeline with nested sequentials and shared keys, as pipeline_modules
+/// gives them: an encoder sequential writing "hidden" three times, an actor sequential and
+/// a critic both reading it, and a masked action reading a pipeline input.
+std::vector<ModuleBox> actor_critic_boxes() {
+  auto box = [](std::string path, std::string type, std::string label, std::vector<NestedKey> in,
+                std::vector<NestedKey> out, int64_t parameters, int64_t buffers = 0) {
+    ModuleBox b{std::move(path), std::move(label), std::move(in), std::move(out)};
+    b.type = std::move(type);
+    b.parameters = parameters;
+    b.buffers = buffers;
+    return b;
+  };
+  auto seq = [](std::string path, std::vector<NestedKey> in, std::vector<NestedKey> out,
+                int64_t parameters) {
+    ModuleBox b{std::move(path), "", std::move(in), std::move(out)};
+    b.type = "TensorDictSequential";
+    b.sequential = true;
+    b.parameters = parameters;
+    return b;
+  };
+  const NestedKey loc{"agent", "loc"}, scale{"agent", "scale"}, logits{"agent", "logits"};
+  return {seq("0", {"observation"}, {"hidden"}, 352),
+          box("0.module.0", "Linear", "Linear(in_features=8, out_features=32, bias=true)",
+              {"observation"}, {"hidden"}, 288),
+          box("0.module.1", "ReLU", "ReLU()", {"hidden"}, {"hidden"}, 0),
+          box("0.module.2", "BatchNorm1d",
+              "BatchNorm1d(32, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)",
+              {"hidden"}, {"hidden"}, 64, 65),
+          seq("1", {"hidden"}, {logits, loc, scale}, 132),
+          box("1.module.0", "Linear", "Linear(in_features=32, out_features=4, bias=true)",
+              {"hidden"}, {logits}, 132),
+          box("1.module.1", "NormalParamExtractor", "NormalParamExtractor()", {logits},
+              {loc, scale}, 0),
+          box("2", "Linear", "Linear(in_features=32, out_features=1, bias=true)", {"hidden"},
+              {{"critic", "value"}}, 33),
+          box("3", "Function", "", {loc, {"agent", "mask"}}, {{"agent", "action"}}, 0)};
+}
+
+RenderOptions actor_critic_options() {
+  RenderOptions options;
+  options.view = View::kModules;
+  options.modules = actor_critic_boxes();
+  options.output_keys = {"hidden",           {"agent", "logits"}, {"agent", "loc"},
+                         {"agent", "scale"}, {"critic", "value"}, {"agent", "action"}};
+  return options;
+}
+
+/// A call_module with parameters and buffers, and a description too long for one row.
+testing::Chain batch_norm_graph() {
+  testing::Chain c;
+  Graph& g = c.graph;
+  Node* td = g.placeholder("tensordict");
+  Node* x = g.call_function(Target::getitem(), {td, NestedKey("hidden")});
+  x->meta().td_module = "0";
+  Node* bn = g.call_module("0.module", {x});
+  bn->meta().td_module = "0";
+  g.output(tuple({bn}));
+  const TensorMeta f32_32{c10::ScalarType::Float, std::vector<int64_t>{32}, std::nullopt};
+  const TensorMeta i64{c10::ScalarType::Long, std::vector<int64_t>{}, std::nullopt};
+  ModuleBox box{"0", "", {"hidden"}, {"hidden"}};
+  box.type = "BatchNorm1d";
+  c.options.modules = {box};
+  c.options.output_keys = {"hidden"};
+  c.options.module_descriptions["0.module"] =
+      "BatchNorm1d(32, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)";
+  c.options.module_parameters["0.module"] = {{"weight", f32_32}, {"bias", f32_32}};
+  c.options.module_buffers["0.module"] = {
+      {"running_mean", f32_32}, {"running_var", f32_32}, {"num_batches_tracked", i64}};
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("viz: wrap_text breaks after spaces and cuts only words wider than a line") {
+  CHECK(wrap_text("Linear(in_features=100, out_features=50)", 24) ==
+        std::vector<std::string>{"Linear(in_features=100, ", "out_features=50)"});
+  CHECK(wrap_text("abcdefgh", 3) == std::vector<std::string>{"abc", "def", "gh"});
+  CHECK(wrap_text("", 10) == std::vector<std::string>{""});
+  CHECK(wrap_text("short", 10) == std::vector<std::string>{"short"});
+  // Never inside a UTF-8 character: "é" is two bytes.
+  CHECK(wrap_text("\xc3\xa9\xc3\xa9", 3) == std::vector<std::string>{"\xc3\xa9", "\xc3\xa9"});
+  CHECK(wrapped_html("a<b c>d", 4) == "a&lt;b <br/>c&gt;d");
+}
+
+TEST_CASE("viz: the op view of seed 002's sequential is the golden DOT, and so is its LR") {
+  auto c = seed_sequential();
+  testing::check_golden(kGolden, "seed_sequential.ops.dot", to_dot(c.graph, c.options));
+  c.options.rankdir = Rankdir::kLeftRight;
+  testing::check_golden(kGolden, "seed_sequential.ops_lr.dot", to_dot(c.graph, c.options));
+}
+
+TEST_CASE("viz: the op view shows buffers like parameters, and hides either") {
+  auto c = batch_norm_graph();
+  testing::check_golden(kGolden, "batch_norm.ops.dot", to_dot(c.graph, c.options));
+  c.options.show_buffers = false;
+  c.options.show_parameters = false;
+  testing::check_golden(kGolden, "batch_norm.ops_hidden.dot", to_dot(c.graph, c.options));
+}
+
+TEST_CASE("viz: the op view of a 30-module chain is the golden DOT") {
+  auto chain = testing::module_chain(30);
+  testing::check_golden(kGolden, "chain_30.ops.dot", to_dot(chain.graph, chain.options));
+}
+
+TEST_CASE("viz: the module view of nested sequentials and shared keys is the golden DOT") {
+  const RenderOptions options = actor_critic_options();
+  const std::string dot = to_dot(Graph(), options);
+  CHECK(dot == module_view_dot(options));
+  testing::check_golden(kGolden, "actor_critic.modules.dot", dot);
+  RenderOptions lr = options;
+  lr.rankdir = Rankdir::kLeftRight;
+  testing::check_golden(kGolden, "actor_critic.modules_lr.dot", module_view_dot(lr));
+  const auto doc = parse_xml(render(Graph(), Format::kSvg, options));
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+}
+
+TEST_CASE("viz: the module view of a 30-module chain is rows of four, the golden DOT") {
+  auto chain = testing::module_chain(30);
+  chain.options.view = View::kModules;
+  testing::check_golden(kGolden, "chain_30.modules.dot", to_dot(chain.graph, chain.options));
+  const auto doc = parse_xml(render(chain.graph, Format::kSvg, chain.options));
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  // Eight rows of at most four: the page is wider than a strip would be.
+  const std::string svg = render(chain.graph, Format::kSvg, chain.options);
+  const auto width_at = svg.find("width=\"");
+  const auto height_at = svg.find("height=\"");
+  REQUIRE(width_at != std::string::npos);
+  const double width = std::stod(svg.substr(width_at + 7));
+  const double height = std::stod(svg.substr(height_at + 8));
+  CHECK(height < 2 * width);
+}
+
+TEST_CASE("viz: the module view escapes keys, paths and types") {
+  auto c = hostile();
+  c.options.view = View::kModules;
+  c.options.modules[0].type = "T<&>";
+  const auto doc = parse_xml(render(c.graph, Format::kSvg, c.options));
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  const std::string text = doc.all_text();
+  for (const char* shown : {"('a|b', '<c>')", "'out&'", "'q\"}'", "m<1>", "T<&>", "Mod{x|y}"}) {
+    INFO(shown);
+    CHECK(text.find(shown) != std::string::npos);
+  }
+}
+
+TEST_CASE("viz: the module view refuses more modules than its budget, naming it") {
+  auto chain = testing::module_chain(30);
+  chain.options.view = View::kModules;
+  chain.options.max_nodes = 2;
+  CHECK_THROWS_WITH_AS(
+      render(chain.graph, Format::kSvg, chain.options),
+      "viz: the pipeline has 30 modules, more than the 20 a module view may have (10 times "
+      "RenderOptions::max_nodes); raise max_nodes (tdfx render --max-nodes N) to draw it "
+      "anyway, or write .dot text, which has no limit",
+      tdfx::Error);
+  CHECK(render(chain.graph, Format::kDot, chain.options) == to_dot(chain.graph, chain.options));
+}
+
+TEST_CASE("viz: views are named ops and modules") {
+  CHECK(to_string(View::kOps) == "ops");
+  CHECK(to_string(View::kModules) == "modules");
+  CHECK(view_from_string("modules") == View::kModules);
+  CHECK(view_from_string("ops") == View::kOps);
+  CHECK_FALSE(view_from_string("Modules").has_value());
+  CHECK(module_node_id("0.module.1") == "module:0.module.1");
 }
