@@ -46,10 +46,27 @@ int create_temporary(const std::string& folder, std::string& temporary) {
   return -1;
 }
 
+// What `mode` is, for a refusal: the rename would replace it with a regular file.
+const char* not_regular(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
 }  // namespace
 
 template <typename E>
 void write_file_atomically(const std::string& path, std::string_view bytes) {
+  // The rename replaces whatever `path` names: only a regular file, or nothing, may be
+  // replaced (a device, a FIFO or a symbolic link would be lost, not written).
+  struct stat existing {};
+  if (::lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
+    fail<E>("{}: cannot write the file: it is {}, not a regular file", path,
+            not_regular(existing.st_mode));
+  }
   std::string temporary;
   const int fd = create_temporary(folder_of(path), temporary);
   if (fd < 0) fail<E>("{}: cannot write the file: {}", path, std::strerror(errno));

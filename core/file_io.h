@@ -17,7 +17,8 @@ namespace tdfx {
 /// 0666 less the process umask, as for any file a program creates. On any
 /// failure (disk full, file-size limit, no permission) throws `E` naming the
 /// path and the system's reason; the temporary is removed and an existing
-/// file at `path` is left as it was.
+/// file at `path` is left as it was. Only a regular file is replaced: a path
+/// naming a symbolic link, device, FIFO, socket or directory is refused.
 template <typename E>
 void write_file_atomically(const std::string& path, std::string_view bytes);
 

@@ -465,7 +465,7 @@ void GraphModule::recompile() {
   graph_.lint();
   const AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
   auto plan = Compiler(root_, attributes, "").compile(graph_);
-  plan_ = std::make_unique<detail::Plan>(std::move(*plan));
+  plan_ = std::move(plan);
   plan_generation_ = graph_.generation();
 }
 
@@ -475,6 +475,11 @@ const detail::Plan& GraphModule::plan() const {
     fail<GraphError>("the graph was edited after compile; call recompile()");
   }
   return *plan_;
+}
+
+std::shared_ptr<const detail::Plan> GraphModule::shared_plan() const {
+  plan();  // refuses a stale plan
+  return plan_;
 }
 
 c10::IValue GraphModule::forward(std::vector<c10::IValue> inputs) const {

@@ -44,6 +44,9 @@ class GraphModule {
   /// The compiled plan (internal: Interpreter walks it). GraphError when the graph was
   /// edited after the last compile.
   const detail::Plan& plan() const;
+  /// plan(), shared: an Interpreter holds it for a run, so that a recompile during the run
+  /// cannot free it (the run then stops with a GraphError).
+  std::shared_ptr<const detail::Plan> shared_plan() const;
 
   /// Runs the graph on one value per placeholder; returns the output value
   /// (a tuple output stays a tuple). Errors are RunError naming the node; a
@@ -55,7 +58,8 @@ class GraphModule {
  private:
   std::shared_ptr<torch::nn::Module> root_;
   Graph graph_;
-  std::unique_ptr<detail::Plan> plan_;
+  /// Shared with Interpreter runs, which keep the plan they started with alive.
+  std::shared_ptr<const detail::Plan> plan_;
   uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
 };
 

@@ -8,12 +8,13 @@ namespace tdfx {
 Interpreter::Interpreter(const GraphModule& module) : Interpreter(module, Options{}) {}
 
 Interpreter::Interpreter(const GraphModule& module, Options options)
-    : module_(module), plan_(&module.plan()), options_(options) {}
+    : module_(module), plan_(module.shared_plan()), options_(options) {}
 
 Interpreter::~Interpreter() = default;
 
 c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
-  plan_ = &module_.plan();
+  plan_ = module_.shared_plan();
+  const uint64_t generation = module_.graph().generation();
   if (inputs.size() != plan_->placeholders.size()) {
     fail<RunError>("the graph takes {} inputs ({} given)", plan_->placeholders.size(),
                    inputs.size());
@@ -32,6 +33,10 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
     } catch (const std::exception& e) {
       throw RunError(fmt::format("while executing {}: {}", detail::shown_node(*step.node),
                                  library_message(e)));
+    }
+    // An edit during the run may have erased the nodes still ahead (the plan itself is held).
+    if (module_.graph().generation() != generation) {
+      fail<GraphError>("the graph was edited during the run; recompile it and run again");
     }
     if (step.kind == detail::Step::Kind::kOutput) {
       env_.clear();

@@ -38,7 +38,8 @@ struct Step;
 /// Values are released after their last reader, as the plan does, unless
 /// Options::garbage_collect_values is false. The module must outlive the
 /// interpreter; each run uses the module's current plan, so a module
-/// recompiled between runs runs its new graph.
+/// recompiled between runs runs its new graph (edited during a run, the run
+/// stops with a GraphError).
 class Interpreter {
  public:
   struct Options {
@@ -91,8 +92,9 @@ class Interpreter {
   c10::IValue call(const Node& node, std::vector<c10::IValue>& args) const;
 
   const GraphModule& module_;
-  /// The module's plan, taken at the start of each run.
-  const detail::Plan* plan_ = nullptr;
+  /// The module's plan, taken at the start of each run and held until its end: a recompile
+  /// during the run cannot free it; an edit during the run stops it (GraphError).
+  std::shared_ptr<const detail::Plan> plan_;
   Options options_;
   std::vector<c10::IValue> env_;
   std::vector<bool> computed_;

@@ -163,6 +163,9 @@ void Node::check_target(OpCode op, const Target& target, const std::string& who)
 
 void Node::set_target(Target target) {
   check_target(op_, target, "%" + name_ + ": ");
+  // A call_module's body is the recorded code of the module it named: retargeted, the node
+  // calls the module at its new target (as FX's call_module does), not the old body.
+  if (op_ == OpCode::kCallModule && !(target.str() == target_.str())) body_.reset();
   target_ = std::move(target);
   graph_->bump_generation();
 }

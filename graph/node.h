@@ -181,6 +181,9 @@ class Node {
   ///     before: %relu = call_function[target=torch.relu](args = (%x,))
   ///     relu->set_target(Target::aten("aten::sigmoid"))
   ///     after:  %relu = call_function[target=torch.sigmoid](args = (%x,))
+  ///
+  /// A call_module given another target loses its body: it calls the module at the new
+  /// target, as FX's call_module does.
   void set_target(Target target);
   /// Replaces the positional arguments, updating users.
   void set_args(Args args);

@@ -55,7 +55,10 @@ __all__ = ["ArchiveError", "Program", "read", "load", "graph_module", "FORMAT", 
 
 FORMAT = "tdfx.exported_program"
 #: The one format version this module reads, as tdfx's C++ (export/archive.cpp) writes it.
-VERSION = 2
+VERSION = 3
+# The oldest format version read: version 3 added the `modules` table (the diagrams' module
+# boxes), which this reader checks and keeps as Program.modules.
+OLDEST_VERSION = 2
 PROGRAM_RECORD = "program.json"
 #: The largest program.json accepted, in bytes (tdfx's LoadOptions::max_program_bytes).
 MAX_PROGRAM_BYTES = 64 << 20
@@ -324,12 +327,15 @@ class OutputSpec:
 class Program:
     """A checked archive: `nodes` (NodeRecord), `inputs` and `outputs` (the signature),
     `weights` ({placeholder name: tensor}, in placeholder order), `batch_specialisation`
-    (a dict, or None) and `document`, program.json as parsed."""
+    (a dict, or None), `modules` (version 3's table) and `document`, program.json as parsed."""
 
-    def __init__(self, path, document, nodes, inputs, outputs, weights, batch_specialisation):
+    def __init__(self, path, document, nodes, inputs, outputs, weights, batch_specialisation,
+                 modules=()):
         self.path, self.document, self.nodes = path, document, nodes
         self.inputs, self.outputs, self.weights = inputs, outputs, weights
         self.batch_specialisation = batch_specialisation
+        # The `modules` table of a version 3 archive (entries as program.json has them).
+        self.modules = list(modules)
 
     @property
     def user_inputs(self):
@@ -737,14 +743,44 @@ def _read_archive(z, where, max_program_bytes, memory_budget):
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         _fail(where, "not a tdfx exported program")
     version = _field(document, "version", where)
-    if not _int(version) or version != VERSION:
+    if not _int(version) or not OLDEST_VERSION <= version <= VERSION:
         _fail(where, f"archive format version {_describe(version)} is not supported; this "
-                     f"reader reads version {VERSION} (export the program again with tdfx)")
+                     f"reader reads versions {OLDEST_VERSION} to {VERSION} (export the program "
+                     f"again with tdfx)")
     nodes = _GraphReader(where, memory_budget).read(_field(document, "nodes", where))
     inputs, outputs = _signature(_field(document, "signature", where), nodes, where)
     weights = _weights(_list(document, "weights", where), nodes, inputs, z, memory_budget, where)
     batch = _batch_specialisation(document, nodes, where)
-    return Program(where, document, nodes, inputs, outputs, weights, batch)
+    modules = _modules(document, nodes, where) if version >= 3 else []
+    return Program(where, document, nodes, inputs, outputs, weights, batch, modules)
+
+
+def _modules(document, nodes, where):
+    """The `modules` table (version 3): one entry per TensorDictModule or nested sequential,
+    each path given once; every node's td_module one of them."""
+    table = _list(document, "modules", where)
+    paths = set()
+    out = []
+    for i, entry in enumerate(table):
+        here = f"{where}: modules[{i}]"
+        if not isinstance(entry, dict):
+            _fail(here, "is not an object")
+        path = _printable(_text(entry, "path", here), "module path", here)
+        if path in paths:
+            _fail(here, f"module {path!r} is listed twice")
+        paths.add(path)
+        for name in ("type", "label"):
+            _printable(_text(entry, name, here), name, here)
+        for name in ("parameters", "buffers"):
+            count = _field(entry, name, here)
+            if not _int(count) or count < 0:
+                _fail(here, f"{name} is not a non-negative int")
+        out.append(entry)
+    for node in nodes:
+        module = (node.meta or {}).get("td_module", "")
+        if module and module not in paths:
+            _fail(f"{where}: %{node.name}", f"td_module {module!r} is not in the modules table")
+    return out
 
 
 def read(path, *, max_program_bytes=MAX_PROGRAM_BYTES, memory_budget=MEMORY_BUDGET):

@@ -78,6 +78,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
   runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
   note_input_meta();
   note_modes();
+  compiled_generation_ = graph_.generation();
 }
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
@@ -93,6 +94,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
       runner_(std::make_unique<GraphModule>(root_, std::move(runnable))) {
   note_input_meta();
   note_modes();
+  compiled_generation_ = graph_.generation();
 }
 
 void TDGraphModule::note_input_meta() {
@@ -125,9 +127,14 @@ void TDGraphModule::check_modes() const {
 std::string TDGraphModule::code() const { return python_code(graph_); }
 
 Graph& TDGraphModule::mutable_graph() {
-  edited_ = true;
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
   return graph_;
+}
+
+void TDGraphModule::check_not_edited() const {
+  if (graph_.generation() != compiled_generation_) {
+    fail<GraphError>("the graph was edited; call recompile() before running it");
+  }
 }
 
 namespace {
@@ -181,11 +188,11 @@ void TDGraphModule::recompile() {
   input_keys_ = std::move(input_keys);
   note_input_meta();
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
-  edited_ = false;
+  compiled_generation_ = graph_.generation();
 }
 
 const GraphModule& TDGraphModule::graph_module() const {
-  if (edited_) fail<GraphError>("the graph was edited; call recompile() before running it");
+  check_not_edited();
   auto printed = std::atomic_load(&printed_);
   if (!printed) {
     printed = std::make_shared<const GraphModule>(root_, graph_.copy());
@@ -202,7 +209,7 @@ std::vector<c10::IValue> TDGraphModule::graph_inputs(const TensorDict& td) const
 }
 
 std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) const {
-  if (edited_) fail<GraphError>("the graph was edited; call recompile() before running it");
+  check_not_edited();
   check_modes();
   std::vector<at::Tensor> tensors_in;
   tensors_in.reserve(input_keys_.size());

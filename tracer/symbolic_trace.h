@@ -111,8 +111,10 @@ class TDGraphModule {
   /// graph_module(), compiled on first use from a copy of graph_ (read and set with
   /// std::atomic_load/store: concurrent first uses may both compile; one is kept).
   mutable std::shared_ptr<const GraphModule> printed_;
-  /// Set by mutable_graph(), cleared by recompile(): runs are refused in between.
-  bool edited_ = false;
+  /// graph_.generation() when what runs was last built from it: a run of an edited graph
+  /// (through mutable_graph() or any reference kept from it) is refused until recompile().
+  uint64_t compiled_generation_ = 0;
+  void check_not_edited() const;
 
   void note_input_meta();
   void note_modes();

@@ -5,8 +5,9 @@
 #include "viz/page.h"
 
 #include <fmt/format.h>
-
 #include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <unordered_map>
 
 #include "codegen/python_code.h"
@@ -241,6 +242,32 @@ PageView op_view(const Graph& graph, const RenderOptions& options) {
   return view;
 }
 
+PageView module_view(const Graph& graph, const RenderOptions& options) {
+  RenderOptions modules = options;
+  modules.view = View::kModules;
+  PageView view;
+  view.name = "modules";
+  view.label = "Modules";
+  view.svg = svg_element(render(graph, Format::kSvg, modules));
+  for (const ModuleBox& box : options.modules) {
+    if (box.sequential) continue;  // a box around its children, not a node of the drawing
+    PageItem item = make_item(module_node_id(box.path), box.path, "module");
+    item.module = box.path;
+    item.search.push_back(box.path);
+    for (const NestedKey& key : box.in_keys) item.search.push_back(key.repr());
+    for (const NestedKey& key : box.out_keys) item.search.push_back(key.repr());
+    item.fields.push_back({"module path", box.path, {}});
+    if (!box.type.empty()) item.fields.push_back({"type", box.type, {}});
+    if (!box.label.empty()) item.fields.push_back({"module", box.label, {}});
+    item.fields.push_back({"in keys", repr(box.in_keys), {}});
+    item.fields.push_back({"out keys", repr(box.out_keys), {}});
+    item.fields.push_back({"parameters", std::to_string(box.parameters), {}});
+    if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
+    view.items.push_back(std::move(item));
+  }
+  return view;
+}
+
 std::string page_data(const std::vector<PageView>& views, const std::string& title) {
   Json views_json = Json::array();
   for (const PageView& view : views) views_json.push_back(to_json(view));
@@ -305,8 +332,11 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 }
 
 std::string page_html(const Graph& graph, const RenderOptions& options) {
-  // Where the module view joins: a second PageView of the same graph, named "modules".
-  return page_html({op_view(graph, options)}, options.title);
+  std::vector<PageView> views{op_view(graph, options)};
+  const bool has_modules = std::any_of(options.modules.begin(), options.modules.end(),
+                                       [](const ModuleBox& box) { return !box.sequential; });
+  if (has_modules) views.push_back(module_view(graph, options));
+  return page_html(views, options.title);
 }
 
 }  // namespace tdfx

@@ -82,6 +82,11 @@ struct PageView {
 /// graph over `options.max_nodes`, a Graphviz error).
 PageView op_view(const Graph& graph, const RenderOptions& options = {});
 
+/// The module view of `graph`: its drawing with `options.view` set to modules, and one item
+/// per TensorDictModule node (`module:PATH`): its path, type, configuration, keys and
+/// parameter counts; searchable by path and keys. Throws what `render` throws.
+PageView module_view(const Graph& graph, const RenderOptions& options = {});
+
 /// The page's data as JSON text that can sit inside a `<script>` element: no `<`, `>` or `&`
 /// (written as `\u` escapes); bytes that are not UTF-8 become U+FFFD.
 ///
@@ -95,8 +100,9 @@ std::string page_data(const std::vector<PageView>& views, const std::string& tit
 /// Deterministic: the same views give the same bytes.
 std::string page_html(const std::vector<PageView>& views, const std::string& title);
 
-/// The page of `graph` with every view tdfx draws of it (today the op view), titled by
-/// `options.title`; what `write(graph, "x.html", options)` writes.
+/// The page of `graph` with every view tdfx draws of it — the op view, and the module view
+/// when `options.modules` lists TensorDictModules — titled by `options.title`; what
+/// `write(graph, "x.html", options)` writes.
 std::string page_html(const Graph& graph, const RenderOptions& options = {});
 
 }  // namespace tdfx

@@ -349,6 +349,7 @@ TEST_CASE("cli: run --profile times every node of the program, then every module
   }
   CHECK(modules == std::set<std::string>{"module.0", "module.1", "(outside modules)"});
   CHECK(run_tdfx("run " + quoted(demo_file("trace_sequential.pt2")) + " --repeats 0").status == 1);
+}
 
 TEST_CASE("cli: render --view draws the archive's module view and op view, golden DOT") {
   REQUIRE(demo_run().status == 0);

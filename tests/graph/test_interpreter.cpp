@@ -198,3 +198,55 @@ TEST_CASE("interpreter: an edited graph is refused until recompiled, then runs t
   const auto out = interp.run({x}).toTupleRef().elements();
   CHECK(at::equal(out[1].toTensor(), at::relu(h.fc->forward(x)) + 2.0));
 }
+
+TEST_CASE("interpreter: an edit and recompile during a run stops it with a GraphError") {
+  HandBuilt h;
+  GraphModule gm(h.root, std::move(h.graph));
+  struct Editor : Interpreter {
+    Editor(GraphModule& m) : Interpreter(m), gm(m) {}
+    GraphModule& gm;
+    c10::IValue run_node(const Node& node) override {
+      if (node.name() == "relu") {
+        // Return relu itself and drop %add, which is still ahead in the run.
+        Graph& g = gm.mutable_graph();
+        Node* out = g.output_node();
+        Node* add = g.node_list()[3];
+        out->set_args({tuple({g.node_list()[1], g.node_list()[2]})});
+        g.erase_node(add);
+        gm.recompile();
+      }
+      return Interpreter::run_node(node);
+    }
+  };
+  Editor editor(gm);
+  CHECK_THROWS_WITH_AS(editor.run({at::randn({2, 4})}),
+                       "the graph was edited during the run; recompile it and run again",
+                       GraphError);
+  // The next run runs the edited graph.
+  struct Plain : Interpreter {
+    using Interpreter::Interpreter;
+  };
+  const auto x = at::randn({2, 4});
+  const auto out = Plain(gm).run({x}).toTupleRef().elements();
+  CHECK(at::equal(out[1].toTensor(), at::relu(h.fc->forward(x))));
+}
+
+TEST_CASE("interpreter: a call_module given another target calls that module, not the old body") {
+  auto root = std::make_shared<torch::nn::Module>();
+  root->register_module("a", torch::nn::Linear(4, 3));
+  torch::nn::Linear b(4, 3);
+  root->register_module("b", b);
+  Graph body;
+  Node* input = body.placeholder("input");
+  body.output(body.call_function(Target::aten("aten::neg"), {input}));
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* call = g.call_module("a", {x});
+  call->set_body(std::make_shared<const Graph>(std::move(body)));
+  g.output(call);
+  call->set_target(Target("b"));
+  CHECK(call->body() == nullptr);
+  GraphModule gm(root, std::move(g));
+  const auto xs = at::randn({2, 4});
+  CHECK(at::equal(gm.run({xs})[0].toTensor(), b->forward(xs)));
+}

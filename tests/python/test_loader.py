@@ -289,12 +289,12 @@ def refusal_cases(work):
     aten_list = ", ".join(("none", "bool", "int", "float", "str", "key", "dtype",
                            "memory_format", "layout", "device", "node", "list", "tuple"))
     cases = [
-        ("a format version other than 2", {"edit": set_field(["version"], 3)},
-         "archive format version 3 is not supported; this reader reads version 2 (export the "
+        ("a format version newer than 3", {"edit": set_field(["version"], 4)},
+         "archive format version 4 is not supported; this reader reads versions 2 to 3 (export the "
          "program again with tdfx)"),
         ("format version 1's layout", {"edit": None, "records": {"model/program.json": b"{}"}},
          "this is a tdfx archive of format version 1 (pickled weights), which is not "
-         "supported; this reader reads version 2: export the program again with tdfx"),
+         "supported; this reader reads version 3: export the program again with tdfx"),
         ("an unknown node kind", {"edit": edit_node("relu", "op", "call_eval")},
          "node %relu: unknown node kind (op) 'call_eval'; one of 'placeholder', "
          "'call_function', 'call_module', 'output'"),
@@ -340,7 +340,7 @@ def refusal_cases(work):
         ("a compressed record", {"compress": ("program.json",)},
          "record 'program.json' is compressed or encrypted; tdfx stores records as they are"),
         ("NaN in program.json",
-         {"edit": lambda d: json.dumps(d).replace('"version": 2', '"version": NaN')},
+         {"edit": lambda d: json.dumps(d).replace('"version": 3', '"version": NaN')},
          "program.json holds NaN, which is not JSON"),
         ("program.json nested 100 deep",
          {"edit": lambda d: json.dumps(d)[:-1] + ', "x": ' + "[" * 100 + "]" * 100 + "}"},

@@ -114,3 +114,20 @@ TEST_CASE("interpret traced: a recompile is refused when the output no longer fi
                        "the edited graph returns 1 value(s); the module writes 2 out key(s)",
                        GraphError);
 }
+
+TEST_CASE("interpret traced: an edit through a kept reference is refused until recompile") {
+  auto module = samples::seed_sequential();
+  const TensorDict input = samples::seed_sequential_input();
+  TDGraphModule gm = symbolic_trace(module, input);
+  Graph& graph = gm.mutable_graph();
+  gm.recompile();
+  for (Node* node : graph.nodes()) {
+    if (node->name() == "relu") node->set_target(Target::aten("aten::sigmoid"));
+  }
+  CHECK_THROWS_WITH_AS(gm.run(input), "the graph was edited; call recompile() before running it",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(gm.graph_module(),
+                       "the graph was edited; call recompile() before running it", GraphError);
+  gm.recompile();
+  CHECK(gm.code().find("relu = torch.sigmoid(_0_fc1)") != std::string::npos);
+}

@@ -175,6 +175,28 @@ TEST_CASE("page: every item is an element of the drawing, by the Graphviz ID in 
   }
 }
 
+TEST_CASE("page: the module view has one item per TensorDictModule node of its drawing") {
+  auto c = annotated_sequential();
+  const PageView view = module_view(c.graph, c.options);
+  CHECK(view.name == "modules");
+  const auto doc = testing::parse_xml(view.svg);
+  REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+  size_t modules = 0;
+  for (const ModuleBox& box : c.options.modules) modules += box.sequential ? 0 : 1;
+  REQUIRE(view.items.size() == modules);
+  for (const PageItem& item : view.items) {
+    INFO(item.id);
+    CHECK(item.id.rfind("module:", 0) == 0);
+    CHECK(std::find(doc.texts.begin(), doc.texts.end(), item.id) != doc.texts.end());
+  }
+  // The page of a graph with module boxes holds both views, the op view first.
+  const std::string data = page_data({op_view(c.graph, c.options), view}, c.options.title);
+  const auto parsed = nlohmann::json::parse(data);
+  REQUIRE(parsed["views"].size() == 2);
+  CHECK(parsed["views"][1]["name"] == "modules");
+  CHECK(page_html(c.graph, c.options).find(data) != std::string::npos);
+}
+
 TEST_CASE("page: a hostile key is data inside the page, never markup") {
   auto c = hostile_pipeline();
   const std::string data = page_data({op_view(c.graph, c.options)}, c.options.title);

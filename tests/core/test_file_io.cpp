@@ -1,0 +1,61 @@
+// write_file_atomically replaces a regular file, and nothing else.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/file_io.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string contents(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("file io: a symbolic link, FIFO or directory is refused, never replaced") {
+  const fs::path dir = fs::temp_directory_path() / ("tdfx_file_io_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path target = dir / "target.txt";
+  { std::ofstream(target) << "kept"; }
+  const fs::path link = dir / "link.txt";
+  fs::create_symlink(target, link);
+  CHECK_THROWS_WITH_AS(tdfx::write_file_atomically<tdfx::Error>(link.string(), "new"),
+                       (link.string() +
+                        ": cannot write the file: it is a symbolic link, not a regular file")
+                           .c_str(),
+                       tdfx::Error);
+  CHECK(fs::is_symlink(link));
+  CHECK(contents(target) == "kept");
+
+  const fs::path fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(
+      tdfx::write_file_atomically<tdfx::Error>(fifo.string(), "new"),
+      (fifo.string() + ": cannot write the file: it is a FIFO, not a regular file").c_str(),
+      tdfx::Error);
+  CHECK(fs::is_fifo(fifo));
+  CHECK_THROWS_WITH_AS(
+      tdfx::write_file_atomically<tdfx::Error>(dir.string(), "new"),
+      (dir.string() + ": cannot write the file: it is a directory, not a regular file").c_str(),
+      tdfx::Error);
+
+  tdfx::write_file_atomically<tdfx::Error>(target.string(), "replaced");
+  CHECK(contents(target) == "replaced");
+  // Nothing else is left in the folder: no temporary.
+  size_t entries = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) entries += entry.exists() ? 1 : 0;
+  CHECK(entries == 3);
+  fs::remove_all(dir);
+}
