@@ -135,11 +135,12 @@ int main(int argc, char** argv) {
   RunReports reports;
   run->add_flag("--stats", reports.stats,
                 "Print every node's dtype, shape, min, max, mean, std, NaN/Inf counts, zeros");
-  run->add_flag("--profile", reports.profile,
-                "Print each node's and module's median time, slowest first");
+  CLI::Option* profile = run->add_flag("--profile", reports.profile,
+                                       "Print each node's and module's median time, slowest first");
   run->add_option("--repeats", reports.repeats, "Runs the profile takes the median of")
       ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{100000}));
+      ->check(CLI::Range(size_t{1}, size_t{100000}))
+      ->needs(profile);
   run->add_flag("--find-nonfinite", reports.find_nonfinite,
                 "Print the first node whose output holds NaN or Inf from finite inputs");
   run->add_option("-o,--output", reports.overlay,

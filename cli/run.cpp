@@ -4,7 +4,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <iostream>
+#include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "core/dtype_names.h"
@@ -147,22 +150,43 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
       fail<Error>("--input {}: the input is given twice", argument.name);
     }
   }
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<RunInput> out;
+  // The files first: the batch size (s0) they share is the one the others are drawn at.
+  std::map<std::string, std::pair<at::Tensor, std::string>> read;
+  std::optional<std::pair<std::string, int64_t>> batch;  // the first given input's s0
   for (const auto& [name, meta] : inputs) {
-    at::Tensor value = draw(meta, generator);
-    std::string source = fmt::format("random (seed {})", seed);
     for (const InputArgument& argument : given) {
       if (argument.name != name) continue;
-      value = read_input(argument);
-      source = argument.file;
+      at::Tensor value = read_input(argument);
       if (!fits(meta, value)) {
         fail<Error>("--input {}={}: the file's tensor is {} {}; the program expects {} {}{}", name,
                     argument.file, dtype_name(value.scalar_type()), shape_text(value.sizes()),
                     dtype_name(*meta.dtype), expected_shape(meta),
                     meta.batch_dims.empty() ? "" : " (s0: any batch size)");
       }
+      for (int64_t dim : meta.batch_dims) {
+        const int64_t size = value.size(dim);
+        if (!batch) {
+          batch = std::make_pair(name, size);
+        } else if (batch->second != size) {
+          fail<Error>("--input {}={}: its batch size (s0) is {}, and input {}'s is {}; the "
+                      "inputs share s0",
+                      name, argument.file, size, batch->first, batch->second);
+        }
+      }
+      read[name] = {value, argument.file};
     }
+  }
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<RunInput> out;
+  for (const auto& [name, meta] : inputs) {
+    TensorMeta drawn = meta;
+    if (batch) {
+      for (int64_t dim : meta.batch_dims) (*drawn.shape)[static_cast<size_t>(dim)] = batch->second;
+    }
+    at::Tensor value = draw(drawn, generator);
+    std::string source = fmt::format("random (seed {})", seed);
+    auto file = read.find(name);
+    if (file != read.end()) std::tie(value, source) = file->second;
     out.push_back({name, value, source});
   }
   return out;
@@ -232,6 +256,9 @@ constexpr size_t kReportWidth = 100;
 
 void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
                  const RunReports& reports) {
+  if (!reports.save.empty() && reports.save == reports.overlay) {
+    fail<Error>("--save and -o name the same file, {}: give them different files", reports.save);
+  }
   const ExportedProgram program = load_program(path);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
   print_run(program, inputs, std::cout);

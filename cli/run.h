@@ -43,15 +43,16 @@ struct RunInput {
 /// The program's user inputs, in signature order. An input named by `given`
 /// is read from its file, which holds a single tensor or a dict holding the
 /// input's name. Every other input is drawn from its placeholder's dtype and
-/// traced shape: floats from a standard normal, integers from 0..9, bools
-/// fair. The draws come from one generator seeded with `seed`, in signature
-/// order, made for every input whether given or not, so that an input's
-/// random value depends only on the seed and the program.
+/// traced shape, its batch dimensions (s0) at the given inputs' batch size:
+/// floats from a standard normal, integers from 0..9, bools fair. The draws
+/// come from one generator seeded with `seed`, in signature order, made for
+/// every input whether given or not, so that an input's random value depends
+/// only on the seed, the program and the batch size.
 ///
 /// FileError for a file that cannot be read or is refused (exit 2);
 /// tdfx::Error naming the input and what was expected for an unknown or
-/// repeated name, a dict without the name, or a tensor of another dtype or
-/// shape (exit 1).
+/// repeated name, a dict without the name, a tensor of another dtype or
+/// shape, or given inputs of different batch sizes (exit 1).
 std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
                                      const std::vector<InputArgument>& given, uint64_t seed);
 

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/dtype_names.h"
+#include "core/error.h"
 #include "graph/interpreter.h"
 
 namespace tdfx {
@@ -67,6 +68,18 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+// What a value is, as a Python user names it.
+std::string kind_of(const c10::IValue& value) {
+  if (value.isGenericDict()) return "dict";
+  if (value.isList()) return "list";
+  if (value.isTuple()) return "tuple";
+  if (value.isNone()) return "None";
+  if (value.isInt()) return "int";
+  if (value.isDouble()) return "float";
+  if (value.isBool()) return "bool";
+  return value.tagKind();
+}
+
 // Records each node's statistics as it runs; values need not be kept for it.
 class StatsInterpreter : public Interpreter {
  public:
@@ -76,7 +89,7 @@ class StatsInterpreter : public Interpreter {
   c10::IValue run_node(const Node& node) override {
     c10::IValue value = Interpreter::run_node(node);
     if (node.op() == OpCode::kOutput) return value;
-    NodeStats entry{node.name(), describe_op(node), std::nullopt, value.tagKind()};
+    NodeStats entry{node.name(), describe_op(node), std::nullopt, kind_of(value)};
     if (value.isTensor()) entry.stats = tensor_stats(value.toTensor());
     stats.push_back(std::move(entry));
     return value;
@@ -86,6 +99,11 @@ class StatsInterpreter : public Interpreter {
 }  // namespace
 
 TensorStats tensor_stats(const at::Tensor& t) {
+  if (!t.defined()) fail<Error>("tensor_stats: the tensor is undefined");
+  if (t.is_meta() || t.is_quantized() || t.is_sparse()) {
+    fail<Error>("tensor_stats: a {} tensor has no values to summarise",
+                t.is_meta() ? "meta" : t.is_quantized() ? "quantized" : "sparse");
+  }
   TensorStats s;
   s.dtype = t.scalar_type();
   s.shape = t.sizes().vec();

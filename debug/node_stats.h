@@ -38,7 +38,8 @@ struct TensorStats {
   bool finite() const { return nan_count == 0 && inf_count == 0; }
 };
 
-/// The statistics of `t`, in one pass over its elements (on the CPU).
+/// The statistics of `t`, in one pass over its elements (on the CPU). tdfx::Error for an
+/// undefined, meta, quantized or sparse tensor.
 TensorStats tensor_stats(const at::Tensor& t);
 
 /// One node of a run and what it produced.

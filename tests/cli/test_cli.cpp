@@ -318,6 +318,29 @@ TEST_CASE("cli: run --stats, --find-nonfinite and -o report what each node produ
   CHECK(finite.out.substr(finite.out.size() - 32) == "\nevery node's values are finite\n");
 }
 
+TEST_CASE("cli: run draws the inputs not given at the given inputs' batch size, and refuses two") {
+  REQUIRE(demo_run().status == 0);
+  const std::string pt2 = quoted(demo_file("trace_sequential.pt2"));
+  const fs::path x1 = demo_dir() / "x1.pt";
+  const fs::path mask32 = demo_dir() / "mask32.pt";
+  const Run saved = tdfx::testing::run_command(
+      "/usr/bin/python3 -c \"import sys, torch; torch.save(torch.ones(1, 100), sys.argv[1]); "
+      "torch.save(torch.ones(32, 10), sys.argv[2])\" " + quoted(x1) + " " + quoted(mask32) +
+      " 2>&1");
+  REQUIRE_MESSAGE(saved.status == 0,
+                  "Python's torch (Debian python3-torch) is required: " << saved.out);
+  const Run one = run_tdfx("run " + pt2 + " --input input_x=" + quoted(x1));
+  INFO(one.out);
+  CHECK(one.status == 0);
+  CHECK(one.out.find("input_mask  float32  [1, 10]   random (seed 0)\n") != std::string::npos);
+  const Run two = run_tdfx("run " + pt2 + " --input input_x=" + quoted(x1) +
+                           " --input input_mask=" + quoted(mask32));
+  CHECK(two.status == 1);
+  CHECK(two.out == "tdfx: --input input_mask=" + mask32.string() +
+                       ": its batch size (s0) is 32, and input input_x's is 1; the inputs share "
+                       "s0\n");
+}
+
 TEST_CASE("cli: run --profile times every node of the program, then every module") {
   REQUIRE(demo_run().status == 0);
   const Run run =
