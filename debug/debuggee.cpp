@@ -46,16 +46,8 @@ std::string code_line(const std::string& code, const Node& node) {
 }
 
 std::optional<NestedKey> key_fed(const Debuggee& debuggee, const Node& node) {
-  const Node* output = debuggee.module->graph().output_node();
-  if (!output || debuggee.output_keys.empty()) return std::nullopt;
-  // Output positions first: the node itself may be returned.
-  std::vector<const Node*> returned;
-  const Argument& result = output->args().at(0);
-  if (result.is<ArgumentList>()) {
-    for (const auto& item : result.as<ArgumentList>().items) returned.push_back(item.node());
-  } else {
-    returned.push_back(result.node());
-  }
+  const std::vector<Node*> returned = output_values(debuggee.module->graph());
+  if (returned.empty() || debuggee.output_keys.empty()) return std::nullopt;
   std::deque<const Node*> queue{&node};
   std::unordered_set<const Node*> seen{&node};
   while (!queue.empty()) {

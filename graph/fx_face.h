@@ -69,5 +69,9 @@ bool equals_default(const Argument& arg, const c10::IValue& value);
 std::string fx_str(const Argument& arg);
 /// An argument as torch.fx's generated code prints it (`x`, `('input', 'x')`).
 std::string fx_repr(const Argument& arg);
+/// A node's positional arguments as torch.fx's graph text prints them: `(%x, 1)`.
+std::string fx_args_str(const Args& args);
+/// A node's keyword arguments as torch.fx's graph text prints them: `{dim: 1}`.
+std::string fx_kwargs_str(const Kwargs& kwargs);
 
 }  // namespace tdfx

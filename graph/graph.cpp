@@ -267,4 +267,17 @@ void Graph::lint() const {
   }
 }
 
+std::vector<Node*> output_values(const Graph& graph) {
+  std::vector<Node*> out;
+  const Node* output = graph.output_node();
+  if (!output || output->args().empty()) return out;
+  const Argument& result = output->args()[0];
+  if (result.is<ArgumentList>()) {
+    for (const Argument& item : result.as<ArgumentList>().items) out.push_back(item.node());
+  } else {
+    out.push_back(result.node());
+  }
+  return out;
+}
+
 }  // namespace tdfx

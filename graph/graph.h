@@ -145,6 +145,10 @@ class Graph {
   Namespace names_;
 };
 
+/// What the output node returns, one entry per returned value (each element of a returned
+/// tuple or list), in order: the node, or nullptr for a constant. Empty without an output.
+std::vector<Node*> output_values(const Graph& graph);
+
 /// torch.fx's `str(graph)`: `graph():` and one line per node.
 std::string to_string(const Graph& graph);
 /// torch.fx's `node.format_node()`.

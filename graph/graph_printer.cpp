@@ -8,22 +8,16 @@
 #include "graph/graph_module.h"
 
 namespace tdfx {
-namespace detail_printer {
 
-std::string format_args(const Args& args) { return fx_str(tuple(args)); }
+std::string fx_args_str(const Args& args) { return fx_str(tuple(args)); }
 
-std::string format_kwargs(const Kwargs& kwargs) {
+std::string fx_kwargs_str(const Kwargs& kwargs) {
   std::string out = "{";
   for (size_t i = 0; i < kwargs.size(); ++i) {
     out += (i ? ", " : "") + kwargs[i].first + ": " + fx_str(kwargs[i].second);
   }
   return out + "}";
 }
-
-}  // namespace detail_printer
-
-using detail_printer::format_args;
-using detail_printer::format_kwargs;
 
 namespace {
 
@@ -39,12 +33,12 @@ std::string format_node(const Node& node) {
     case OpCode::kCallFunction: {
       const FxCall call = fx_call(node);
       return fmt::format("{}[target={}](args = {}, kwargs = {})", head, call.target,
-                         format_args(call.args), format_kwargs(call.kwargs));
+                         fx_args_str(call.args), fx_kwargs_str(call.kwargs));
     }
     case OpCode::kCallMethod:
     case OpCode::kCallModule:
       return fmt::format("{}[target={}](args = {}, kwargs = {})", head, node.target().str(),
-                         format_args(node.args()), format_kwargs(node.kwargs()));
+                         fx_args_str(node.args()), fx_kwargs_str(node.kwargs()));
   }
   throw InternalError("unknown op code");
 }
@@ -86,7 +80,7 @@ std::string describe_node(const Node& node) {
       } catch (const Error&) {
         // A node whose arguments do not fit its schema still gets described.
       }
-      std::string inner = format_args(args);
+      std::string inner = fx_args_str(args);
       inner = inner.substr(1, inner.size() - 2);
       if (!args.empty() && inner.back() == ',') inner.pop_back();
       for (const auto& [key, arg] : kwargs)
@@ -96,7 +90,7 @@ std::string describe_node(const Node& node) {
     case OpCode::kCallMethod:
     case OpCode::kCallModule:
       return fmt::format("%{} = {}[{}]{}", node.name(), to_string(node.op()), node.target().str(),
-                         format_args(node.args()));
+                         fx_args_str(node.args()));
   }
   return "%" + node.name();
 }

@@ -102,19 +102,6 @@ std::string meta_str(const TensorMeta& meta) {
   return out;
 }
 
-std::string args_str(const Args& args) {
-  ArgumentList list{args, true};
-  return fx_str(Argument(std::move(list)));
-}
-
-std::string kwargs_str(const Kwargs& kwargs) {
-  std::string out = "{";
-  for (size_t i = 0; i < kwargs.size(); ++i) {
-    out += (i ? ", " : "") + kwargs[i].first + ": " + fx_str(kwargs[i].second);
-  }
-  return out + "}";
-}
-
 /// A colour from the caller, kept to `#rrggbb` or a plain colour name so that it cannot end
 /// the quoted attribute.
 std::string dot_escape_colour(const std::string& colour) {
@@ -212,14 +199,7 @@ class DotWriter {
 
   /// The output elements, and the keys each node writes.
   void collect_outputs() {
-    Node* out = graph_.output_node();
-    if (!out || out->args().empty()) return;
-    const Argument& result = out->args()[0];
-    if (result.is<ArgumentList>()) {
-      for (const Argument& item : result.as<ArgumentList>().items) outputs_.push_back(item.node());
-    } else {
-      outputs_.push_back(result.node());
-    }
+    outputs_ = output_values(graph_);
     for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
       if (outputs_[i]) written_[outputs_[i]].push_back(&options_.output_keys[i]);
     }
@@ -299,8 +279,8 @@ class DotWriter {
     if (kind == Kind::kOutput) {
       output_rows(rows);
     } else {
-      if (!args.empty()) rows.push_back(plain("args: " + args_str(args)));
-      if (!kwargs.empty()) rows.push_back(plain("kwargs: " + kwargs_str(kwargs)));
+      if (!args.empty()) rows.push_back(plain("args: " + fx_args_str(args)));
+      if (!kwargs.empty()) rows.push_back(plain("kwargs: " + fx_kwargs_str(kwargs)));
     }
     rows.push_back(plain(fmt::format("#users: {}", node.users().size())));
     const std::string meta = meta_str(node.meta().tensor);
@@ -354,7 +334,7 @@ class DotWriter {
     const auto& keys = options_.output_keys;
     if (keys.empty()) {
       Node* out = graph_.output_node();
-      rows.push_back(plain("args: " + args_str(out->args())));
+      rows.push_back(plain("args: " + fx_args_str(out->args())));
       return;
     }
     rows.push_back({escape_html(fmt::format("writes {} keys:", keys.size())), true});

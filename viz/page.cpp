@@ -22,10 +22,9 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The Graphviz IDs dot_writer.cpp gives what it draws: `node:NAME` for a node, `key:N` for the
-// note of the N-th written key, `cluster_N` for the box of the N-th ModuleBox.
+// The Graphviz IDs dot_writer.cpp gives what it draws: `node:NAME` for a node (a key it writes
+// is a row of it), `cluster_N` for the box of the N-th ModuleBox.
 std::string node_item_id(const Node& node) { return "node:" + node.name(); }
-std::string note_item_id(size_t index) { return fmt::format("key:{}", index); }
 std::string box_item_id(size_t index) { return fmt::format("cluster_{}", index); }
 
 PageItem make_item(std::string id, std::string title, std::string kind) {
@@ -46,14 +45,6 @@ std::string shape_str(const TensorMeta& meta) {
   return out + "]";
 }
 
-std::string kwargs_str(const Kwargs& kwargs) {
-  std::string out = "{";
-  for (size_t i = 0; i < kwargs.size(); ++i) {
-    out += (i ? ", " : "") + kwargs[i].first + ": " + fx_str(kwargs[i].second);
-  }
-  return out + "}";
-}
-
 /// Builds the items of the op view; holds what several nodes look up.
 class OpItems {
  public:
@@ -69,9 +60,6 @@ class OpItems {
     std::vector<PageItem> items;
     size_t index = 0;
     for (const Node* node : graph_.nodes()) items.push_back(node_item(*node, lines_[index++]));
-    for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
-      if (outputs_[i]) items.push_back(note_item(i));
-    }
     for (size_t b = 0; b < options_.modules.size(); ++b) items.push_back(box_item(b));
     return items;
   }
@@ -79,14 +67,7 @@ class OpItems {
  private:
   /// The output elements, and for each node the keys it is written to.
   void collect_outputs() {
-    const Node* out = graph_.output_node();
-    if (!out || out->args().empty()) return;
-    const Argument& result = out->args()[0];
-    if (result.is<ArgumentList>()) {
-      for (const Argument& item : result.as<ArgumentList>().items) outputs_.push_back(item.node());
-    } else {
-      outputs_.push_back(result.node());
-    }
+    for (Node* node : output_values(graph_)) outputs_.push_back(node);
     for (size_t i = 0; i < outputs_.size() && i < options_.output_keys.size(); ++i) {
       if (outputs_[i]) written_[outputs_[i]].push_back(options_.output_keys[i]);
     }
@@ -121,7 +102,7 @@ class OpItems {
     // A placeholder's and a get_attr's are always empty.
     if (node.op() != OpCode::kPlaceholder && node.op() != OpCode::kGetAttr) {
       add("args", fx_str(Argument(ArgumentList{args, true})));
-      add("kwargs", kwargs_str(kwargs));
+      add("kwargs", fx_kwargs_str(kwargs));
     }
     if (node.op() == OpCode::kCallModule) module_fields(node, item);
     const TensorMeta& meta = node.meta().tensor;
@@ -165,16 +146,6 @@ class OpItems {
     if (overlay == options_.overlay.end()) return;
     for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
     if (overlay->second.marked) item.fields.push_back({"run", "non-finite values start here", {}});
-  }
-
-  PageItem note_item(size_t index) const {
-    const std::string key = options_.output_keys[index].repr();
-    PageItem item = make_item(note_item_id(index), "writes " + key, "key");
-    item.search.push_back(key);
-    item.fields.push_back({"key", key, {}});
-    item.fields.push_back({"written by", "", {node_item_id(*outputs_[index])}});
-    item.fields.push_back({"output", std::to_string(index), {}});
-    return item;
   }
 
   PageItem box_item(size_t index) const {

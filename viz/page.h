@@ -45,7 +45,7 @@ struct PageField {
   std::vector<std::string> refs;
 };
 
-/// One element of a drawing that the page can select: a graph node, a note of a written key,
+/// One element of a drawing that the page can select: a graph node, or
 /// a module box.
 struct PageItem {
   /// Its Graphviz ID, the text of its `<g>`'s `<title>` in the SVG (`node:relu`).
@@ -78,7 +78,7 @@ struct PageView {
 };
 
 /// The op view of `graph`: its drawing by `render(graph, Format::kSvg, options)` and one item
-/// per node, per note of a written key and per module box. Throws what `render` throws (a
+/// per node (with the keys it writes) and per module box. Throws what `render` throws (a
 /// graph over `options.max_nodes`, a Graphviz error).
 PageView op_view(const Graph& graph, const RenderOptions& options = {});
 

@@ -291,15 +291,14 @@ def check_hostile_page(tdfx, pt2, scratch):
     check(run.returncode == 0, what + ": tdfx render writes the page", run.stderr)
     if run.returncode != 0:
         return
-    root = dom(page, scratch, search="<script>", click="key:1")
+    root = dom(page, scratch, search="<script>", click="node:softmax")
     check_ran(root, what)
     key = "('output', \"{}\")".format(HOSTILE_KEY)
     panel = by_id(root, "panel").text_runs()
-    expected = ["writes " + key, "key", "key", key, "written by", "%softmax", "output", "1"]
-    check(panel == expected, what + ": the panel shows the key as text, whole",
+    check("[" + key + "]" in panel, what + ": the panel shows the key as text, whole",
           "\n      ".join(map(repr, panel)))
-    check(ids_with_class(root, "match") == ["key:1", "node:softmax"],
-          what + ": searching '<script>' finds the note and its producer",
+    check(ids_with_class(root, "match") == ["node:softmax"],
+          what + ": searching '<script>' finds the node that writes it",
           repr(ids_with_class(root, "match")))
     title = [e for e in root.walk() if e.tag == "title" and e.parent.tag == "head"]
     check([t.text_runs() for t in title] == [["tdfx graph"]], what + ": no script of the key ran",
