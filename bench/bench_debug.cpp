@@ -13,22 +13,16 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/chain_pipeline.h"
+#include "bench/relu_chain.h"
 #include "debug/node_stats.h"
 #include "graph/interpreter.h"
 #include "tracer/symbolic_trace.h"
 
 namespace {
 
-constexpr int64_t kReluChain = 1000;
+using tdfx::bench::relu_chain;
 
-tdfx::Graph relu_chain(int64_t length) {
-  tdfx::Graph graph;
-  const tdfx::Target relu = tdfx::Target::aten("aten::relu");
-  tdfx::Node* value = graph.placeholder("x");
-  for (int64_t i = 0; i < length; ++i) value = graph.call_function(relu, {value});
-  graph.output(value);
-  return graph;
-}
+constexpr int64_t kReluChain = 1000;
 
 void per_node(benchmark::State& state, int64_t nodes) {
   state.counters["ns_per_node"] =

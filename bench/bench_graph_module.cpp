@@ -12,23 +12,16 @@
 #include <vector>
 
 #include "codegen/python_code.h"
+#include "bench/relu_chain.h"
 #include "graph/graph.h"
 #include "graph/graph_module.h"
 
 namespace {
 
+using tdfx::bench::relu_chain;
+
 constexpr int64_t kChain = 1000;
 constexpr int64_t kLongChain = 100000;
-
-/// placeholder x → `length` × aten::relu → output.
-tdfx::Graph relu_chain(int64_t length) {
-  tdfx::Graph graph;
-  const tdfx::Target relu = tdfx::Target::aten("aten::relu");
-  tdfx::Node* value = graph.placeholder("x");
-  for (int64_t i = 0; i < length; ++i) value = graph.call_function(relu, {value});
-  graph.output(value);
-  return graph;
-}
 
 /// Items processed and "ns_per_node": CPU time per node, an inverted rate, so the console
 /// prints it with its unit (`ns_per_node=441.9ns`) and JSON holds it in seconds.
