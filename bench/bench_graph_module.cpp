@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/python_code.h"
 #include "bench/relu_chain.h"
+#include "codegen/python_code.h"
 #include "graph/graph.h"
 #include "graph/graph_module.h"
 

@@ -42,8 +42,6 @@ inline Chain chain(int64_t length) {
 }
 
 /// The chain's input: "h0", 16×64.
-inline TensorDict chain_input() {
-  return TensorDict({{"h0", at::randn({16, 64})}}, {16});
-}
+inline TensorDict chain_input() { return TensorDict({{"h0", at::randn({16, 64})}}, {16}); }
 
 }  // namespace tdfx::bench

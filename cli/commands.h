@@ -72,10 +72,11 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 /// when it cannot be written).
 void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options);
 
-/// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the interactive page) in `view`
-/// (every op boxed by TensorDictModule, or one node per module) and `rankdir`, the outputs
-/// labelled with their keys. A drawing over `max_nodes` (RenderOptions::max_nodes) is
-/// refused, as is one Graphviz cannot draw: a tdfx::Error, not a FileError.
+/// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the
+/// interactive page) in `view` (every op boxed by TensorDictModule, or one node per module) and
+/// `rankdir`, the outputs labelled with their keys. A drawing over `max_nodes`
+/// (RenderOptions::max_nodes) is refused, as is one Graphviz cannot draw: a tdfx::Error, not a
+/// FileError.
 void run_render(const std::string& path, const std::string& out, size_t max_nodes,
                 View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom);
 

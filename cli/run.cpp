@@ -168,9 +168,10 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
         if (!batch) {
           batch = std::make_pair(name, size);
         } else if (batch->second != size) {
-          fail<Error>("--input {}={}: its batch size (s0) is {}, and input {}'s is {}; the "
-                      "inputs share s0",
-                      name, argument.file, size, batch->first, batch->second);
+          fail<Error>(
+              "--input {}={}: its batch size (s0) is {}, and input {}'s is {}; the "
+              "inputs share s0",
+              name, argument.file, size, batch->first, batch->second);
         }
       }
       read[name] = {value, argument.file};
@@ -272,8 +273,8 @@ void run_program(const std::string& path, const std::vector<InputArgument>& give
   }
   if (reports.profile) {
     const Profile p = profile(run, reports.repeats);
-    std::cout << fmt::format("\ntime per node (median of {} runs; total {:.1f} µs):\n",
-                             p.repeats, p.total_us)
+    std::cout << fmt::format("\ntime per node (median of {} runs; total {:.1f} µs):\n", p.repeats,
+                             p.total_us)
               << p.node_table(kReportWidth).str() << "\ntime per module:\n"
               << p.module_table(kReportWidth).str();
     // Time colours the nodes; statistics, when asked for too, stay as rows.

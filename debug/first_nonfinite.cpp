@@ -56,8 +56,8 @@ class Finder : public Interpreter {
 }  // namespace
 
 std::string NonFinite::str() const {
-  std::string out = fmt::format("first non-finite value: %{} ({} NaN, {} Inf of {} values)\n",
-                                node, nan_count, inf_count, numel);
+  std::string out = fmt::format("first non-finite value: %{} ({} NaN, {} Inf of {} values)\n", node,
+                                nan_count, inf_count, numel);
   out += fmt::format("  node:   {}\n", description);
   if (!td_module.empty()) out += fmt::format("  in:     TensorDictModule {}\n", td_module);
   if (!module_path.empty()) out += fmt::format("  module: {}\n", module_path);

@@ -101,8 +101,10 @@ class StatsInterpreter : public Interpreter {
 TensorStats tensor_stats(const at::Tensor& t) {
   if (!t.defined()) fail<Error>("tensor_stats: the tensor is undefined");
   if (t.is_meta() || t.is_quantized() || t.is_sparse()) {
-    fail<Error>("tensor_stats: a {} tensor has no values to summarise",
-                t.is_meta() ? "meta" : t.is_quantized() ? "quantized" : "sparse");
+    fail<Error>("tensor_stats: a {} tensor has no values to summarise", t.is_meta() ? "meta"
+                                                                        : t.is_quantized()
+                                                                            ? "quantized"
+                                                                            : "sparse");
   }
   TensorStats s;
   s.dtype = t.scalar_type();
@@ -113,10 +115,9 @@ TensorStats tensor_stats(const at::Tensor& t) {
     return s;
   }
   const at::Tensor data = t.device().is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();
-  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kHalf, at::kBFloat16, at::kBool, data.scalar_type(),
-                                         "tensor_stats", [&] {
-                                           accumulate(data.data_ptr<scalar_t>(), s.numel, s);
-                                         });
+  AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(
+      at::kHalf, at::kBFloat16, at::kBool, data.scalar_type(), "tensor_stats",
+      [&] { accumulate(data.data_ptr<scalar_t>(), s.numel, s); });
   return s;
 }
 
@@ -145,11 +146,10 @@ Table stats_table(const std::vector<NodeStats>& stats, size_t width) {
       continue;
     }
     const TensorStats& s = *entry.stats;
-    table.add_row({entry.node, dtype_short(s.dtype), shape_text(s.shape),
-                          table_number(s.min), table_number(s.max), table_number(s.mean),
-                          table_number(s.std), std::to_string(s.nan_count),
-                          std::to_string(s.inf_count),
-                          fmt::format("{:.0f}%", 100 * s.zero_fraction)});
+    table.add_row({entry.node, dtype_short(s.dtype), shape_text(s.shape), table_number(s.min),
+                   table_number(s.max), table_number(s.mean), table_number(s.std),
+                   std::to_string(s.nan_count), std::to_string(s.inf_count),
+                   fmt::format("{:.0f}%", 100 * s.zero_fraction)});
   }
   return table;
 }

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "debug/debuggee.h"
 #include "core/text_table.h"
+#include "debug/debuggee.h"
 
 namespace tdfx {
 

@@ -49,8 +49,8 @@ void mark_nonfinite(std::map<std::string, NodeOverlay>& overlay, const NonFinite
   NodeOverlay& o = overlay[origin.node];
   o.marked = true;
   o.fill = "#f4c7c3";
-  o.lines.push_back(fmt::format("NaN/Inf starts here ({} NaN, {} Inf)", origin.nan_count,
-                                origin.inf_count));
+  o.lines.push_back(
+      fmt::format("NaN/Inf starts here ({} NaN, {} Inf)", origin.nan_count, origin.inf_count));
 }
 
 }  // namespace tdfx

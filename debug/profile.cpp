@@ -40,7 +40,7 @@ Table table(const std::vector<ProfileEntry>& entries, const std::string& name,
   Table t({{name, 0}, {what, 0}, {"median µs", 10, true}, {"share", 6, true}}, width);
   for (const auto& e : entries) {
     t.add_row({e.name, e.what, fmt::format("{:.1f}", e.median_us),
-                      fmt::format("{:.1f}%", 100 * e.share)});
+               fmt::format("{:.1f}%", 100 * e.share)});
   }
   return t;
 }
@@ -53,9 +53,7 @@ void sort_slowest_first(std::vector<ProfileEntry>& entries) {
 }  // namespace
 
 Table Profile::node_table(size_t width) const { return table(nodes, "node", "op", width); }
-Table Profile::module_table(size_t width) const {
-  return table(modules, "module", "nodes", width);
-}
+Table Profile::module_table(size_t width) const { return table(modules, "module", "nodes", width); }
 
 Profile profile(const Debuggee& debuggee, size_t repeats) {
   Profile out;
@@ -71,11 +69,10 @@ Profile profile(const Debuggee& debuggee, size_t repeats) {
     auto it = timer.times.find(node);
     if (it == timer.times.end()) continue;
     const double us = median(it->second);
-    out.nodes.push_back({node->name(),
-                         fmt::format("{} {}", to_string(node->op()), node->target().str()), us,
-                         0});
-    std::string module = node->meta().td_module.empty() ? node->meta().module_path
-                                                        : node->meta().td_module;
+    out.nodes.push_back(
+        {node->name(), fmt::format("{} {}", to_string(node->op()), node->target().str()), us, 0});
+    std::string module =
+        node->meta().td_module.empty() ? node->meta().module_path : node->meta().td_module;
     if (module.empty()) module = "(outside modules)";
     auto [entry, inserted] = by_module.try_emplace(module, 0.0, 0);
     if (inserted) module_order.push_back(module);

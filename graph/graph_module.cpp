@@ -236,9 +236,10 @@ class Compiler {
       return;
     }
     if (!node.kwargs().empty()) {
-      fail<GraphError>("call_module %{} ({}) has keyword arguments, which tdfx cannot pass to "
-                       "a module without a body graph",
-                       node.name(), node.target().str());
+      fail<GraphError>(
+          "call_module %{} ({}) has keyword arguments, which tdfx cannot pass to "
+          "a module without a body graph",
+          node.name(), node.target().str());
     }
     step.kind = Step::Kind::kCallLeaf;
     step.leaf = detail::module_call(root_, prefix_ + node.target().str(), node);
@@ -363,8 +364,7 @@ c10::IValue Source::materialize(const std::vector<c10::IValue>& slots) const {
       c10::List<c10::optional<at::Tensor>> list;
       for (const auto& item : items) {
         auto value = item.materialize(slots);
-        list.push_back(value.isNone() ? c10::nullopt
-                                      : c10::optional<at::Tensor>(value.toTensor()));
+        list.push_back(value.isNone() ? c10::nullopt : c10::optional<at::Tensor>(value.toTensor()));
       }
       return list;
     }

@@ -42,7 +42,9 @@ LeafCall binary(std::shared_ptr<Impl> module, const Node& node) {
 
 }  // namespace
 
-// The layers whose forward takes one tensor and returns one.
+// The layers whose forward takes one tensor and returns one (a Sequential of them too): a
+// table of names, kept in rows.
+// clang-format off
 #define TDFX_UNARY_LAYERS(X)                                                                     \
   X(Linear) X(Identity) X(Flatten) X(Unflatten) X(Conv1d) X(Conv2d) X(Conv3d)                  \
   X(ConvTranspose1d) X(ConvTranspose2d) X(ConvTranspose3d) X(BatchNorm1d) X(BatchNorm2d)        \
@@ -57,15 +59,17 @@ LeafCall binary(std::shared_ptr<Impl> module, const Node& node) {
   X(AdaptiveMaxPool2d) X(AdaptiveMaxPool3d) X(LPPool1d) X(LPPool2d) X(ReflectionPad1d)          \
   X(ReflectionPad2d) X(ReflectionPad3d) X(ReplicationPad1d) X(ReplicationPad2d)                 \
   X(ReplicationPad3d) X(ZeroPad2d) X(ConstantPad1d) X(ConstantPad2d) X(ConstantPad3d)           \
-  X(PixelShuffle) X(PixelUnshuffle) X(Upsample) X(Fold) X(Unfold)
+  X(PixelShuffle) X(PixelUnshuffle) X(Upsample) X(Fold) X(Unfold) X(Sequential)
+
+// clang-format on
 
 // The layers whose forward takes two tensors and returns one.
-#define TDFX_BINARY_LAYERS(X) X(CosineSimilarity) X(PairwiseDistance)
+#define TDFX_BINARY_LAYERS(X) X(CosineSimilarity) X(PairwiseDistance) X(Bilinear)
 
 LeafCall module_call(const std::shared_ptr<torch::nn::Module>& root, const std::string& path,
                      const Node& node) {
   const auto module = submodule(root, path, node);
-#define TDFX_TRY_UNARY(Name)                                                  \
+#define TDFX_TRY_UNARY(Name) \
   if (auto m = std::dynamic_pointer_cast<torch::nn::Name##Impl>(module)) return unary(m, node);
 #define TDFX_TRY_BINARY(Name) \
   if (auto m = std::dynamic_pointer_cast<torch::nn::Name##Impl>(module)) return binary(m, node);
@@ -73,24 +77,6 @@ LeafCall module_call(const std::shared_ptr<torch::nn::Module>& root, const std::
   TDFX_BINARY_LAYERS(TDFX_TRY_BINARY)
 #undef TDFX_TRY_UNARY
 #undef TDFX_TRY_BINARY
-  if (auto m = std::dynamic_pointer_cast<torch::nn::BilinearImpl>(module)) {
-    if (node.args().size() != 2) {
-      fail<GraphError>("call_module %{}: Bilinear takes 2 tensors, the node passes {}",
-                       node.name(), node.args().size());
-    }
-    return [m](std::vector<c10::IValue>& args) -> c10::IValue {
-      return m->forward(args[0].toTensor(), args[1].toTensor());
-    };
-  }
-  if (auto m = std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module)) {
-    if (node.args().size() != 1) {
-      fail<GraphError>("call_module %{}: a Sequential takes 1 tensor, the node passes {}",
-                       node.name(), node.args().size());
-    }
-    return [m](std::vector<c10::IValue>& args) -> c10::IValue {
-      return m->forward(args[0].toTensor());
-    };
-  }
   fail<GraphError>(
       "call_module %{}: '{}' is a {}, which has no body graph and is not a built-in layer tdfx "
       "can call; record the call with the tracer, or override Interpreter::call_module",

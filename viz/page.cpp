@@ -5,9 +5,9 @@
 #include "viz/page.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "codegen/python_code.h"

@@ -297,7 +297,8 @@ TEST_CASE("cli: run --stats, --find-nonfinite and -o report what each node produ
   // One row of x at 3e38 overflows in the first Linear: 3 of its outputs are -inf.
   const Run saved = tdfx::testing::run_command(
       "/usr/bin/python3 -c \"import sys, torch; torch.manual_seed(0); x = torch.randn(32, 100); "
-      "x[3] = 3e38; torch.save({'input_x': x}, sys.argv[1])\" " + quoted(dir / "x.pt") + " 2>&1");
+      "x[3] = 3e38; torch.save({'input_x': x}, sys.argv[1])\" " +
+      quoted(dir / "x.pt") + " 2>&1");
   REQUIRE_MESSAGE(saved.status == 0,
                   "Python's torch (Debian python3-torch) is required: " << saved.out);
   const std::string in_dir = "cd " + quoted(dir) + " && '" + tdfx_bin() + "' ";
@@ -325,8 +326,8 @@ TEST_CASE("cli: run draws the inputs not given at the given inputs' batch size, 
   const fs::path mask32 = demo_dir() / "mask32.pt";
   const Run saved = tdfx::testing::run_command(
       "/usr/bin/python3 -c \"import sys, torch; torch.save(torch.ones(1, 100), sys.argv[1]); "
-      "torch.save(torch.ones(32, 10), sys.argv[2])\" " + quoted(x1) + " " + quoted(mask32) +
-      " 2>&1");
+      "torch.save(torch.ones(32, 10), sys.argv[2])\" " +
+      quoted(x1) + " " + quoted(mask32) + " 2>&1");
   REQUIRE_MESSAGE(saved.status == 0,
                   "Python's torch (Debian python3-torch) is required: " << saved.out);
   const Run one = run_tdfx("run " + pt2 + " --input input_x=" + quoted(x1));
@@ -360,10 +361,9 @@ TEST_CASE("cli: run --profile times every node of the program, then every module
     nodes.insert(line.substr(0, line.find(' ')));
   }
   CHECK(nodes == std::set<std::string>{"input_mask", "input_x", "linear", "linear_1", "mul",
-                                       "p_module_0_module_fc1_bias",
-                                       "p_module_0_module_fc1_weight",
-                                       "p_module_0_module_fc2_bias",
-                                       "p_module_0_module_fc2_weight", "relu", "softmax"});
+                                       "p_module_0_module_fc1_bias", "p_module_0_module_fc1_weight",
+                                       "p_module_0_module_fc2_bias", "p_module_0_module_fc2_weight",
+                                       "relu", "softmax"});
   std::getline(lines, line);
   CHECK(line == "time per module:");
   std::getline(lines, line);  // the header

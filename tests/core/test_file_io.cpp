@@ -31,11 +31,11 @@ TEST_CASE("file io: a symbolic link, FIFO or directory is refused, never replace
   { std::ofstream(target) << "kept"; }
   const fs::path link = dir / "link.txt";
   fs::create_symlink(target, link);
-  CHECK_THROWS_WITH_AS(tdfx::write_file_atomically<tdfx::Error>(link.string(), "new"),
-                       (link.string() +
-                        ": cannot write the file: it is a symbolic link, not a regular file")
-                           .c_str(),
-                       tdfx::Error);
+  CHECK_THROWS_WITH_AS(
+      tdfx::write_file_atomically<tdfx::Error>(link.string(), "new"),
+      (link.string() + ": cannot write the file: it is a symbolic link, not a regular file")
+          .c_str(),
+      tdfx::Error);
   CHECK(fs::is_symlink(link));
   CHECK(contents(target) == "kept");
 

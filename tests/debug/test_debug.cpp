@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "debug/first_nonfinite.h"
-#include "debug/overlay.h"
 #include "debug/node_stats.h"
+#include "debug/overlay.h"
 #include "debug/profile.h"
 #include "export/program.h"
 #include "samples/pipelines.h"
@@ -30,16 +30,14 @@ std::shared_ptr<TensorDictSequential> log_pipeline() {
     fc->weight.copy_(at::tensor({1.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f}).view({2, 3}));
     fc->bias.zero_();
   }
-  return make_td_sequential({make_td_module(fc, {"x"}, {"h"}),
-                             make_td_module([](const at::Tensor& h) { return at::log(h); },
-                                            {"h"}, {"y"}),
-                             make_td_module([](const at::Tensor& y) { return y * 2; }, {"y"},
-                                            {"z"})});
+  return make_td_sequential(
+      {make_td_module(fc, {"x"}, {"h"}),
+       make_td_module([](const at::Tensor& h) { return at::log(h); }, {"h"}, {"y"}),
+       make_td_module([](const at::Tensor& y) { return y * 2; }, {"y"}, {"z"})});
 }
 
 TensorDict log_input(float first) {
-  return TensorDict({{"x", at::tensor({first, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}).view({2, 3})}},
-                    {2});
+  return TensorDict({{"x", at::tensor({first, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}).view({2, 3})}}, {2});
 }
 
 }  // namespace
@@ -171,7 +169,8 @@ TEST_CASE("debug: statistics and the non-finite origin drawn on the diagram (gol
   RenderOptions options = diagram_options(gm);
   options.overlay = stats_overlay(node_stats(run));
   mark_nonfinite(options.overlay, *first_nonfinite(run));
-  testing::check_golden("tests/debug/golden", "log_pipeline_overlay.dot", to_dot(gm.graph(), options));
+  testing::check_golden("tests/debug/golden", "log_pipeline_overlay.dot",
+                        to_dot(gm.graph(), options));
 }
 
 TEST_CASE("debug: a profile overlay colours nodes by their share of the time") {

@@ -7,8 +7,8 @@
 
 #include <map>
 
-#include "core/error.h"
 #include "codegen/python_code.h"
+#include "core/error.h"
 #include "graph/interpreter.h"
 
 using namespace tdfx;
