@@ -14,9 +14,9 @@
 
 #include "bench/chain_pipeline.h"
 #include "bench/relu_chain.h"
-#include "debug/node_stats.h"
-#include "graph/interpreter.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/debug/node_stats.h"
+#include "tdfx/graph/interpreter.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "bench/relu_chain.h"
-#include "codegen/python_code.h"
-#include "graph/graph.h"
-#include "graph/graph_module.h"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
 
 namespace {
 

@@ -25,8 +25,8 @@
 
 #include "bench/chain_pipeline.h"
 #include "samples/pipelines.h"
-#include "tensordict/modules.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace {
 

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "bench/chain_pipeline.h"
+#include "tdfx/tracer/diagram.h"
+#include "tdfx/tracer/module_tree.h"
+#include "tdfx/tracer/symbolic_trace.h"
+#include "tdfx/viz/render.h"
 #include "tests/viz/chain.h"
-#include "tracer/diagram.h"
-#include "tracer/module_tree.h"
-#include "tracer/symbolic_trace.h"
-#include "viz/render.h"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tensordict/modules.h"
+#include "tdfx/tensordict/modules.h"
 
 namespace tdfx::bench {
 

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx::bench {
 

@@ -5,32 +5,16 @@
 #include <filesystem>
 #include <iostream>
 
-#include "core/file_io.h"
-#include "export/archive.h"
-#include "export/program.h"
-#include "export/program_diagram.h"
 #include "samples/pipelines.h"
-#include "tracer/diagram.h"
-#include "tracer/symbolic_trace.h"
-#include "viz/render.h"
+#include "tdfx/core/file_io.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
+#include "tdfx/export/program_diagram.h"
+#include "tdfx/tracer/diagram.h"
+#include "tdfx/tracer/symbolic_trace.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx::cli {
-
-std::string without_path_prefix(const std::string& message, const std::string& path) {
-  const std::string prefix = path + ": ";
-  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
-}
-
-FileError::FileError(const std::string& path, const std::string& problem)
-    : Error(path + ": " + problem), path_(path) {}
-
-ExportedProgram load_program(const std::string& path) {
-  try {
-    return load(path);
-  } catch (const ArchiveError& e) {
-    throw FileError(path, without_path_prefix(e.what(), path));
-  }
-}
 
 void run_demo(const std::string& out_dir) {
   std::error_code ec;
@@ -58,7 +42,7 @@ void run_demo(const std::string& out_dir) {
 }
 
 void run_show(const std::string& path, ShowWhat what) {
-  const ExportedProgram program = load_program(path);
+  const ExportedProgram program = load(path);
   switch (what) {
     case ShowWhat::kReadable:
       std::cout << program.print_readable() << "\n";
@@ -93,12 +77,12 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options) {
   // Drawn before anything is written: a graph that cannot be drawn is not a file problem.
   const std::string bytes = render(graph, format_from_extension(out), options);
-  writing(out, [&] { write_file_atomically<Error>(out, bytes); });
+  writing(out, [&] { write_file_atomically<FileError>(out, bytes); });
 }
 
 void run_render(const std::string& path, const std::string& out, size_t max_nodes, View view,
                 Rankdir rankdir) {
-  const ExportedProgram program = load_program(path);
+  const ExportedProgram program = load(path);
   RenderOptions options = program_render_options(program, max_nodes);
   options.view = view;
   options.rankdir = rankdir;

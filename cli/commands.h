@@ -8,31 +8,18 @@
 #include <iostream>
 #include <string>
 
-#include "core/error.h"
-#include "export/program.h"
-#include "viz/render.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/program.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx::cli {
 
-/// A file the tool cannot read or write. main() prints `tdfx: FILE: problem`
-/// and exits with kExitFile.
-class FileError : public Error {
- public:
-  FileError(const std::string& path, const std::string& problem);
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 /// Exit codes: success, a usage error (bad arguments, or any other tdfx
-/// error), a file that cannot be read or written.
+/// error), a file that cannot be read, written or loaded (tdfx::FileError,
+/// tdfx::ArchiveError: both name the file).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitFile = 2;
-
-/// Loads the archive at `path`; a refused or unreadable file is a FileError.
-ExportedProgram load_program(const std::string& path);
 
 /// Which text `tdfx show` prints.
 enum class ShowWhat { kReadable, kGraph, kCode, kSignature };
@@ -46,21 +33,11 @@ void run_demo(const std::string& out_dir);
 /// `tdfx show`: loads `path` and prints the part of it named by `what`.
 void run_show(const std::string& path, ShowWhat what);
 
-/// `message` without a leading `path: ` (ArchiveError messages from load() start with the
-/// path; others may not).
-std::string without_path_prefix(const std::string& message, const std::string& path);
-
-/// Runs `fn`, which produces the file `path`: any failure becomes a FileError naming the file
-/// (exit 2); success prints `wrote PATH`.
+/// Runs `fn`, which produces the file `path`, and prints `wrote PATH`. A file that cannot
+/// be written is fn's FileError or ArchiveError, which names it.
 template <typename Fn>
 void writing(const std::string& path, Fn&& fn) {
-  try {
-    fn();
-  } catch (const FileError&) {
-    throw;
-  } catch (const Error& e) {
-    throw FileError(path, without_path_prefix(e.what(), path));
-  }
+  fn();
   std::cout << "wrote " << path << "\n";
 }
 

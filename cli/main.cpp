@@ -14,7 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/run.h"
-#include "viz/render.h"
+#include "tdfx/viz/render.h"
 
 namespace {
 
@@ -177,7 +177,10 @@ int main(int argc, char** argv) {
       run_program(run_file, inputs, seed, reports);
     }
     return finish(kExitOk);
-  } catch (const FileError& e) {
+  } catch (const tdfx::FileError& e) {
+    std::cerr << "tdfx: " << e.what() << "\n";
+    return finish(kExitFile);
+  } catch (const tdfx::ArchiveError& e) {
     std::cerr << "tdfx: " << e.what() << "\n";
     return finish(kExitFile);
   } catch (const std::exception& e) {

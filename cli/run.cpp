@@ -10,14 +10,15 @@
 #include <tuple>
 
 #include "cli/commands.h"
-#include "core/dtype_names.h"
-#include "core/python_repr.h"
-#include "core/text_table.h"
-#include "debug/first_nonfinite.h"
-#include "debug/node_stats.h"
-#include "debug/overlay.h"
-#include "debug/profile.h"
-#include "export/tensor_file.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/core/text_table.h"
+#include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/node_stats.h"
+#include "tdfx/debug/overlay.h"
+#include "tdfx/debug/profile.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/tensor_file.h"
 
 namespace tdfx::cli {
 namespace {
@@ -88,15 +89,7 @@ at::Tensor draw(const TensorMeta& meta, at::Generator& generator) {
 
 // The tensor `argument` names for input `name`: the file's single tensor or its entry `name`.
 at::Tensor read_input(const InputArgument& argument) {
-  TensorFile file;
-  try {
-    file = load_tensor_file(argument.file);
-  } catch (const ArchiveError& e) {
-    const std::string prefix = argument.file + ": ";
-    const std::string message = e.what();
-    throw FileError(argument.file,
-                    message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message);
-  }
+  const TensorFile file = load_tensor_file(argument.file);  // ArchiveError names the file
   if (!file.is_dict) return file.entries.at(0).second;
   std::vector<std::string> keys;
   for (const auto& [key, tensor] : file.entries) {
@@ -260,7 +253,7 @@ void run_program(const std::string& path, const std::vector<InputArgument>& give
   if (!reports.save.empty() && reports.save == reports.overlay) {
     fail<Error>("--save and -o name the same file, {}: give them different files", reports.save);
   }
-  const ExportedProgram program = load_program(path);
+  const ExportedProgram program = load(path);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
   print_run(program, inputs, std::cout);
   if (!reports.save.empty()) save_run(program, inputs, reports.save);

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "export/program.h"
+#include "tdfx/export/program.h"
 
 namespace tdfx::cli {
 
@@ -49,7 +49,7 @@ struct RunInput {
 /// every input whether given or not, so that an input's random value depends
 /// only on the seed, the program and the batch size.
 ///
-/// FileError for a file that cannot be read or is refused (exit 2);
+/// ArchiveError for a file that cannot be read or is refused (exit 2);
 /// tdfx::Error naming the input and what was expected for an unknown or
 /// repeated name, a dict without the name, a tensor of another dtype or
 /// shape, or given inputs of different batch sizes (exit 1).
@@ -63,7 +63,7 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
 void print_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
                std::ostream& out);
 
-/// `tdfx run`: loads the archive at `path` (its refusal a FileError), prepares
+/// `tdfx run`: loads the archive at `path` (its refusal an ArchiveError), prepares
 /// the inputs and prints print_run's report to standard output.
 /// The reports `tdfx run` prints after its input and output tables, and the overlay it draws.
 struct RunReports {

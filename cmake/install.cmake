@@ -20,10 +20,13 @@ install(TARGETS ${tdfx_libraries} tdfx_library EXPORT tdfxTargets
 # as the build-tree one does.
 set_target_properties(tdfx PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS tdfx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-foreach(component core tensordict graph codegen viz tracer export debug)
+# Headers: include/tdfx/COMPONENT/*.h and the umbrella include/tdfx/tdfx.h, the layout
+# the build tree sees through <build>/include (cmake/tdfx.cmake).
+foreach(component ${TDFX_COMPONENTS})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${component}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx FILES_MATCHING PATTERN "*.h")
 endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/tdfx.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx)
 install(EXPORT tdfxTargets NAMESPACE tdfx:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tdfx)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/tdfxConfig.cmake.in
   ${CMAKE_BINARY_DIR}/tdfxConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tdfx)

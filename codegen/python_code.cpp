@@ -1,13 +1,13 @@
-#include "codegen/python_code.h"
+#include "tdfx/codegen/python_code.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "core/python_repr.h"
-#include "graph/fx_face.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/graph/fx_face.h"
 
 namespace tdfx {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 

@@ -1,4 +1,4 @@
-#include "core/dtype_names.h"
+#include "tdfx/core/dtype_names.h"
 
 namespace tdfx {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/enum_names.h"
+#include "tdfx/core/enum_names.h"
 
 #include <fmt/format.h>
 

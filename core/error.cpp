@@ -1,8 +1,11 @@
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 #include <c10/util/Exception.h>
 
 namespace tdfx {
+
+FileError::FileError(std::string path, std::string problem)
+    : Error(path + ": " + problem), path_(std::move(path)), problem_(std::move(problem)) {}
 
 std::string library_message(const std::exception& error) {
   const auto* c10_error = dynamic_cast<const c10::Error*>(&error);

@@ -49,7 +49,22 @@ class RunError : public Error {
   using Error::Error;
 };
 
-/// A file that cannot be saved or loaded as a tdfx archive.
+/// A file that cannot be opened, read or written (missing, no permission, not a regular
+/// file, disk full). `path()` names the file and `problem()` says what went wrong; the
+/// message is `PATH: PROBLEM`.
+class FileError : public Error {
+ public:
+  FileError(std::string path, std::string problem);
+  const std::string& path() const { return path_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string path_;
+  std::string problem_;
+};
+
+/// A file that cannot be saved or loaded as a tdfx archive or tensor file; the message
+/// starts with the file's name.
 class ArchiveError : public Error {
  public:
   using Error::Error;

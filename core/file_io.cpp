@@ -1,14 +1,16 @@
-#include "core/file_io.h"
+#include "tdfx/core/file_io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <type_traits>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx {
 namespace {
@@ -56,6 +58,17 @@ const char* not_regular(mode_t mode) {
   return "not a regular file";
 }
 
+// Throws E for a failure on `path`: a FileError keeps the path apart from the problem,
+// other errors get `PATH: PROBLEM`.
+template <typename E>
+[[noreturn]] void file_failure(const std::string& path, std::string problem) {
+  if constexpr (std::is_same_v<E, FileError>) {
+    throw FileError(path, std::move(problem));
+  } else {
+    throw E(path + ": " + problem);
+  }
+}
+
 }  // namespace
 
 template <typename E>
@@ -64,12 +77,12 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   // replaced (a device, a FIFO or a symbolic link would be lost, not written).
   struct stat existing {};
   if (::lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
-    fail<E>("{}: cannot write the file: it is {}, not a regular file", path,
-            not_regular(existing.st_mode));
+    file_failure<E>(path, fmt::format("cannot write the file: it is {}, not a regular file",
+                                      not_regular(existing.st_mode)));
   }
   std::string temporary;
   const int fd = create_temporary(folder_of(path), temporary);
-  if (fd < 0) fail<E>("{}: cannot write the file: {}", path, std::strerror(errno));
+  if (fd < 0) file_failure<E>(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
   bool ok = write_all(fd, bytes) && ::fsync(fd) == 0;
   int error = ok ? 0 : errno;
   if (::close(fd) != 0 && ok) {
@@ -82,7 +95,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   }
   if (!ok) {
     ::unlink(temporary.c_str());
-    fail<E>("{}: cannot write the file: {}", path, std::strerror(error));
+    file_failure<E>(path, fmt::format("cannot write the file: {}", std::strerror(error)));
   }
 }
 
@@ -90,12 +103,12 @@ template <typename E>
 RegularFile RegularFile::open(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) fail<E>("{}: cannot open the file: {}", path, std::strerror(errno));
+  if (fd < 0) file_failure<E>(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {
     const int error = errno;
     ::close(fd);
-    fail<E>("{}: cannot read the file: {}", path, std::strerror(error));
+    file_failure<E>(path, fmt::format("cannot read the file: {}", std::strerror(error)));
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
@@ -103,7 +116,7 @@ RegularFile RegularFile::open(const std::string& path) {
                        : S_ISFIFO(info.st_mode) ? "a FIFO"
                        : S_ISSOCK(info.st_mode) ? "a socket"
                                                 : "a device";
-    fail<E>("{}: is {}, not a regular file", path, kind);
+    file_failure<E>(path, fmt::format("is {}, not a regular file", kind));
   }
   return RegularFile(fd, static_cast<uint64_t>(info.st_size), path);
 }
@@ -121,9 +134,9 @@ RegularFile::~RegularFile() {
 }
 
 // The error types files are read and written for.
-template void write_file_atomically<Error>(const std::string&, std::string_view);
+template void write_file_atomically<FileError>(const std::string&, std::string_view);
 template void write_file_atomically<ArchiveError>(const std::string&, std::string_view);
-template RegularFile RegularFile::open<Error>(const std::string&);
+template RegularFile RegularFile::open<FileError>(const std::string&);
 template RegularFile RegularFile::open<ArchiveError>(const std::string&);
 
 }  // namespace tdfx

@@ -3,7 +3,9 @@
 /// \file
 /// Reading and writing whole files safely. Every file tdfx writes (archives,
 /// TorchScript modules, drawings) goes through write_file_atomically; every
-/// file it reads from a user goes through open_regular_file.
+/// file it reads from a user goes through RegularFile::open. `E` is the error
+/// thrown: FileError (path and problem apart), or ArchiveError for the archive and
+/// tensor-file readers and writers.
 
 #include <cstdint>
 #include <string>

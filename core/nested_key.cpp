@@ -1,9 +1,9 @@
-#include "core/nested_key.h"
+#include "tdfx/core/nested_key.h"
 
 #include <ostream>
 
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx {
 

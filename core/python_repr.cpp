@@ -1,4 +1,4 @@
-#include "core/python_repr.h"
+#include "tdfx/core/python_repr.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "core/text_table.h"
+#include "tdfx/core/text_table.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx {
 

@@ -1,11 +1,11 @@
-#include "debug/debuggee.h"
+#include "tdfx/debug/debuggee.h"
 
 #include <deque>
 #include <sstream>
 #include <unordered_set>
 
-#include "export/program.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx {
 

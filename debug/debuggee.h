@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/nested_key.h"
-#include "graph/graph_module.h"
+#include "tdfx/core/nested_key.h"
+#include "tdfx/graph/graph_module.h"
 
 namespace tdfx {
 

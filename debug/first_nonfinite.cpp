@@ -1,10 +1,10 @@
-#include "debug/first_nonfinite.h"
+#include "tdfx/debug/first_nonfinite.h"
 
 #include <ATen/core/Tensor.h>
 #include <fmt/format.h>
 
-#include "debug/node_stats.h"
-#include "graph/interpreter.h"
+#include "tdfx/debug/node_stats.h"
+#include "tdfx/graph/interpreter.h"
 
 namespace tdfx {
 namespace {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "debug/debuggee.h"
+#include "tdfx/debug/debuggee.h"
 
 namespace tdfx {
 

@@ -1,4 +1,4 @@
-#include "debug/node_stats.h"
+#include "tdfx/debug/node_stats.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
@@ -9,9 +9,9 @@
 #include <complex>
 #include <limits>
 
-#include "core/dtype_names.h"
-#include "core/error.h"
-#include "graph/interpreter.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/interpreter.h"
 
 namespace tdfx {
 namespace {

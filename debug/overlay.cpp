@@ -1,4 +1,4 @@
-#include "debug/overlay.h"
+#include "tdfx/debug/overlay.h"
 
 #include <fmt/format.h>
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "debug/first_nonfinite.h"
-#include "debug/node_stats.h"
-#include "debug/profile.h"
-#include "viz/render.h"
+#include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/node_stats.h"
+#include "tdfx/debug/profile.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 

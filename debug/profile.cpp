@@ -1,4 +1,4 @@
-#include "debug/profile.h"
+#include "tdfx/debug/profile.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <map>
 
-#include "graph/interpreter.h"
+#include "tdfx/graph/interpreter.h"
 
 namespace tdfx {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/text_table.h"
-#include "debug/debuggee.h"
+#include "tdfx/core/text_table.h"
+#include "tdfx/debug/debuggee.h"
 
 namespace tdfx {
 

@@ -1,4 +1,4 @@
-#include "export/archive.h"
+#include "tdfx/export/archive.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,16 +8,16 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/dtype_names.h"
-#include "core/enum_names.h"
-#include "core/error.h"
-#include "core/file_io.h"
-#include "core/python_repr.h"
-#include "export/json_checks.h"
-#include "export/module_table.h"
-#include "export/op_policy.h"
-#include "export/zip.h"
-#include "graph/namespace.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/enum_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/file_io.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/export/json_checks.h"
+#include "tdfx/export/module_table.h"
+#include "tdfx/export/op_policy.h"
+#include "tdfx/export/zip.h"
+#include "tdfx/graph/namespace.h"
 
 namespace tdfx {
 namespace {

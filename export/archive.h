@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "export/program.h"
+#include "tdfx/export/program.h"
 
 namespace tdfx {
 

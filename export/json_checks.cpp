@@ -1,7 +1,7 @@
-#include "export/json_checks.h"
+#include "tdfx/export/json_checks.h"
 
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx::detail {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/nested_key.h"
+#include "tdfx/core/nested_key.h"
 
 namespace tdfx::detail {
 

@@ -1,11 +1,11 @@
-#include "export/module_table.h"
+#include "tdfx/export/module_table.h"
 
 #include <limits>
 #include <unordered_set>
 
-#include "core/error.h"
-#include "core/python_repr.h"
-#include "export/json_checks.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/export/json_checks.h"
 
 namespace tdfx::detail {
 namespace {

@@ -1,10 +1,10 @@
-#include "export/op_policy.h"
+#include "tdfx/export/op_policy.h"
 
 #include <algorithm>
 #include <iterator>
 #include <limits>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx {
 namespace {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 

@@ -1,9 +1,9 @@
-#include "export/passes.h"
+#include "tdfx/export/passes.h"
 
 #include <unordered_map>
 
-#include "core/error.h"
-#include "graph/fx_face.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_face.h"
 
 namespace tdfx {
 namespace {

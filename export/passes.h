@@ -5,7 +5,7 @@
 
 #include <torch/nn/module.h>
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 

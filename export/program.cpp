@@ -1,12 +1,14 @@
-#include "export/program.h"
+#include "tdfx/export/program.h"
 
-#include "codegen/python_code.h"
-#include "core/error.h"
-#include "core/python_repr.h"
-#include "export/passes.h"
-#include "tracer/batch_generalise.h"
-#include "tracer/graph_builder.h"
-#include "tracer/recorder.h"
+#include <ostream>
+
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/export/passes.h"
+#include "tdfx/tracer/batch_generalise.h"
+#include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/recorder.h"
 
 namespace tdfx {
 
@@ -155,6 +157,35 @@ std::string ExportedProgram::print_readable() const {
   CodeOptions options = readable_defaults();
   options.style = CodeStyle::kExport;
   return tdfx::print_readable(graph(), options);
+}
+
+namespace {
+
+std::string indented(const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    end = end == std::string::npos ? text.size() : end + 1;
+    if (end - start > 1) out += "    ";
+    out.append(text, start, end - start);
+    start = end;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(const ExportedProgram& value) {
+  std::string readable = value.print_readable();
+  // print_readable ends as FX's code does, with an indented empty line.
+  readable.erase(readable.find_last_not_of(" \n") + 1);
+  return "ExportedProgram:\n" + indented(readable) + "\n\nGraph signature:\n" +
+         indented(value.graph_signature().str());
+}
+
+std::ostream& operator<<(std::ostream& os, const ExportedProgram& value) {
+  return os << to_string(value);
 }
 
 ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,

@@ -6,17 +6,19 @@
 /// keyword name — with no TensorDict involved (seed 000).
 
 #include <ATen/core/Tensor.h>
+#include <fmt/format.h>
 
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "graph/graph_module.h"
-#include "tensordict/modules.h"
-#include "tracer/batch_check.h"
-#include "tracer/module_tree.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/batch_check.h"
+#include "tdfx/tracer/module_tree.h"
 
 namespace tdfx {
 
@@ -130,4 +132,18 @@ class ExportedProgram {
 ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs);
 
+/// `ExportedProgram:`, the program as print_readable() shows it and its graph signature,
+/// each indented, as Python prints an ExportedProgram.
+std::string to_string(const ExportedProgram& value);
+std::ostream& operator<<(std::ostream& os, const ExportedProgram& value);
+
 }  // namespace tdfx
+
+/// `fmt::format("{}", program)` is to_string(program).
+template <>
+struct fmt::formatter<tdfx::ExportedProgram> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const tdfx::ExportedProgram& value, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(value), ctx);
+  }
+};

@@ -1,4 +1,4 @@
-#include "export/program_diagram.h"
+#include "tdfx/export/program_diagram.h"
 
 namespace tdfx {
 

@@ -5,8 +5,8 @@
 /// live trace does — its TensorDictModules (boxes of the op view, nodes of the module view)
 /// and the key each output is written to.
 
-#include "export/program.h"
-#include "viz/render.h"
+#include "tdfx/export/program.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 

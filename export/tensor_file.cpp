@@ -1,4 +1,4 @@
-#include "export/tensor_file.h"
+#include "tdfx/export/tensor_file.h"
 
 #include <ATen/ATen.h>
 
@@ -6,12 +6,12 @@
 #include <map>
 #include <set>
 
-#include "core/dtype_names.h"
-#include "core/error.h"
-#include "core/file_io.h"
-#include "core/python_repr.h"
-#include "export/tensor_pickle.h"
-#include "export/zip.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/file_io.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/export/tensor_pickle.h"
+#include "tdfx/export/zip.h"
 
 namespace tdfx {
 namespace {

@@ -1,4 +1,4 @@
-#include "export/tensor_pickle.h"
+#include "tdfx/export/tensor_pickle.h"
 
 #include <ATen/ATen.h>
 
@@ -12,9 +12,9 @@
 #include <variant>
 #include <vector>
 
-#include "core/dtype_names.h"
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx::detail {
 namespace {

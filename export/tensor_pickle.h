@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "export/tensor_file.h"
+#include "tdfx/export/tensor_file.h"
 
 namespace tdfx::detail {
 

@@ -1,4 +1,4 @@
-#include "export/torchscript.h"
+#include "tdfx/export/torchscript.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -14,10 +14,10 @@
 #include <sstream>
 #include <vector>
 
-#include "core/error.h"
-#include "core/file_io.h"
-#include "core/python_repr.h"
-#include "graph/fx_face.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/file_io.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/graph/fx_face.h"
 
 namespace tdfx {
 namespace {

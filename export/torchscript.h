@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "export/program.h"
+#include "tdfx/export/program.h"
 
 namespace tdfx {
 

@@ -1,4 +1,4 @@
-#include "export/zip.h"
+#include "tdfx/export/zip.h"
 
 #include <unistd.h>
 
@@ -8,8 +8,8 @@
 #include <cstring>
 #include <limits>
 
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx::detail {
 namespace {

@@ -12,8 +12,8 @@
 #include <random>
 #include <string>
 
-#include "export/op_policy.h"
 #include "fuzz/fuzz_support.h"
+#include "tdfx/export/op_policy.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "export/archive.h"
-#include "export/zip.h"
 #include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/zip.h"
 
 namespace tdfx::fuzz {
 

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/dtype_names.h"
 #include "fuzz/fuzz_support.h"
+#include "tdfx/core/dtype_names.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "graph/argument.h"
+#include "tdfx/graph/argument.h"
 
 namespace tdfx {
 

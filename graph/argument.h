@@ -17,7 +17,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/nested_key.h"
+#include "tdfx/core/nested_key.h"
 
 namespace tdfx {
 

@@ -1,4 +1,4 @@
-#include "graph/fx_face.h"
+#include "tdfx/graph/fx_face.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/enum_names.h"
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/enum_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx {
 namespace {

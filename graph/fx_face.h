@@ -11,8 +11,8 @@
 
 #include <string>
 
-#include "core/dtype_names.h"
-#include "graph/node.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/graph/node.h"
 
 namespace tdfx {
 

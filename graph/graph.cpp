@@ -1,11 +1,11 @@
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 #include <algorithm>
 #include <atomic>
 #include <unordered_set>
 
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx {
 namespace {
@@ -35,19 +35,21 @@ Graph::InsertGuard::~InsertGuard() { graph_.insert_before_ = previous_; }
 Graph::Graph() : generation_(next_generation()) {}
 Graph::~Graph() {
   // Drop every edge first so that destruction order does not matter.
-  for (auto& node : nodes_) node->users_.clear();
+  for (auto& node : owned_) node->users_.clear();
 }
 Graph::Graph(Graph&& other) noexcept : generation_(0) { *this = std::move(other); }
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   nodes_ = std::move(other.nodes_);
+  owned_ = std::move(other.owned_);
   names_ = std::move(other.names_);
   insert_before_ = other.insert_before_;
   generation_ = other.generation_;
   other.insert_before_ = nullptr;
   other.nodes_.clear();
+  other.owned_.clear();
   other.generation_ = next_generation();
-  for (auto& node : nodes_) node->graph_ = this;
+  for (Node* node : nodes_) node->graph_ = this;
   return *this;
 }
 
@@ -56,7 +58,7 @@ void Graph::bump_generation() { generation_ = next_generation(); }
 std::vector<Node*> Graph::node_list() const {
   std::vector<Node*> out;
   out.reserve(nodes_.size());
-  for (const auto& node : nodes_) out.push_back(node.get());
+  for (Node* node : nodes_) out.push_back(node);
   return out;
 }
 
@@ -76,7 +78,8 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   // Appending goes before an existing output node, which stays last.
   Node* before = insert_before_ ? insert_before_ : output_node();
   auto where = (before && op != OpCode::kOutput) ? before->position_ : nodes_.end();
-  raw->position_ = nodes_.insert(where, std::move(node));
+  raw->position_ = nodes_.insert(where, raw);
+  owned_.push_back(std::move(node));
   raw->args_ = std::move(args);
   raw->kwargs_ = std::move(kwargs);
   raw->add_uses();
@@ -113,7 +116,7 @@ Node* Graph::output(Argument result) {
 
 Node* Graph::output_node() const {
   if (nodes_.empty() || nodes_.back()->op_ != OpCode::kOutput) return nullptr;
-  return nodes_.back().get();
+  return nodes_.back();
 }
 
 Graph::InsertGuard Graph::inserting_before(Node* node) {
@@ -124,7 +127,7 @@ Graph::InsertGuard Graph::inserting_before(Node* node) {
 Graph::InsertGuard Graph::inserting_after(Node* node) {
   if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
   auto next = std::next(node->position_);
-  return InsertGuard(*this, next == nodes_.end() ? nullptr : next->get());
+  return InsertGuard(*this, next == nodes_.end() ? nullptr : *next);
 }
 
 void Graph::erase_node(Node* node) {
@@ -138,6 +141,8 @@ void Graph::erase_node(Node* node) {
   if (insert_before_ == node) insert_before_ = nullptr;
   node->remove_uses();
   nodes_.erase(node->position_);
+  // The node stays allocated (owned_) as a handle that no longer belongs to a graph.
+  node->graph_ = nullptr;
   bump_generation();
 }
 
@@ -178,8 +183,8 @@ Argument Graph::graph_copy(const Graph& other, std::unordered_map<const Node*, N
     if (node->op_ == OpCode::kOutput) {
       return map_nodes(node->args_.at(0), lookup);
     }
-    if (value_map.count(node.get())) continue;  // pre-seeded (bound placeholder)
-    value_map[node.get()] = node_copy(*node, lookup);
+    if (value_map.count(node)) continue;  // pre-seeded (bound placeholder)
+    value_map[node] = node_copy(*node, lookup);
   }
   return None{};
 }
@@ -218,7 +223,7 @@ void Graph::lint() const {
   };
   std::unordered_map<const Node*, Inputs> inputs_of;
   for (const auto& owned : nodes_) {
-    Inputs& inputs = inputs_of[owned.get()];
+    Inputs& inputs = inputs_of[owned];
     inputs.ordered = owned->input_nodes();
     inputs.set.insert(inputs.ordered.begin(), inputs.ordered.end());
   }
@@ -226,7 +231,7 @@ void Graph::lint() const {
   std::unordered_set<std::string> names;
   size_t index = 0;
   for (const auto& owned : nodes_) {
-    const Node* node = owned.get();
+    const Node* node = owned;
     if (node->graph_ != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
     if (!is_python_identifier(node->name_) || Namespace::is_reserved(node->name_)) {
       fail<GraphError>("lint: %{} is not a legal node name", node->name_);

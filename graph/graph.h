@@ -12,8 +12,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "graph/namespace.h"
-#include "graph/node.h"
+#include "tdfx/graph/namespace.h"
+#include "tdfx/graph/node.h"
 
 namespace tdfx {
 
@@ -27,13 +27,22 @@ namespace tdfx {
 ///     std::cout << g;   // graph(): %x : [#users=1] = placeholder[target=x] ...
 class Graph {
  public:
-  using NodeList = std::list<std::unique_ptr<Node>>;
+  /// The nodes in program order. The graph owns them elsewhere (owned_), so that a
+  /// node erased from this list stays a valid handle until the graph dies.
+  using NodeList = std::list<Node*>;
 
-  /// Iterates the nodes as `Node*`, in program order.
+  /// Iterates the nodes as `Node*`, in program order: `for (Node* n : graph.nodes())`,
+  /// `for (auto& n : graph.nodes())` (a `Node* const&`).
   class Iterator {
    public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Node*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Node* const*;
+    using reference = Node* const&;
+
     explicit Iterator(NodeList::const_iterator it) : it_(it) {}
-    Node* operator*() const { return it_->get(); }
+    reference operator*() const { return *it_; }
     Iterator& operator++() {
       ++it_;
       return *this;
@@ -142,6 +151,8 @@ class Graph {
   /// New nodes go before this one; nullptr appends.
   Node* insert_before_ = nullptr;
   NodeList nodes_;
+  /// Every node created, erased ones included: Node* handles never dangle.
+  std::vector<std::unique_ptr<Node>> owned_;
   Namespace names_;
 };
 

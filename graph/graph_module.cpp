@@ -1,4 +1,4 @@
-#include "graph/graph_module.h"
+#include "tdfx/graph/graph_module.h"
 
 #include <ATen/ScalarOps.h>
 #include <c10/util/Exception.h>
@@ -6,10 +6,10 @@
 #include <optional>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "graph/fx_face.h"
-#include "graph/module_call.h"
-#include "graph/plan.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/module_call.h"
+#include "tdfx/graph/plan.h"
 
 namespace tdfx {
 namespace {

@@ -7,12 +7,15 @@
 /// costs little more than the ops themselves.
 
 #include <ATen/core/ivalue.h>
-#include <torch/nn/module.h>
 
 #include <memory>
 #include <vector>
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
 
 namespace tdfx {
 

@@ -1,11 +1,11 @@
 // torch.fx's text form of graphs and nodes (`str(graph)`, `node.format_node()`).
 #include <ostream>
 
-#include "core/error.h"
-#include "core/python_repr.h"
-#include "graph/fx_face.h"
-#include "graph/graph.h"
-#include "graph/graph_module.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
 
 namespace tdfx {
 

@@ -1,7 +1,7 @@
-#include "graph/interpreter.h"
+#include "tdfx/graph/interpreter.h"
 
-#include "core/error.h"
-#include "graph/plan.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/plan.h"
 
 namespace tdfx {
 

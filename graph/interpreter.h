@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "graph/graph_module.h"
+#include "tdfx/graph/graph_module.h"
 
 namespace tdfx {
 

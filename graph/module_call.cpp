@@ -1,9 +1,9 @@
-#include "graph/module_call.h"
+#include "tdfx/graph/module_call.h"
 
 #include <torch/nn/functional.h>  // modules.h uses it without including it
 #include <torch/nn/modules.h>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx::detail {
 namespace {

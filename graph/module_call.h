@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "graph/plan.h"
+#include "tdfx/graph/plan.h"
 
 namespace tdfx::detail {
 

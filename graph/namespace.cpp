@@ -1,8 +1,8 @@
-#include "graph/namespace.h"
+#include "tdfx/graph/namespace.h"
 
 #include <cctype>
 
-#include "core/python_repr.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx {
 namespace {

@@ -1,12 +1,12 @@
-#include "graph/node.h"
+#include "tdfx/graph/node.h"
 
 #include <algorithm>
 #include <ostream>
 #include <unordered_set>
 
-#include "core/error.h"
-#include "core/python_repr.h"
-#include "graph/graph.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 
@@ -99,6 +99,11 @@ std::ostream& operator<<(std::ostream& os, OpCode op) { return os << to_string(o
 Node::Node(Graph* graph, std::string name, OpCode op, Target target)
     : graph_(graph), name_(std::move(name)), op_(op), target_(std::move(target)) {}
 
+Graph& Node::graph() const {
+  if (graph_ == nullptr) fail<GraphError>("%{} was erased from its graph", name_);
+  return *graph_;
+}
+
 std::vector<Node*> Node::input_nodes() const {
   std::vector<Node*> inputs;
   // A set only for wide nodes (an output of a long pipeline reads thousands).
@@ -129,6 +134,7 @@ void Node::check_arguments(const Graph* graph, const std::string& who, const Arg
                            const Kwargs& kwargs) {
   auto check_node = [&](Node* n) {
     if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who);
+    if (n->graph_ == nullptr) fail<GraphError>("{}: argument %{} was erased", who, n->name());
     if (n->graph_ != graph) {
       fail<GraphError>("{}: argument %{} belongs to another graph", who, n->name());
     }
@@ -162,28 +168,29 @@ void Node::check_target(OpCode op, const Target& target, const std::string& who)
 }
 
 void Node::set_target(Target target) {
+  Graph& owner = graph();
   check_target(op_, target, "%" + name_ + ": ");
   // A call_module's body is the recorded code of the module it named: retargeted, the node
   // calls the module at its new target (as FX's call_module does), not the old body.
   if (op_ == OpCode::kCallModule && !(target.str() == target_.str())) body_.reset();
   target_ = std::move(target);
-  graph_->bump_generation();
+  owner.bump_generation();
 }
 
 void Node::set_args(Args args) {
-  check_arguments(graph_, "%" + name_, args, {});
+  check_arguments(&graph(), "%" + name_, args, {});
   remove_uses();
   args_ = std::move(args);
   add_uses();
-  graph_->bump_generation();
+  graph().bump_generation();
 }
 
 void Node::set_kwargs(Kwargs kwargs) {
-  check_arguments(graph_, "%" + name_, {}, kwargs);
+  check_arguments(&graph(), "%" + name_, {}, kwargs);
   remove_uses();
   kwargs_ = std::move(kwargs);
   add_uses();
-  graph_->bump_generation();
+  graph().bump_generation();
 }
 
 void Node::set_arg(size_t index, Argument arg) {
@@ -196,7 +203,7 @@ void Node::set_arg(size_t index, Argument arg) {
 }
 
 void Node::replace_input_with(Node* old_input, Node* new_input) {
-  if (new_input == nullptr || new_input->graph_ != graph_) {
+  if (new_input == nullptr || new_input->graph_ != &graph()) {
     fail<GraphError>("%{}: the replacement input is null or belongs to another graph", name_);
   }
   auto swap = [&](Node* n) { return n == old_input ? new_input : n; };
@@ -204,13 +211,13 @@ void Node::replace_input_with(Node* old_input, Node* new_input) {
   for (auto& arg : args_) arg = map_nodes(arg, swap);
   for (auto& [key, arg] : kwargs_) arg = map_nodes(arg, swap);
   add_uses();
-  graph_->bump_generation();
+  graph().bump_generation();
 }
 
 std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
   if (replacement == this) return {};
   if (replacement == nullptr) fail<GraphError>("cannot replace %{} with a null Node*", name_);
-  if (&replacement->graph() != graph_) {
+  if (replacement->graph_ != &graph()) {
     fail<GraphError>("cannot replace %{} with %{}: the nodes belong to different graphs", name_,
                      replacement->name());
   }
@@ -220,8 +227,9 @@ std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
 }
 
 void Node::set_body(std::shared_ptr<const Graph> body) {
+  Graph& owner = graph();
   body_ = std::move(body);
-  graph_->bump_generation();
+  owner.bump_generation();
 }
 
 const Argument* Node::kwarg(std::string_view name) const {

@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "graph/argument.h"
-#include "graph/target.h"
+#include "tdfx/graph/argument.h"
+#include "tdfx/graph/target.h"
 
 namespace tdfx {
 
@@ -161,8 +161,11 @@ class Node {
   const OrderedNodeSet& users() const { return users_; }
   /// Every distinct node read by args and kwargs, in order of appearance.
   std::vector<Node*> input_nodes() const;
-  /// The graph that owns this node.
-  Graph& graph() const { return *graph_; }
+  /// The graph this node is in. GraphError once the node was erased.
+  Graph& graph() const;
+  /// True once erase_node removed this node: it stays a valid handle (name, op, target,
+  /// arguments readable) until its graph dies, but cannot be edited or used as an argument.
+  bool erased() const { return graph_ == nullptr; }
 
   NodeMeta& meta() { return meta_; }
   const NodeMeta& meta() const { return meta_; }
@@ -216,7 +219,7 @@ class Node {
   static void check_arguments(const Graph* graph, const std::string& who, const Args& args,
                               const Kwargs& kwargs);
 
-  Graph* graph_;
+  Graph* graph_;  // null once erased
   std::string name_;
   OpCode op_;
   Target target_;
@@ -225,7 +228,7 @@ class Node {
   OrderedNodeSet users_;
   NodeMeta meta_;
   std::shared_ptr<const Graph> body_;
-  std::list<std::unique_ptr<Node>>::iterator position_;
+  std::list<Node*>::iterator position_;
 };
 
 }  // namespace tdfx

@@ -1,9 +1,9 @@
-#include "graph/passes.h"
+#include "tdfx/graph/passes.h"
 
 #include <unordered_map>
 
-#include "core/error.h"
-#include "graph/graph_module.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/graph_module.h"
 
 namespace tdfx {
 namespace {

@@ -3,7 +3,7 @@
 /// \file
 /// Graph-level passes that need no module or tracer.
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-#include "graph/node.h"
+#include "tdfx/graph/node.h"
 
 namespace tdfx::detail {
 

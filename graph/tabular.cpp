@@ -1,10 +1,10 @@
-#include "graph/tabular.h"
+#include "tdfx/graph/tabular.h"
 
 #include <array>
 #include <vector>
 
-#include "core/python_repr.h"
-#include "graph/fx_face.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/graph/fx_face.h"
 
 namespace tdfx {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 

@@ -1,6 +1,8 @@
-#include "graph/target.h"
+#include "tdfx/graph/target.h"
 
-#include "core/error.h"
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include "tdfx/core/error.h"
 
 namespace tdfx {
 
@@ -20,7 +22,7 @@ Target Target::aten(const std::string& qualified_name) {
   target.name_ = target.overload_.empty() ? op : op + "." + target.overload_;
   const auto colon = op.find("::");
   target.op_name_ = colon == std::string::npos ? op : op.substr(colon + 2);
-  target.handle_ = *handle;
+  target.handle_ = std::make_shared<const c10::OperatorHandle>(*handle);
   return target;
 }
 

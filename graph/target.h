@@ -5,10 +5,13 @@
 /// (`aten::add.Tensor`), the builtin `operator.getitem`, or a plain name (a
 /// placeholder's name, a module or attribute path, a method name).
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
-#include <optional>
+#include <memory>
 #include <string>
+
+namespace c10 {
+class OperatorHandle;
+struct FunctionSchema;
+}  // namespace c10
 
 namespace tdfx {
 
@@ -50,7 +53,8 @@ class Target {
   std::string name_;
   std::string op_name_;
   std::string overload_;
-  std::optional<c10::OperatorHandle> handle_;
+  // Shared, so that a Target stays cheap to copy and its header needs no dispatcher.
+  std::shared_ptr<const c10::OperatorHandle> handle_;
 };
 
 }  // namespace tdfx

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <iostream>
 
-#include "export/archive.h"
-#include "export/program.h"
 #include "samples/pipelines.h"
-#include "tracer/diagram.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tracer/diagram.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 int main(int argc, char** argv) try {
   const std::filesystem::path out = argc > 1 ? argv[1] : ".";

@@ -4,10 +4,10 @@
 
 #include <iostream>
 
-#include "export/archive.h"
-#include "export/program.h"
-#include "export/torchscript.h"
 #include "samples/pipelines.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
+#include "tdfx/export/torchscript.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/linear.h>
 
-#include "tensordict/modules.h"
+#include "tdfx/tensordict/modules.h"
 
 namespace tdfx::samples {
 

@@ -7,7 +7,7 @@
 
 #include <iostream>
 
-#include "tensordict/modules.h"
+#include "tdfx/tensordict/modules.h"
 
 namespace {
 

@@ -4,10 +4,10 @@
 
 #include <iostream>
 
-#include "codegen/python_code.h"
-#include "tensordict/modules.h"
-#include "tracer/diagram.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/diagram.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx::samples {
 

@@ -1,4 +1,4 @@
-#include "tensordict/access_hook.h"
+#include "tdfx/tensordict/access_hook.h"
 
 namespace tdfx {
 namespace {

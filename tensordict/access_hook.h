@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/nested_key.h"
+#include "tdfx/core/nested_key.h"
 
 namespace tdfx {
 

@@ -4,6 +4,6 @@
 /// All of tdfx's tensordict.nn modules: TensorDictModule, TensorDictSequential and
 /// NormalParamExtractor.
 
-#include "tensordict/normal_param_extractor.h"
-#include "tensordict/sequential.h"
-#include "tensordict/tensordict_module.h"
+#include "tdfx/tensordict/normal_param_extractor.h"
+#include "tdfx/tensordict/sequential.h"
+#include "tdfx/tensordict/tensordict_module.h"

@@ -1,4 +1,4 @@
-#include "tensordict/normal_param_extractor.h"
+#include "tdfx/tensordict/normal_param_extractor.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/error.h"
-#include "core/python_repr.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 
 namespace tdfx {
 namespace {

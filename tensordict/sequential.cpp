@@ -1,11 +1,11 @@
-#include "tensordict/sequential.h"
+#include "tdfx/tensordict/sequential.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <ostream>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensordict/tensordict_module.h"
+#include "tdfx/tensordict/tensordict_module.h"
 
 namespace tdfx {
 

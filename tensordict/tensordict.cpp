@@ -1,4 +1,4 @@
-#include "tensordict/tensordict.h"
+#include "tdfx/tensordict/tensordict.h"
 
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -8,9 +8,9 @@
 #include <ostream>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "core/python_repr.h"
-#include "tensordict/access_hook.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
+#include "tdfx/tensordict/access_hook.h"
 
 namespace tdfx {
 namespace {

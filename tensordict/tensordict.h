@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/nested_key.h"
+#include "tdfx/core/nested_key.h"
 
 namespace tdfx {
 

@@ -1,4 +1,4 @@
-#include "tensordict/tensordict_module.h"
+#include "tdfx/tensordict/tensordict_module.h"
 
 #include <c10/util/Type.h>
 #include <fmt/format.h>
@@ -7,8 +7,8 @@
 #include <ostream>
 #include <sstream>
 
-#include "core/error.h"
-#include "tensordict/access_hook.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tensordict/access_hook.h"
 
 namespace tdfx {
 namespace {

@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/nested_key.h"
-#include "tensordict/tensordict.h"
+#include "tdfx/core/nested_key.h"
+#include "tdfx/tensordict/tensordict.h"
 
 namespace tdfx {
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "core/dtype_names.h"
-#include "tensordict/tensordict.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/tensordict/tensordict.h"
 
 namespace tdfx {
 namespace {

@@ -1,8 +1,8 @@
-#include "tracer/batch_check.h"
+#include "tdfx/tracer/batch_check.h"
 
 #include <ATen/ATen.h>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/node.h"
-#include "tensordict/tensordict.h"
+#include "tdfx/graph/node.h"
+#include "tdfx/tensordict/tensordict.h"
 
 namespace tdfx {
 

@@ -1,18 +1,20 @@
-#include "tracer/batch_generalise.h"
+#include "tdfx/tracer/batch_generalise.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 
 namespace tdfx::detail {
 namespace {
 
 namespace jit = torch::jit;
 
-bool is_constant(const jit::Value* value) { return value->node()->kind() == c10::prim::Constant; }
+bool is_prim_constant(const jit::Value* value) {
+  return value->node()->kind() == c10::prim::Constant;
+}
 
 // The dimensions of `a` (recorded at `batch`) that are batch + 1 in `b`, its counterpart.
 std::vector<int64_t> following_dims(const jit::Value* a, const jit::Value* b, int64_t batch) {
@@ -109,8 +111,8 @@ class Comparison {
     for (size_t i = 0; i < a->inputs().size(); ++i) {
       const jit::Value* in_a = a->input(i);
       const jit::Value* in_b = b->input(i);
-      if (is_constant(in_a) != is_constant(in_b)) return false;
-      if (!is_constant(in_a)) {
+      if (is_prim_constant(in_a) != is_prim_constant(in_b)) return false;
+      if (!is_prim_constant(in_a)) {
         if (counterpart(in_a) != in_b) return false;
         continue;
       }

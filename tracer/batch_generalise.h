@@ -22,9 +22,9 @@
 
 #include <optional>
 
-#include "tracer/batch_check.h"
-#include "tracer/graph_builder.h"
-#include "tracer/recorder.h"
+#include "tdfx/tracer/batch_check.h"
+#include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/recorder.h"
 
 namespace tdfx::detail {
 

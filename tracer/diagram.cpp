@@ -1,4 +1,4 @@
-#include "tracer/diagram.h"
+#include "tdfx/tracer/diagram.h"
 
 #include <unordered_map>
 

@@ -4,8 +4,8 @@
 /// Diagrams of traced pipelines: the render options that show a
 /// TDGraphModule's TensorDictModules, written keys and leaf modules.
 
-#include "tracer/symbolic_trace.h"
-#include "viz/render.h"
+#include "tdfx/tracer/symbolic_trace.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 

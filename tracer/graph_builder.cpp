@@ -1,4 +1,4 @@
-#include "tracer/graph_builder.h"
+#include "tdfx/tracer/graph_builder.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/nn/modules/conv.h>
@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/error.h"
-#include "graph/fx_face.h"
-#include "tracer/module_tree.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_face.h"
+#include "tdfx/tracer/module_tree.h"
 
 namespace tdfx {
 
@@ -211,12 +211,13 @@ const jit::Node* recurrent_op(const LeafRegion& region) {
   return last;
 }
 
-bool is_constant(const jit::Value* value) {
+// A prim::Constant, or a list or tuple built of constants only.
+bool is_constant_expression(const jit::Value* value) {
   const jit::Node* node = value->node();
   if (node->kind() == c10::prim::Constant) return true;
   if (node->kind() == c10::prim::ListConstruct || node->kind() == c10::prim::TupleConstruct) {
     for (const jit::Value* input : node->inputs()) {
-      if (!is_constant(input)) return false;
+      if (!is_constant_expression(input)) return false;
     }
     return true;
   }
@@ -354,7 +355,7 @@ class Builder {
         const bool parameter = params.count(parameter_of(input)) > 0;
         reads |= parameter || derived.count(input);
         again |= parameter && read.count(parameter_of(input));
-        only_parameters &= parameter || derived.count(input) || is_constant(input);
+        only_parameters &= parameter || derived.count(input) || is_constant_expression(input);
       }
       if (!reads) continue;
       if (runs.empty() || again) {
@@ -459,7 +460,8 @@ class Builder {
       }
     }
     for (const jit::Value* input : node->inputs()) {
-      if (!is_constant(input) && !kept.count(input->node())) return Locality::kReadsOutside;
+      if (!is_constant_expression(input) && !kept.count(input->node()))
+        return Locality::kReadsOutside;
     }
     return Locality::kLocal;
   }
@@ -476,7 +478,7 @@ class Builder {
     for (jit::Node* node : region.nodes) {
       for (jit::Value* input : node->inputs()) {
         if (defined.count(input) || params.count(input) || params.count(parameter_of(input)) ||
-            is_constant(input)) {
+            is_constant_expression(input)) {
           continue;
         }
         if (std::find(region.inputs.begin(), region.inputs.end(), input) == region.inputs.end()) {
@@ -511,7 +513,7 @@ class Builder {
     if (auto constant = jit::toIValue(value)) return constant_argument(*constant, nullptr, value);
     const auto kind = value->node()->kind();
     if ((kind == c10::prim::ListConstruct || kind == c10::prim::TupleConstruct) &&
-        is_constant(value)) {
+        is_constant_expression(value)) {
       // A list of sizes built outside a leaf's region, which the region reads.
       std::vector<Argument> items;
       for (const jit::Value* item : value->node()->inputs()) items.push_back(lookup(item));
@@ -662,7 +664,7 @@ class Builder {
     const auto& formals = schema->arguments();
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       jit::Value* input = node->inputs()[i];
-      if (is_constant(input) && !env_.count(input) &&
+      if (is_constant_expression(input) && !env_.count(input) &&
           input->node()->kind() == c10::prim::Constant) {
         args.push_back(constant_argument(
             *jit::toIValue(input), i < formals.size() ? formals[i].real_type() : nullptr, input));

@@ -11,9 +11,9 @@
 
 #include <unordered_map>
 
-#include "graph/graph.h"
-#include "tracer/recorder.h"
-#include "tracer/trace_options.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/tracer/recorder.h"
+#include "tdfx/tracer/trace_options.h"
 
 namespace tdfx::detail {
 

@@ -1,9 +1,9 @@
-#include "tracer/module_tree.h"
+#include "tdfx/tracer/module_tree.h"
 
 #include <sstream>
 
-#include "core/error.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx {
 namespace detail {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "tensordict/modules.h"
-#include "viz/render.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 

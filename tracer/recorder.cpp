@@ -1,4 +1,4 @@
-#include "tracer/recorder.h"
+#include "tdfx/tracer/recorder.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -14,9 +14,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core/error.h"
-#include "tensordict/access_hook.h"
-#include "tracer/module_tree.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tensordict/access_hook.h"
+#include "tdfx/tracer/module_tree.h"
 
 namespace tdfx::detail {
 namespace {

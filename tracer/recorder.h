@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/nested_key.h"
-#include "tensordict/modules.h"
-#include "tracer/trace_options.h"
+#include "tdfx/core/nested_key.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/trace_options.h"
 
 namespace tdfx::detail {
 

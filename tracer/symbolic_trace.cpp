@@ -1,12 +1,14 @@
-#include "tracer/symbolic_trace.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
-#include "codegen/python_code.h"
-#include "core/error.h"
-#include "graph/interpreter.h"
-#include "graph/passes.h"
-#include "tracer/batch_generalise.h"
-#include "tracer/graph_builder.h"
-#include "tracer/recorder.h"
+#include <ostream>
+
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/interpreter.h"
+#include "tdfx/graph/passes.h"
+#include "tdfx/tracer/batch_generalise.h"
+#include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/recorder.h"
 
 namespace tdfx {
 
@@ -125,6 +127,12 @@ void TDGraphModule::check_modes() const {
 }
 
 std::string TDGraphModule::code() const { return python_code(graph_); }
+
+std::string to_string(const TDGraphModule& value) { return value.code(); }
+
+std::ostream& operator<<(std::ostream& os, const TDGraphModule& value) {
+  return os << to_string(value);
+}
 
 Graph& TDGraphModule::mutable_graph() {
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());

@@ -4,15 +4,18 @@
 /// symbolic_trace: records a TensorDictModule or TensorDictSequential into a
 /// graph that prints like torch.fx and runs with bit-identical results.
 
+#include <fmt/format.h>
+
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "graph/graph_module.h"
-#include "tensordict/modules.h"
-#include "tracer/batch_check.h"
-#include "tracer/module_tree.h"
-#include "tracer/trace_options.h"
+#include "tdfx/graph/graph_module.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/batch_check.h"
+#include "tdfx/tracer/module_tree.h"
+#include "tdfx/tracer/trace_options.h"
 
 namespace tdfx {
 
@@ -147,4 +150,17 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
     const std::shared_ptr<TensorDictModuleBase>& module, const TraceOptions& options);
 }  // namespace detail
 
+/// The forward code (`code()`), what torch.fx prints of a GraphModule after its submodules.
+std::string to_string(const TDGraphModule& value);
+std::ostream& operator<<(std::ostream& os, const TDGraphModule& value);
+
 }  // namespace tdfx
+
+/// `fmt::format("{}", gm)` is to_string(gm): the forward code.
+template <>
+struct fmt::formatter<tdfx::TDGraphModule> : fmt::formatter<std::string_view> {
+  template <typename Ctx>
+  auto format(const tdfx::TDGraphModule& value, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tdfx::to_string(value), ctx);
+  }
+};

@@ -22,10 +22,10 @@
 #include <cctype>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "graph/fx_face.h"
-#include "viz/html.h"
-#include "viz/render.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_face.h"
+#include "tdfx/viz/html.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 namespace {
@@ -131,7 +131,7 @@ Row plain(const std::string& text) { return {escape_html(truncate_text(text, kMa
 std::string node_id(const Node& node) { return dot_quote("node:" + node.name()); }
 
 /// Width of a wrapped row of text in a node or a box title, in bytes.
-constexpr size_t kWrapWidth = 48;
+constexpr size_t kNodeLabelWrap = 48;
 
 /// Writes the op view's DOT text; holds the naming state of one drawing.
 class DotWriter {
@@ -212,7 +212,7 @@ class DotWriter {
     if (!box.type.empty()) label += "  " + escape_html(box.type);
     // The keys once, wrapped; the wrapped module's configuration is its call_module's.
     const std::string keys = repr(box.in_keys) + " -> " + repr(box.out_keys);
-    label += "<br/>" + wrapped_html(truncate_text(keys, 4 * kWrapWidth), kWrapWidth);
+    label += "<br/>" + wrapped_html(truncate_text(keys, 4 * kNodeLabelWrap), kNodeLabelWrap);
     out_ += fmt::format(
         "{}  graph [label=<{}>, style=\"rounded,filled\", fillcolor=\"{}\", "
         "color=\"#7a7aa8\", labeljust=l, fontsize=10];\n",
@@ -310,7 +310,7 @@ class DotWriter {
     const std::string& text =
         desc != options_.module_descriptions.end() ? desc->second : node.meta().module_type;
     if (!text.empty()) {
-      rows.push_back({wrapped_html(truncate_text(text, 4 * kWrapWidth), kWrapWidth), true});
+      rows.push_back({wrapped_html(truncate_text(text, 4 * kNodeLabelWrap), kNodeLabelWrap), true});
     }
     tensor_rows(options_.show_parameters, options_.module_parameters, target, "#fff0e0", rows);
     tensor_rows(options_.show_buffers, options_.module_buffers, target, "#eef5e4", rows);

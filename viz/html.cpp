@@ -1,4 +1,4 @@
-#include "viz/html.h"
+#include "tdfx/viz/html.h"
 
 namespace tdfx {
 

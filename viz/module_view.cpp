@@ -15,15 +15,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/error.h"
-#include "viz/html.h"
-#include "viz/render.h"
+#include "tdfx/core/error.h"
+#include "tdfx/viz/html.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 namespace {
 
 /// Width of a wrapped row of text in a module or a box title, in bytes.
-constexpr size_t kWrapWidth = 32;
+constexpr size_t kModuleLabelWrap = 32;
 /// Longest key shown in a port cell.
 constexpr size_t kMaxKeyText = 60;
 
@@ -283,7 +283,8 @@ class ModuleViewWriter {
     const bool plain = box.label.empty() || box.label == box.type || box.label == box.type + "()";
     if (!plain) {
       title += "<br/><font point-size=\"8\">" +
-               wrapped_html(truncate_text(box.label, 4 * kWrapWidth), kWrapWidth) + "</font>";
+               wrapped_html(truncate_text(box.label, 4 * kModuleLabelWrap), kModuleLabelWrap) +
+               "</font>";
     }
     if (box.parameters > 0) title += "<br/>" + grouped(box.parameters) + " parameters";
     if (box.buffers > 0) title += "<br/>" + grouped(box.buffers) + " in buffers";

@@ -2,7 +2,7 @@
 // script and stylesheet are viz/page.js and viz/page.css, embedded at build time
 // (viz/embed_assets.cmake).
 
-#include "viz/page.h"
+#include "tdfx/viz/page.h"
 
 #include <fmt/format.h>
 
@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
-#include "codegen/python_code.h"
-#include "core/dtype_names.h"
-#include "core/error.h"
-#include "graph/fx_face.h"
-#include "viz/html.h"
-#include "viz/page_assets.inc"
+#include "page_assets.inc"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_face.h"
+#include "tdfx/viz/html.h"
 
 namespace tdfx {
 namespace {

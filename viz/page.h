@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
-#include "viz/render.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 

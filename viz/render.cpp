@@ -1,6 +1,6 @@
 // render / write: DOT text laid out and rendered by Graphviz in this process.
 
-#include "viz/render.h"
+#include "tdfx/viz/render.h"
 
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
@@ -13,9 +13,9 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "core/file_io.h"
-#include "viz/page.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/file_io.h"
+#include "tdfx/viz/page.h"
 
 // The plugins are linked in, not loaded from Debian's plugin config, so that
 // rendering works even when that config is missing or stale.
@@ -249,7 +249,7 @@ Format format_from_extension(const std::string& path) {
 
 void write(const Graph& graph, const std::string& path, const RenderOptions& options) {
   const Format format = format_from_extension(path);
-  write_file_atomically<Error>(path, render(graph, format, options));
+  write_file_atomically<FileError>(path, render(graph, format, options));
 }
 
 }  // namespace tdfx

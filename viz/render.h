@@ -29,8 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/nested_key.h"
-#include "graph/graph.h"
+#include "tdfx/core/nested_key.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 

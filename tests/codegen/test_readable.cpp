@@ -1,7 +1,7 @@
 // print_readable and the export style, against the program seed 000 prints.
 #include <doctest/doctest.h>
 
-#include "codegen/python_code.h"
+#include "tdfx/codegen/python_code.h"
 
 using namespace tdfx;
 

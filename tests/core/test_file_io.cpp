@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/file_io.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/file_io.h"
 
 namespace fs = std::filesystem;
 
@@ -32,26 +32,26 @@ TEST_CASE("file io: a symbolic link, FIFO or directory is refused, never replace
   const fs::path link = dir / "link.txt";
   fs::create_symlink(target, link);
   CHECK_THROWS_WITH_AS(
-      tdfx::write_file_atomically<tdfx::Error>(link.string(), "new"),
+      tdfx::write_file_atomically<tdfx::FileError>(link.string(), "new"),
       (link.string() + ": cannot write the file: it is a symbolic link, not a regular file")
           .c_str(),
-      tdfx::Error);
+      tdfx::FileError);
   CHECK(fs::is_symlink(link));
   CHECK(contents(target) == "kept");
 
   const fs::path fifo = dir / "fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   CHECK_THROWS_WITH_AS(
-      tdfx::write_file_atomically<tdfx::Error>(fifo.string(), "new"),
+      tdfx::write_file_atomically<tdfx::FileError>(fifo.string(), "new"),
       (fifo.string() + ": cannot write the file: it is a FIFO, not a regular file").c_str(),
-      tdfx::Error);
+      tdfx::FileError);
   CHECK(fs::is_fifo(fifo));
   CHECK_THROWS_WITH_AS(
-      tdfx::write_file_atomically<tdfx::Error>(dir.string(), "new"),
+      tdfx::write_file_atomically<tdfx::FileError>(dir.string(), "new"),
       (dir.string() + ": cannot write the file: it is a directory, not a regular file").c_str(),
-      tdfx::Error);
+      tdfx::FileError);
 
-  tdfx::write_file_atomically<tdfx::Error>(target.string(), "replaced");
+  tdfx::write_file_atomically<tdfx::FileError>(target.string(), "replaced");
   CHECK(contents(target) == "replaced");
   // Nothing else is left in the folder: no temporary.
   size_t entries = 0;

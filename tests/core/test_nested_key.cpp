@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "core/error.h"
-#include "core/nested_key.h"
+#include "tdfx/core/error.h"
+#include "tdfx/core/nested_key.h"
 
 using tdfx::NestedKey;
 

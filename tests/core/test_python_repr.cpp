@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/python_repr.h"
+#include "tdfx/core/python_repr.h"
 
 using tdfx::python_float_repr;
 using tdfx::python_repr;

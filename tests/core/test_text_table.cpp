@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/text_table.h"
+#include "tdfx/core/text_table.h"
 
 using tdfx::Table;
 

@@ -6,17 +6,17 @@
 #include <cmath>
 #include <set>
 
-#include "core/error.h"
-#include "debug/first_nonfinite.h"
-#include "debug/node_stats.h"
-#include "debug/overlay.h"
-#include "debug/profile.h"
-#include "export/program.h"
 #include "samples/pipelines.h"
-#include "tensordict/modules.h"
+#include "tdfx/core/error.h"
+#include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/node_stats.h"
+#include "tdfx/debug/overlay.h"
+#include "tdfx/debug/profile.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/diagram.h"
+#include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/golden.h"
-#include "tracer/diagram.h"
-#include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
 

@@ -4,8 +4,8 @@
 
 #include <ATen/ATen.h>
 
-#include "export/program.h"
-#include "tensordict/modules.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tensordict/modules.h"
 
 namespace tdfx::testing {
 

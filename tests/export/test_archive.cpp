@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
-#include "export/archive.h"
-#include "export/torchscript.h"
-#include "export/zip.h"
 #include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/torchscript.h"
+#include "tdfx/export/zip.h"
 #include "tests/export/enum_program.h"
 #include "tests/support/test_support.h"
 

@@ -2,12 +2,12 @@
 // every run's batch; one that does not runs at any batch, bit-equal to eager.
 #include <doctest/doctest.h>
 
-#include "codegen/python_code.h"
-#include "core/error.h"
-#include "export/archive.h"
-#include "export/program.h"
 #include "samples/pipelines.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 using namespace tdfx;
 

@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
-#include "core/error.h"
-#include "export/program.h"
 #include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/program.h"
 #include "tests/support/test_support.h"
 
 using namespace tdfx;

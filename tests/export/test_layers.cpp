@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "export/archive.h"
-#include "export/program.h"
-#include "tensordict/modules.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tensordict/modules.h"
 
 using namespace tdfx;
 namespace nn = torch::nn;

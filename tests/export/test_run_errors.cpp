@@ -2,10 +2,10 @@
 // the printed node and its module, LibTorch's message without a backtrace.
 #include <doctest/doctest.h>
 
-#include "core/error.h"
-#include "export/program.h"
 #include "samples/pipelines.h"
-#include "tracer/symbolic_trace.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 using namespace tdfx;
 

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/dtype_names.h"
-#include "core/error.h"
-#include "export/tensor_file.h"
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/tensor_file.h"
 #include "tests/support/test_support.h"
 
 using namespace tdfx;

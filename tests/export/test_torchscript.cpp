@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "export/program.h"
-#include "export/torchscript.h"
 #include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/export/program.h"
+#include "tdfx/export/torchscript.h"
 #include "tests/export/enum_program.h"
 #include "tests/support/test_support.h"
 

@@ -1,7 +1,7 @@
 #pragma once
 // Graphs the graph and codegen tests share, built by hand with tdfx's API.
 
-#include "graph/graph.h"
+#include "tdfx/graph/graph.h"
 
 namespace tdfx::testing {
 

@@ -1,7 +1,7 @@
 // The graphs of seed 002 built by hand print exactly as the golden files.
 #include <doctest/doctest.h>
 
-#include "codegen/python_code.h"
+#include "tdfx/codegen/python_code.h"
 #include "tests/graph/graphs.h"
 #include "tests/support/test_support.h"
 

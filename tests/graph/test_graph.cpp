@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <sstream>
 
-#include "core/error.h"
-#include "graph/graph.h"
-#include "graph/graph_module.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
 #include "tests/graph/graphs.h"
 
 using namespace tdfx;

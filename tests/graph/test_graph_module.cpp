@@ -5,8 +5,8 @@
 
 #include <functional>
 
-#include "core/error.h"
-#include "graph/graph_module.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/graph_module.h"
 
 using namespace tdfx;
 

@@ -7,9 +7,9 @@
 
 #include <map>
 
-#include "codegen/python_code.h"
-#include "core/error.h"
-#include "graph/interpreter.h"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/interpreter.h"
 
 using namespace tdfx;
 

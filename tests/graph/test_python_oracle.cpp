@@ -6,8 +6,8 @@
 #include <map>
 #include <memory>
 
-#include "codegen/python_code.h"
-#include "core/enum_names.h"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/enum_names.h"
 #include "tests/graph/graphs.h"
 #include "tests/support/test_support.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 
-#include "graph/tabular.h"
+#include "tdfx/graph/tabular.h"
 #include "tests/graph/graphs.h"
 #include "tests/support/test_support.h"
 

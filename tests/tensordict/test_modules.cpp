@@ -7,9 +7,9 @@
 
 #include <set>
 
-#include "core/error.h"
-#include "tensordict/access_hook.h"
-#include "tensordict/modules.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tensordict/access_hook.h"
+#include "tdfx/tensordict/modules.h"
 
 using tdfx::make_td_module;
 using tdfx::make_td_sequential;

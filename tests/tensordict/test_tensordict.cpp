@@ -4,9 +4,9 @@
 
 #include <sstream>
 
-#include "core/error.h"
-#include "tensordict/access_hook.h"
-#include "tensordict/tensordict.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tensordict/access_hook.h"
+#include "tdfx/tensordict/tensordict.h"
 
 using tdfx::NestedKey;
 using tdfx::TensorDict;

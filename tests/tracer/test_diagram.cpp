@@ -3,10 +3,10 @@
 #include <torch/utils.h>
 
 #include "samples/pipelines.h"
+#include "tdfx/tracer/diagram.h"
+#include "tdfx/tracer/module_tree.h"
+#include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/golden.h"
-#include "tracer/diagram.h"
-#include "tracer/module_tree.h"
-#include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
 

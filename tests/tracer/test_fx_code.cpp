@@ -8,13 +8,13 @@
 #include <sstream>
 #include <string>
 
-#include "codegen/python_code.h"
-#include "core/error.h"
-#include "graph/fx_face.h"
-#include "graph/graph_module.h"
+#include "tdfx/codegen/python_code.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/graph_module.h"
+#include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/recorder.h"
 #include "tests/tracer/tracer_test_support.h"
-#include "tracer/graph_builder.h"
-#include "tracer/recorder.h"
 
 using namespace tdfx;
 using tdfx::testing::batch_of;

@@ -1,9 +1,9 @@
 // An Interpreter and ShapeProp over traced pipelines, and editing a traced module.
 #include <doctest/doctest.h>
 
-#include "core/error.h"
-#include "graph/interpreter.h"
 #include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/interpreter.h"
 #include "tests/tracer/tracer_test_support.h"
 
 using namespace tdfx;

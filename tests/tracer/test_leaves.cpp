@@ -20,7 +20,7 @@
 #include <functional>
 #include <string>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
 #include "tests/tracer/tracer_test_support.h"
 
 using namespace tdfx;

@@ -8,11 +8,11 @@
 
 #include <string>
 
-#include "core/error.h"
 #include "samples/pipelines.h"
-#include "tensordict/modules.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/symbolic_trace.h"
 #include "tests/tracer/tracer_test_support.h"
-#include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
 

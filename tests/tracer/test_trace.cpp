@@ -10,10 +10,10 @@
 #include <memory>
 #include <thread>
 
-#include "core/error.h"
 #include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/test_support.h"
-#include "tracer/symbolic_trace.h"
 
 using namespace tdfx;
 using namespace tdfx::samples;

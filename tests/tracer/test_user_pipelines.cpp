@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
+#include "tdfx/tracer/diagram.h"
 #include "tests/support/golden.h"
 #include "tests/tracer/tracer_test_support.h"
-#include "tracer/diagram.h"
 
 using namespace tdfx;
 using tdfx::testing::check_runs_like_eager;

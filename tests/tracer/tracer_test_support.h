@@ -7,9 +7,9 @@
 #include <map>
 #include <string>
 
-#include "tensordict/modules.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/test_support.h"
-#include "tracer/symbolic_trace.h"
 
 namespace tdfx::testing {
 

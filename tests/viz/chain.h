@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "graph/graph.h"
-#include "viz/render.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx::testing {
 

@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
+#include "tdfx/viz/page.h"
+#include "tdfx/viz/render.h"
 #include "tests/graph/graphs.h"
 #include "tests/viz/chain.h"
 #include "tests/viz/xml_check.h"
-#include "viz/page.h"
-#include "viz/render.h"
 
 using namespace tdfx;
 using Json = nlohmann::json;

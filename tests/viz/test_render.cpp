@@ -7,13 +7,13 @@
 #include <sstream>
 #include <thread>
 
-#include "core/error.h"
+#include "tdfx/core/error.h"
+#include "tdfx/viz/html.h"
+#include "tdfx/viz/render.h"
 #include "tests/graph/graphs.h"
 #include "tests/support/golden.h"
 #include "tests/viz/chain.h"
 #include "tests/viz/xml_check.h"
-#include "viz/html.h"
-#include "viz/render.h"
 
 using namespace tdfx;
 using tdfx::testing::parse_xml;
