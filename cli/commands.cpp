@@ -29,9 +29,9 @@ void run_demo(const std::string& out_dir) {
   std::cout << graph_module.code() << "\n";
 
   const std::string svg = (std::filesystem::path(out_dir) / "trace_sequential.svg").string();
-  writing(svg, [&] { write_diagram(graph_module, svg); });
+  writing(svg, [&] { save_diagram(graph_module, svg); });
   const std::string html = (std::filesystem::path(out_dir) / "trace_sequential.html").string();
-  writing(html, [&] { write_diagram(graph_module, html); });
+  writing(html, [&] { save_diagram(graph_module, html); });
 
   // Exported inputs are named by their in keys joined with "_".
   ExportedProgram program =

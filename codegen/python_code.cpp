@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/graph/schema_arguments.h"
+#include "tdfx/graph/graph_printer.h"
 
 namespace tdfx {
 namespace {

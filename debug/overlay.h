@@ -7,7 +7,7 @@
 ///
 ///     RenderOptions options = diagram_options(gm);
 ///     options.overlay = profile_overlay(profile(debuggee(gm, td)));
-///     write(gm.graph(), "profile.svg", options);
+///     save_diagram(gm.graph(), "profile.svg", options);
 
 #include <map>
 #include <optional>

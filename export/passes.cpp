@@ -3,7 +3,7 @@
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/schema_arguments.h"
 
 namespace tdfx {
 namespace {

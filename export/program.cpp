@@ -114,7 +114,7 @@ ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
       modules_(std::move(modules)) {
   for (const auto& in : signature_.inputs) {
     if (in.kind != InputKind::kUserInput && !state_.count(in.name)) {
-      fail<ArchiveError>("the program's input {} has no weight", in.name);
+      fail<GraphError>("the program's input {} has no weight", in.name);
     }
   }
   // Which dimensions are dynamic is what the placeholders' metadata says.

@@ -91,6 +91,8 @@ class ExportedProgram {
  public:
   /// `modules`: the TensorDictModules and nested sequentials it came from (pipeline_modules),
   /// which its diagrams draw; none for a program without them (an archive of version 2).
+  /// GraphError when the graph does not compile or a parameter or buffer input of
+  /// `signature` has no tensor in `state` (load() reports these as ArchiveError).
   ExportedProgram(Graph graph, GraphSignature signature, std::map<std::string, at::Tensor> state,
                   std::optional<BatchSpecialisation> specialisation = std::nullopt,
                   std::vector<ModuleBox> modules = {});

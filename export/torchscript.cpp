@@ -17,7 +17,8 @@
 #include "tdfx/core/error.h"
 #include "tdfx/core/file_io.h"
 #include "tdfx/core/python_repr.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/schema_arguments.h"
+#include "tdfx/graph/graph_printer.h"
 
 namespace tdfx {
 namespace {

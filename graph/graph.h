@@ -160,29 +160,7 @@ class Graph {
 /// tuple or list), in order: the node, or nullptr for a constant. Empty without an output.
 std::vector<Node*> output_values(const Graph& graph);
 
-/// torch.fx's `str(graph)`: `graph():` and one line per node.
-std::string to_string(const Graph& graph);
-/// torch.fx's `node.format_node()`.
-std::string to_string(const Node& node);
-std::ostream& operator<<(std::ostream& os, const Graph& graph);
-std::ostream& operator<<(std::ostream& os, const Node& node);
-
 }  // namespace tdfx
 
-/// `fmt::format("{}", graph)` is torch.fx's `str(graph)`, as to_string(graph).
-template <>
-struct fmt::formatter<tdfx::Graph> : fmt::formatter<std::string_view> {
-  template <typename Ctx>
-  auto format(const tdfx::Graph& graph, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(tdfx::to_string(graph), ctx);
-  }
-};
-
-/// `fmt::format("{}", node)` is torch.fx's `node.format_node()`, as to_string(node).
-template <>
-struct fmt::formatter<tdfx::Node> : fmt::formatter<std::string_view> {
-  template <typename Ctx>
-  auto format(const tdfx::Node& node, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(tdfx::to_string(node), ctx);
-  }
-};
+// Printing a Graph or Node (operator<<, fmt): the graph printer's header.
+#include "tdfx/graph/graph_printer.h"

@@ -7,7 +7,8 @@
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/schema_arguments.h"
+#include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/module_call.h"
 #include "tdfx/graph/plan.h"
 
@@ -439,6 +440,8 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
           slots[static_cast<size_t>(step.out)] = call_step(step, stack);
           break;
       }
+    } catch (const InternalError&) {
+      throw;  // a bug in tdfx: never dressed as the user's error
     } catch (const Error&) {
       throw;  // already names what failed (a ShapeError, or a RunError from a body)
     } catch (const std::exception& e) {

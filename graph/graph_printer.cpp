@@ -1,9 +1,13 @@
-// torch.fx's text form of graphs and nodes (`str(graph)`, `node.format_node()`).
+// torch.fx's text form of graphs, nodes and arguments (`str(graph)`, `node.format_node()`).
+#include "tdfx/graph/graph_printer.h"
+
 #include <ostream>
 
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/graph/schema_arguments.h"
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
 
@@ -98,5 +102,66 @@ std::string describe_node(const Node& node) {
 }  // namespace
 
 std::string describe(const Node& node) { return escape_controls(describe_node(node)); }
+
+namespace {
+
+std::string join(const std::vector<Argument>& items, std::string (*fn)(const Argument&)) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + fn(items[i]);
+  return out;
+}
+
+std::string device_str(const c10::Device& device) { return device.str(); }
+
+}  // namespace
+
+std::string fx_str(const Argument& arg) {
+  struct Visitor {
+    std::string operator()(None) const { return "None"; }
+    std::string operator()(bool v) const { return v ? "True" : "False"; }
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return python_float_repr(v); }
+    std::string operator()(const std::string& v) const { return v; }
+    std::string operator()(const NestedKey& v) const { return v.str(); }
+    std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
+    std::string operator()(c10::MemoryFormat v) const { return memory_format_repr(v); }
+    std::string operator()(c10::Layout v) const { return layout_repr(v); }
+    std::string operator()(const c10::Device& v) const { return device_str(v); }
+    std::string operator()(Node* v) const { return "%" + v->name(); }
+    std::string operator()(const ArgumentList& v) const {
+      const std::string items = join(v.items, fx_str);
+      if (!v.is_tuple) return "[" + items + "]";
+      return "(" + items + (v.items.size() == 1 ? ",)" : ")");
+    }
+  };
+  return std::visit(Visitor{}, arg.value);
+}
+
+std::string fx_repr(const Argument& arg) {
+  struct Visitor {
+    std::string operator()(None) const { return "None"; }
+    std::string operator()(bool v) const { return v ? "True" : "False"; }
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return python_float_repr(v); }
+    std::string operator()(const std::string& v) const { return python_repr(v); }
+    std::string operator()(const NestedKey& v) const { return v.repr(); }
+    std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
+    std::string operator()(c10::MemoryFormat v) const { return memory_format_repr(v); }
+    std::string operator()(c10::Layout v) const { return layout_repr(v); }
+    std::string operator()(const c10::Device& v) const {
+      const std::string type = python_repr(c10::DeviceTypeName(v.type(), true));
+      if (!v.has_index()) return fmt::format("device(type={})", type);
+      return fmt::format("device(type={}, index={})", type, v.index());
+    }
+    std::string operator()(Node* v) const { return v->name(); }
+    std::string operator()(const ArgumentList& v) const {
+      const std::string items = join(v.items, fx_repr);
+      if (!v.is_tuple) return "[" + items + "]";
+      return "(" + items + (v.items.size() == 1 ? ",)" : ")");
+    }
+  };
+  return std::visit(Visitor{}, arg.value);
+}
+
 
 }  // namespace tdfx

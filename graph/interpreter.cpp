@@ -28,6 +28,8 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
     c10::IValue value;
     try {
       value = run_node(*step.node);
+    } catch (const InternalError&) {
+      throw;  // a bug in tdfx: never dressed as the user's error
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {

@@ -4,7 +4,8 @@
 #include <vector>
 
 #include "tdfx/core/python_repr.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/graph/graph_printer.h"
 
 namespace tdfx {
 namespace {

@@ -28,7 +28,7 @@ int main(int argc, char** argv) try {
     for (const char* ext : {"svg", "png"}) {
       const std::string path =
           (out / ("actor_critic." + std::string(tdfx::to_string(view)) + "." + ext)).string();
-      tdfx::write(gm.graph(), path, options);
+      tdfx::save_diagram(gm.graph(), path, options);
       std::cout << "wrote " << path << "\n";
     }
   }

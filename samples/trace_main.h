@@ -31,7 +31,7 @@ inline int trace_and_compare(const std::shared_ptr<TensorDictModuleBase>& module
   }
   std::cout << (identical ? "all outputs bit-identical" : "outputs differ") << "\n";
   if (!diagram.empty()) {
-    write_diagram(graph_module, diagram);
+    save_diagram(graph_module, diagram);
     std::cout << "wrote " << diagram << "\n";
   }
   return identical ? 0 : 1;

@@ -2,9 +2,9 @@
 
 /// \file
 /// A thread-local observer of TensorDict key reads and writes and of TensorDictModule calls. The
-/// tracer installs one while it runs a module's own forward, so that `td.get(key)` can become a
-/// getitem node or a placeholder and each call's ops are known; the TensorDict and the modules
-/// themselves know nothing about tracing.
+/// tracer's recorder (tracer/recorder.cpp) installs one around the whole forward of the module
+/// it traces, so that `td.get(key)` can become a getitem node or a placeholder and each call's
+/// ops are known; the TensorDict and the modules themselves know nothing about tracing.
 
 #include <ATen/core/Tensor.h>
 

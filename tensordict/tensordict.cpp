@@ -89,12 +89,12 @@ TensorDict::Entry* TensorDict::find_entry(const NestedKey& key) {
   return const_cast<Entry*>(static_cast<const TensorDict*>(this)->find_entry(key));
 }
 
-const TensorDict* TensorDict::existing_parent(const NestedKey& key, size_t& depth) const {
+const TensorDict* TensorDict::existing_parent(const NestedKey& key) const {
   // The deepest existing dict on the path to `key`'s parent: its batch size is the one a new
   // entry must match, since missing intermediate dicts inherit it.
   const TensorDict* td = this;
   const auto& parts = key.parts();
-  for (depth = 0; depth + 1 < parts.size(); ++depth) {
+  for (size_t depth = 0; depth + 1 < parts.size(); ++depth) {
     const Entry* entry = td->find_local(parts[depth]);
     if (!entry) break;
     if (!entry->sub) {
@@ -132,8 +132,7 @@ TensorDict::Entry& TensorDict::slot(const std::string& key) {
 }
 
 void TensorDict::set_unhooked(const NestedKey& key, at::Tensor value) {
-  size_t depth = 0;
-  const TensorDict* parent = existing_parent(key, depth);
+  const TensorDict* parent = existing_parent(key);
   if (!value.defined()) fail<Error>("cannot set key {}: the tensor is undefined", key.repr());
   if (!starts_with(value.sizes(), parent->batch_size_)) {
     fail<ShapeError>("cannot set key {}: shape {} does not start with batch size {}", key.repr(),
@@ -148,8 +147,7 @@ void TensorDict::set_unhooked(const NestedKey& key, at::Tensor value) {
 
 TensorDict& TensorDict::set(const NestedKey& key, at::Tensor value) {
   if (KeyAccessHook* hook = current_key_access_hook()) {
-    size_t depth = 0;
-    const TensorDict* parent = existing_parent(key, depth);
+    const TensorDict* parent = existing_parent(key);
     // Check before the hook sees the write, so a rejected write is never recorded.
     if (value.defined() && starts_with(value.sizes(), parent->batch_size_)) {
       hook->on_write(*this, key, value);
@@ -160,8 +158,7 @@ TensorDict& TensorDict::set(const NestedKey& key, at::Tensor value) {
 }
 
 void TensorDict::set_sub_unhooked(const NestedKey& key, TensorDict value) {
-  size_t depth = 0;
-  const TensorDict* parent = existing_parent(key, depth);
+  const TensorDict* parent = existing_parent(key);
   if (!starts_with(value.batch_size_, parent->batch_size_)) {
     fail<ShapeError>(
         "cannot set key {}: TensorDict batch size {} does not start with batch size {}", key.repr(),

@@ -131,11 +131,10 @@ class TensorDict {
   Entry* find_entry(const NestedKey& key);
   const Entry* find_local(const std::string& key) const;
   TensorDict& parent_for_set(const NestedKey& key);
-  const TensorDict* existing_parent(const NestedKey& key, size_t& depth) const;
+  const TensorDict* existing_parent(const NestedKey& key) const;
   void set_sub_unhooked(const NestedKey& key, TensorDict value);
   Entry& slot(const std::string& key);
   void set_unhooked(const NestedKey& key, at::Tensor value);
-  void set_tensor_checked(const NestedKey& full_key, const std::string& leaf, at::Tensor value);
   void collect_keys(const NestedKey* prefix, bool include_nested, bool leaves_only,
                     std::vector<NestedKey>& out) const;
   [[noreturn]] void throw_missing(const NestedKey& key) const;

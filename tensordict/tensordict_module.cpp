@@ -266,6 +266,8 @@ void TensorDictModule::run(TensorDict& td) {
     KeyAccessHook* hook = current_key_access_hook();
     outputs =
         hook ? hook->on_call(*this, inputs, [&] { return run_inner(inputs); }) : run_inner(inputs);
+  } catch (const InternalError&) {
+    throw;  // a bug in tdfx: never dressed as the user's error
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -56,8 +56,8 @@ RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters)
   return options;
 }
 
-void write_diagram(const TDGraphModule& module, const std::string& path, bool show_parameters) {
-  write(module.graph(), path, diagram_options(module, show_parameters));
+void save_diagram(const TDGraphModule& module, const std::string& path, bool show_parameters) {
+  save_diagram(module.graph(), path, diagram_options(module, show_parameters));
 }
 
 }  // namespace tdfx

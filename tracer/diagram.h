@@ -17,11 +17,11 @@ namespace tdfx {
 ///
 ///     RenderOptions options = diagram_options(gm);
 ///     options.view = View::kModules;
-///     write(gm.graph(), "modules.svg", options);
+///     save_diagram(gm.graph(), "modules.svg", options);
 RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters = true);
 
 /// Draws `module` to `path` (.svg, .png, .pdf, .dot; .html: the interactive page), atomically.
-void write_diagram(const TDGraphModule& module, const std::string& path,
+void save_diagram(const TDGraphModule& module, const std::string& path,
                    bool show_parameters = true);
 
 }  // namespace tdfx

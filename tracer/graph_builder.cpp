@@ -11,7 +11,8 @@
 #include <unordered_set>
 
 #include "tdfx/core/error.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/graph/schema_arguments.h"
 #include "tdfx/tracer/module_tree.h"
 
 namespace tdfx {

@@ -22,8 +22,10 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/graph/graph_printer.h"
 #include "tdfx/viz/html.h"
 #include "tdfx/viz/render.h"
 

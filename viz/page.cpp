@@ -14,7 +14,8 @@
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/graph/graph_printer.h"
 #include "tdfx/viz/html.h"
 
 namespace tdfx {

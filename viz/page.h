@@ -7,7 +7,7 @@
 /// target, args, kwargs, dtype and shape, users, module path and line of printed code (the
 /// same in a tooltip on hover).
 ///
-///     write(graph, "pipeline.html", options);          // through viz/render.h
+///     save_diagram(graph, "pipeline.html", options);          // through viz/render.h
 ///     tdfx render model.pt2 -o pipeline.html
 ///
 /// The page's data is a list of views, each a drawing (SVG) and the data of the elements in it,
@@ -102,7 +102,7 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 
 /// The page of `graph` with every view tdfx draws of it — the op view, and the module view
 /// when `options.modules` lists TensorDictModules — titled by `options.title`; what
-/// `write(graph, "x.html", options)` writes.
+/// `save_diagram(graph, "x.html", options)` writes.
 std::string page_html(const Graph& graph, const RenderOptions& options = {});
 
 }  // namespace tdfx

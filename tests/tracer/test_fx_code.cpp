@@ -10,7 +10,7 @@
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/error.h"
-#include "tdfx/graph/fx_face.h"
+#include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/tracer/graph_builder.h"
 #include "tdfx/tracer/recorder.h"

@@ -100,13 +100,13 @@ std::string trimmed_end(std::string text) {
 }
 
 /// The diagram's DOT text, whole, against the golden file; and its SVG, written once by
-/// write_diagram, is a whole SVG document.
+/// save_diagram, is a whole SVG document.
 void check_diagram(const TDGraphModule& gm, const std::string& name) {
   check_golden(name + ".dot", to_dot(gm.graph(), diagram_options(gm)));
   char dir[] = "/tmp/tdfx_user_pipelines_XXXXXX";
   REQUIRE(mkdtemp(dir) != nullptr);
   const std::string path = std::string(dir) + "/" + name + ".svg";
-  write_diagram(gm, path);
+  save_diagram(gm, path);
   const std::string svg = trimmed_end(read_text(path));
   std::remove(path.c_str());
   rmdir(dir);

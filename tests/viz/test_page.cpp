@@ -270,14 +270,14 @@ TEST_CASE("page: write gives the page for .html, and render_dot refuses it") {
   char dir_template[] = "/tmp/tdfx_page_XXXXXX";
   REQUIRE(mkdtemp(dir_template) != nullptr);
   const std::string dir = dir_template;
-  write(c.graph, dir + "/p.html", c.options);
+  save_diagram(c.graph, dir + "/p.html", c.options);
   CHECK(read_file(dir + "/p.html") == page_html(c.graph, c.options));
   CHECK(render(c.graph, Format::kHtml, c.options) == page_html(c.graph, c.options));
   CHECK(format_from_extension("a/P.HTM") == Format::kHtml);
   CHECK_THROWS_WITH_AS(render_dot(to_dot(c.graph, c.options), Format::kHtml),
                        doctest::Contains("render(graph, Format::kHtml)"), tdfx::Error);
   c.options.max_nodes = 3;
-  CHECK_THROWS_WITH_AS(write(c.graph, dir + "/big.html", c.options),
+  CHECK_THROWS_WITH_AS(save_diagram(c.graph, dir + "/big.html", c.options),
                        doctest::Contains("more than the 3"), tdfx::Error);
   std::remove((dir + "/p.html").c_str());
   CHECK(rmdir(dir.c_str()) == 0);  // no temporary file left behind

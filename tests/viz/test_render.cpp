@@ -238,10 +238,10 @@ TEST_CASE("viz: PNG and PDF render in process") {
 TEST_CASE("viz: write chooses the format from the extension") {
   auto c = seed_sequential();
   const std::string dir = temp_dir();
-  write(c.graph, dir + "/g.svg", c.options);
-  write(c.graph, dir + "/g.DOT", c.options);
-  write(c.graph, dir + "/g.png", c.options);
-  write(c.graph, dir + "/g.pdf", c.options);
+  save_diagram(c.graph, dir + "/g.svg", c.options);
+  save_diagram(c.graph, dir + "/g.DOT", c.options);
+  save_diagram(c.graph, dir + "/g.png", c.options);
+  save_diagram(c.graph, dir + "/g.pdf", c.options);
   CHECK(read_file(dir + "/g.svg").find("<svg") != std::string::npos);
   CHECK(read_file(dir + "/g.DOT") == to_dot(c.graph, c.options));
   CHECK(read_file(dir + "/g.png").compare(0, 4, "\x89PNG") == 0);
@@ -255,15 +255,15 @@ TEST_CASE("viz: write chooses the format from the extension") {
 TEST_CASE("viz: write rejects an unknown extension and leaves no file") {
   auto c = seed_sequential();
   const std::string dir = temp_dir();
-  CHECK_THROWS_WITH_AS(write(c.graph, dir + "/g.jpg", c.options), doctest::Contains("g.jpg"),
+  CHECK_THROWS_WITH_AS(save_diagram(c.graph, dir + "/g.jpg", c.options), doctest::Contains("g.jpg"),
                        tdfx::Error);
-  CHECK_THROWS_WITH_AS(write(c.graph, dir + "/g.jpg", c.options),
+  CHECK_THROWS_WITH_AS(save_diagram(c.graph, dir + "/g.jpg", c.options),
                        doctest::Contains(".svg, .png, .pdf, .dot"), tdfx::Error);
   CHECK_THROWS_AS(format_from_extension("no_extension"), tdfx::Error);
   CHECK_THROWS_AS(format_from_extension("dir.svg/file"), tdfx::Error);
   CHECK_FALSE(exists(dir + "/g.jpg"));
   CHECK(rmdir(dir.c_str()) == 0);  // empty: no temporary file left either
-  CHECK_THROWS_WITH_AS(write(c.graph, dir + "/missing/g.svg", c.options),
+  CHECK_THROWS_WITH_AS(save_diagram(c.graph, dir + "/missing/g.svg", c.options),
                        doctest::Contains("missing/g.svg"), tdfx::Error);
 }
 
@@ -272,7 +272,7 @@ TEST_CASE("viz: write replaces an existing file atomically") {
   const std::string dir = temp_dir();
   const std::string path = dir + "/g.dot";
   std::ofstream(path) << "old";
-  write(c.graph, path, c.options);
+  save_diagram(c.graph, path, c.options);
   CHECK(read_file(path) == to_dot(c.graph, c.options));
   std::remove(path.c_str());
   CHECK(rmdir(dir.c_str()) == 0);
@@ -333,14 +333,14 @@ TEST_CASE("viz: write gives a drawing the mode the umask allows") {
   const std::string dir = temp_dir();
   {
     ScopedUmask mask(027);
-    write(c.graph, dir + "/g.svg", c.options);
-    write(c.graph, dir + "/g.dot", c.options);
+    save_diagram(c.graph, dir + "/g.svg", c.options);
+    save_diagram(c.graph, dir + "/g.dot", c.options);
   }
   CHECK(mode_of(dir + "/g.svg") == 0640);
   CHECK(mode_of(dir + "/g.dot") == 0640);
   {
     ScopedUmask mask(0);
-    write(c.graph, dir + "/g.svg", c.options);
+    save_diagram(c.graph, dir + "/g.svg", c.options);
   }
   CHECK(mode_of(dir + "/g.svg") == 0666);
   for (const char* f : {"g.svg", "g.dot"}) std::remove((dir + "/" + f).c_str());
@@ -356,7 +356,7 @@ TEST_CASE("viz: a graph over the node budget is refused at once, naming how to r
       "text, which has no limit",
       tdfx::Error);
   const std::string dir = temp_dir();
-  CHECK_THROWS_WITH_AS(write(big, dir + "/big.png"), doctest::Contains("100002 nodes"),
+  CHECK_THROWS_WITH_AS(save_diagram(big, dir + "/big.png"), doctest::Contains("100002 nodes"),
                        tdfx::Error);
   CHECK(rmdir(dir.c_str()) == 0);  // nothing written
 

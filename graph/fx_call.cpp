@@ -1,4 +1,5 @@
-#include "tdfx/graph/fx_face.h"
+// torch.fx's face of aten calls: which Python function or operator a call shows as.
+#include "tdfx/graph/fx_call.h"
 
 #include <fmt/format.h>
 
@@ -9,6 +10,7 @@
 #include "tdfx/core/enum_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
+#include "tdfx/graph/schema_arguments.h"
 
 namespace tdfx {
 namespace {
@@ -51,134 +53,6 @@ bool is_tensor_type(const c10::TypePtr& type) {
   if (auto list = type->cast<c10::ListType>()) return is_tensor_type(list->getElementType());
   return false;
 }
-
-std::string join(const std::vector<Argument>& items, std::string (*fn)(const Argument&)) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + fn(items[i]);
-  return out;
-}
-
-std::string device_str(const c10::Device& device) { return device.str(); }
-
-const Argument* find_kwarg(const Kwargs& kwargs, const std::string& name) {
-  for (const auto& [key, arg] : kwargs) {
-    if (key == name) return &arg;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwargs,
-                      const std::string& name) {
-  const auto& schema = target.schema();
-  const auto& formals = schema.arguments();
-  if (args.size() > formals.size()) {
-    fail<GraphError>("%{} passes {} arguments to {}, which takes {}", name, args.size(),
-                     target.str(), formals.size());
-  }
-  for (const auto& [key, value] : kwargs) {
-    if (!schema.argumentIndexWithName(key)) {
-      fail<GraphError>("%{} passes keyword '{}' to {}, whose schema has no such argument", name,
-                       key, target.str());
-    }
-  }
-  Args full;
-  for (size_t i = 0; i < formals.size(); ++i) {
-    if (i < args.size()) {
-      full.push_back(args[i]);
-    } else if (const Argument* kw = find_kwarg(kwargs, formals[i].name())) {
-      full.push_back(*kw);
-    } else if (formals[i].default_value()) {
-      const auto& value = *formals[i].default_value();
-      // Defaults are kept as IValues: mark them None here and let callers
-      // that run the node use the schema's IValue directly.
-      if (value.isNone()) {
-        full.push_back(None{});
-      } else if (value.isBool()) {
-        full.push_back(value.toBool());
-      } else if (value.isInt()) {
-        // A ScalarType/Layout/MemoryFormat default is an int too: typed by the schema.
-        full.push_back(enum_or_int(value.toInt(), formals[i].real_type()));
-      } else if (value.isDouble()) {
-        full.push_back(value.toDouble());
-      } else if (value.isString()) {
-        full.push_back(value.toStringRef());
-      } else if (value.isIntList()) {
-        std::vector<Argument> items;
-        for (int64_t v : value.toIntVector()) items.push_back(v);
-        full.push_back(list(std::move(items)));
-      } else {
-        fail<GraphError>("%{}: cannot express the default of argument '{}' of {}", name,
-                         formals[i].name(), target.str());
-      }
-    } else {
-      fail<GraphError>("%{} gives no value for argument '{}' of {}", name, formals[i].name(),
-                       target.str());
-    }
-  }
-  return full;
-}
-
-Args schema_arguments(const Node& node) {
-  return schema_arguments(node.target(), node.args(), node.kwargs(), node.name());
-}
-
-Argument enum_or_int(int64_t value, const c10::TypePtr& type) {
-  c10::TypePtr bare = type;
-  if (bare && bare->kind() == c10::TypeKind::OptionalType) {
-    bare = bare->castRaw<c10::OptionalType>()->getElementType();
-  }
-  auto within = [value](auto count) { return value >= 0 && value < static_cast<int64_t>(count); };
-  switch (bare ? bare->kind() : c10::TypeKind::IntType) {
-    case c10::TypeKind::ScalarTypeType:
-      if (within(c10::ScalarType::NumOptions)) return static_cast<c10::ScalarType>(value);
-      break;
-    case c10::TypeKind::MemoryFormatType:
-      if (within(c10::MemoryFormat::NumOptions)) return static_cast<c10::MemoryFormat>(value);
-      break;
-    case c10::TypeKind::LayoutType:
-      if (within(c10::Layout::NumOptions)) return static_cast<c10::Layout>(value);
-      break;
-    default:
-      break;
-  }
-  return value;
-}
-
-bool equals_default(const Argument& arg, const c10::IValue& value) {
-  if (value.isNone()) return arg.is<None>();
-  if (value.isBool()) return arg.is<bool>() && arg.as<bool>() == value.toBool();
-  if (value.isInt()) {
-    if (arg.is<int64_t>()) return arg.as<int64_t>() == value.toInt();
-    if (arg.is<c10::ScalarType>())
-      return static_cast<int64_t>(arg.as<c10::ScalarType>()) == value.toInt();
-    if (arg.is<c10::MemoryFormat>())
-      return static_cast<int64_t>(arg.as<c10::MemoryFormat>()) == value.toInt();
-    if (arg.is<c10::Layout>()) return static_cast<int64_t>(arg.as<c10::Layout>()) == value.toInt();
-    return false;
-  }
-  if (value.isDouble()) {
-    if (arg.is<double>()) return arg.as<double>() == value.toDouble();
-    if (arg.is<int64_t>()) return static_cast<double>(arg.as<int64_t>()) == value.toDouble();
-    return false;
-  }
-  if (value.isString())
-    return arg.is<std::string>() && arg.as<std::string>() == value.toStringRef();
-  if (value.isIntList()) {
-    if (!arg.is<ArgumentList>()) return false;
-    const auto& items = arg.as<ArgumentList>().items;
-    const auto expected = value.toIntVector();
-    if (items.size() != expected.size()) return false;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (!items[i].is<int64_t>() || items[i].as<int64_t>() != expected[i]) return false;
-    }
-    return true;
-  }
-  return false;
-}
-
-namespace {
 
 // The words of `text`, split at spaces.
 std::unordered_set<std::string> word_set(const char* text) {
@@ -374,54 +248,6 @@ FxCall fx_call(const Node& node) {
 std::string fx_name(const Target& target, const Args& args, const Kwargs& kwargs) {
   const std::string face = fx_call(target, args, kwargs, "?").target;
   return face.substr(face.rfind('.') + 1);
-}
-
-std::string fx_str(const Argument& arg) {
-  struct Visitor {
-    std::string operator()(None) const { return "None"; }
-    std::string operator()(bool v) const { return v ? "True" : "False"; }
-    std::string operator()(int64_t v) const { return std::to_string(v); }
-    std::string operator()(double v) const { return python_float_repr(v); }
-    std::string operator()(const std::string& v) const { return v; }
-    std::string operator()(const NestedKey& v) const { return v.str(); }
-    std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
-    std::string operator()(c10::MemoryFormat v) const { return memory_format_repr(v); }
-    std::string operator()(c10::Layout v) const { return layout_repr(v); }
-    std::string operator()(const c10::Device& v) const { return device_str(v); }
-    std::string operator()(Node* v) const { return "%" + v->name(); }
-    std::string operator()(const ArgumentList& v) const {
-      const std::string items = join(v.items, fx_str);
-      if (!v.is_tuple) return "[" + items + "]";
-      return "(" + items + (v.items.size() == 1 ? ",)" : ")");
-    }
-  };
-  return std::visit(Visitor{}, arg.value);
-}
-
-std::string fx_repr(const Argument& arg) {
-  struct Visitor {
-    std::string operator()(None) const { return "None"; }
-    std::string operator()(bool v) const { return v ? "True" : "False"; }
-    std::string operator()(int64_t v) const { return std::to_string(v); }
-    std::string operator()(double v) const { return python_float_repr(v); }
-    std::string operator()(const std::string& v) const { return python_repr(v); }
-    std::string operator()(const NestedKey& v) const { return v.repr(); }
-    std::string operator()(c10::ScalarType v) const { return dtype_repr(v); }
-    std::string operator()(c10::MemoryFormat v) const { return memory_format_repr(v); }
-    std::string operator()(c10::Layout v) const { return layout_repr(v); }
-    std::string operator()(const c10::Device& v) const {
-      const std::string type = python_repr(c10::DeviceTypeName(v.type(), true));
-      if (!v.has_index()) return fmt::format("device(type={})", type);
-      return fmt::format("device(type={}, index={})", type, v.index());
-    }
-    std::string operator()(Node* v) const { return v->name(); }
-    std::string operator()(const ArgumentList& v) const {
-      const std::string items = join(v.items, fx_repr);
-      if (!v.is_tuple) return "[" + items + "]";
-      return "(" + items + (v.items.size() == 1 ? ",)" : ")");
-    }
-  };
-  return std::visit(Visitor{}, arg.value);
 }
 
 }  // namespace tdfx

@@ -1,0 +1,127 @@
+#pragma once
+
+/// \file
+/// What a drawing shows beyond the graph itself: the view (ops or modules), the direction,
+/// the TensorDictModule boxes, the output keys, module configurations and parameters, and a
+/// debugging run's overlay. Plain data, so a caller without a tracer can fill it in.
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "tdfx/core/nested_key.h"
+#include "tdfx/graph/node.h"
+
+namespace tdfx {
+
+/// A TensorDictModule (or a nested TensorDictSequential) of the pipeline. In the op view,
+/// one labelled box around the nodes its call produced (those with
+/// `NodeMeta::td_module == path`); in the module view, one node (a sequential: a box
+/// around its children). A box whose path extends another's (`0.module.1` in `0`) is
+/// drawn inside it.
+struct ModuleBox {
+  /// Its path in the module tree ("0", "0.module.1").
+  std::string path;
+  /// The wrapped module's configuration (`Linear(in_features=3, out_features=4, bias=true)`);
+  /// may be "". Long text wraps.
+  std::string label;
+  /// The keys it reads.
+  std::vector<NestedKey> in_keys;
+  /// The keys it writes.
+  std::vector<NestedKey> out_keys;
+  /// The wrapped module's type as its user knows it (`Linear`, `Net`), or
+  /// `TensorDictSequential`; may be "".
+  std::string type;
+  /// A TensorDictSequential: a box around its children, never a node of its own.
+  bool sequential = false;
+  /// Number of parameter elements (a shared layer counts in each module that calls it).
+  int64_t parameters = 0;
+  /// Number of buffer elements (BatchNorm's running statistics).
+  int64_t buffers = 0;
+};
+
+/// Which picture of the pipeline `to_dot` and `render` draw.
+enum class View {
+  /// Every graph node, boxed by TensorDictModule (torch.fx's FxGraphDrawer, and more).
+  kOps,
+  /// Every TensorDictModule one node, every key an edge; nested sequentials as boxes.
+  kModules
+};
+
+/// The direction the drawing flows in: Graphviz's `rankdir`.
+enum class Rankdir {
+  /// Top to bottom (`TB`). The module view then reads like text: rows of modules, left
+  /// to right, one under the other.
+  kTopBottom,
+  /// Left to right (`LR`). The module view then reads in columns.
+  kLeftRight
+};
+
+/// "ops" / "modules"; and back, std::nullopt for anything else.
+std::string_view to_string(View view);
+std::optional<View> view_from_string(std::string_view text);
+
+/// The Graphviz ID of a module of the module view (`module:0.module.1`), unquoted.
+std::string module_node_id(const std::string& path);
+
+/// What a debugging run adds to one node's drawing (see debug/overlay.h).
+struct NodeOverlay {
+  /// The node's fill colour (`#f4a582`); "" keeps its style's.
+  std::string fill;
+  /// Rows added to the node's label (`12.5 µs, 61.0%`, `min -1.2 max 3.4`).
+  std::vector<std::string> lines;
+  /// Drawn with a thick red border: the node where NaN or Inf started.
+  bool marked = false;
+};
+
+/// The default of RenderOptions::max_nodes: a graph of this size renders to SVG in a few
+/// seconds on a 2-core machine.
+inline constexpr size_t kDefaultMaxNodes = 2500;
+
+/// How many modules the module view lays out per unit of RenderOptions::max_nodes.
+inline constexpr size_t kModuleNodesPerNode = 10;
+
+/// What to draw beyond the graph itself. Everything is plain data, so that a
+/// caller without a tracer (a test, a tool) can supply it.
+struct RenderOptions {
+  /// The op view (the default) or the module view.
+  View view = View::kOps;
+  /// Top-down (the default) or left-right.
+  Rankdir rankdir = Rankdir::kTopBottom;
+  /// Show each call_module's parameters (name, dtype, shape) in its node.
+  bool show_parameters = true;
+  /// Show each call_module's buffers (BatchNorm's running statistics) as its parameters.
+  bool show_buffers = true;
+  /// Module view: at most this many modules side by side before the next row (column with
+  /// Rankdir::kLeftRight) starts, so that a long chain reads like a page rather than a
+  /// strip. A row also ends where the enclosing sequential changes. 0: no limit.
+  size_t modules_per_row = 4;
+  /// The TensorDictModule boxes; matched against `NodeMeta::td_module`.
+  std::vector<ModuleBox> modules;
+  /// The key each element of the output tuple is written to, in order.
+  std::vector<NestedKey> output_keys;
+  /// call_module target → its configuration,
+  /// `Linear(in_features=100, out_features=50, bias=true)`.
+  std::map<std::string, std::string> module_descriptions;
+  /// call_module target → its parameters, `[("weight", f32[50, 100]), ...]`.
+  std::map<std::string, std::vector<std::pair<std::string, TensorMeta>>> module_parameters;
+  /// call_module target → its buffers, `[("running_mean", f32[10]), ...]`.
+  std::map<std::string, std::vector<std::pair<std::string, TensorMeta>>> module_buffers;
+  /// Per node name: colours, rows and marks from a debugging run (profile, statistics,
+  /// first non-finite node). Names not in the graph are ignored.
+  std::map<std::string, NodeOverlay> overlay;
+  /// A title drawn above the graph; none when "".
+  std::string title;
+  /// The most graph nodes `render` lays out (SVG, PNG, PDF): Graphviz's layout grows faster
+  /// than the node count, and a graph of 100,000 nodes would not finish. Above it, render
+  /// throws tdfx::Error naming the count; raise it here or with `tdfx render --max-nodes N`.
+  /// DOT text has no limit. The module view counts modules, and lays out
+  /// kModuleNodesPerNode times as many (its nodes are cheaper: 10,000 modules take seconds).
+  size_t max_nodes = kDefaultMaxNodes;
+};
+
+}  // namespace tdfx
