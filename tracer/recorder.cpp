@@ -377,9 +377,7 @@ class Recorder : public KeyAccessHook {
   // all of the call's outputs.
   bool outlined_whole(const ModuleCall& call) const {
     if (!options_.outline_leaves) return false;
-    const torch::nn::Module& inner = *call.module->inner_ptr();
-    return is_builtin_leaf(inner) ||
-           (options_.is_leaf_module && options_.is_leaf_module(inner, call.inner_path));
+    return is_leaf(options_, *call.module->inner_ptr(), call.inner_path);
   }
 
   // Removes the recorded nodes no output needs, so that no node without users reaches a

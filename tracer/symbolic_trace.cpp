@@ -259,9 +259,7 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
   }
   if (auto td_module = std::dynamic_pointer_cast<TensorDictModule>(module)) {
     const auto& inner = td_module->inner_ptr();
-    const bool leaf =
-        is_builtin_leaf(*inner) || (options.is_leaf_module && options.is_leaf_module(*inner, ""));
-    if (!leaf) return {inner, "module"};
+    if (!is_leaf(options, *inner, "")) return {inner, "module"};
   }
   return {module, ""};
 }

@@ -13,6 +13,7 @@
 #include "tdfx/graph/fx_face.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/method_calls.h"
 #include "tdfx/tracer/recorder.h"
 #include "tests/tracer/tracer_test_support.h"
 
