@@ -25,10 +25,8 @@ namespace jit = torch::jit;
 // ops they are. `env_` holds what each jit value became.
 class Builder {
  public:
-  Builder(const Recording& recording, torch::nn::Module& root, const TraceOptions& options,
-          const ParameterUpdates& updates)
+  Builder(const Recording& recording, const TraceOptions& options, const ParameterUpdates& updates)
       : recording_(recording),
-        root_(root),
         options_(options),
         updates_(updates),
         names_(recording),
@@ -311,7 +309,7 @@ class Builder {
     // The body: the leaf's ops on its own placeholders and parameters.
     auto body = std::make_shared<Graph>();
     {
-      Builder sub(recording_, root_, options_, updates_);
+      Builder sub(recording_, options_, updates_);
       sub.current_call_ = recording_.calls.size();
       sub.body_ = true;
       sub.method_calls_ = false;
@@ -394,7 +392,6 @@ class Builder {
   }
 
   const Recording& recording_;
-  torch::nn::Module& root_;
   const TraceOptions& options_;
   const ParameterUpdates& updates_;
   NameScopes names_;
@@ -416,10 +413,9 @@ class Builder {
 
 }  // namespace
 
-BuiltGraph build_graph(const Recording& recording, torch::nn::Module& root,
-                       const TraceOptions& options) {
+BuiltGraph build_graph(const Recording& recording, const TraceOptions& options) {
   const ParameterUpdates updates(recording);
-  return Builder(recording, root, options, updates).build();
+  return Builder(recording, options, updates).build();
 }
 
 }  // namespace tdfx::detail

@@ -28,8 +28,8 @@ struct BuiltGraph {
   std::unordered_map<const torch::jit::Node*, Node*> origin;
 };
 
-/// Converts `recording` of a module whose graph root is `root`.
-BuiltGraph build_graph(const Recording& recording, torch::nn::Module& root,
-                       const TraceOptions& options);
+/// Converts `recording`; node targets are paths from the graph root the recording was
+/// made for (record's `strip_prefix`).
+BuiltGraph build_graph(const Recording& recording, const TraceOptions& options);
 
 }  // namespace tdfx::detail
