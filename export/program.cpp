@@ -218,7 +218,7 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   options.key_style = KeyStyle::kPlaceholder;
   options.outline_leaves = false;
   detail::CheckedRecording checked = detail::record_batch_checked(*module, example, "", options);
-  detail::BuiltGraph built = detail::build_graph(checked.recording, *module, options);
+  detail::BuiltGraph built = detail::build_graph(checked.recording, options);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
   Graph graph = std::move(built.graph);
   fuse_linear(graph);

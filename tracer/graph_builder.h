@@ -6,8 +6,8 @@
 /// becomes getitem, key reads become getitem or placeholders, and the ops of
 /// leaf modules are outlined into call_module nodes that keep their body, one
 /// per call (a Linear called twice gives `lin` and `lin_1`).
-/// Node names follow the tensordict prototype tracer exactly (see
-/// NameScopes in graph_builder.cpp).
+/// Node names follow the tensordict prototype tracer exactly (name_scopes.h); which ops
+/// are leaf calls, leaf_regions.h finds.
 
 #include <unordered_map>
 
@@ -28,13 +28,8 @@ struct BuiltGraph {
   std::unordered_map<const torch::jit::Node*, Node*> origin;
 };
 
-/// Converts `recording` of a module whose graph root is `root`.
-BuiltGraph build_graph(const Recording& recording, torch::nn::Module& root,
-                       const TraceOptions& options);
-
-/// True for the aten ops that Python has as Tensor methods rather than torch functions
-/// (`view`, `contiguous`, `to`) and for in-place ops that are Tensor methods (`sub_`,
-/// `relu_`): with TraceOptions::method_calls they become call_method nodes.
-bool prints_as_method(const std::string& op_name);
+/// Converts `recording`; node targets are paths from the graph root the recording was
+/// made for (record's `strip_prefix`).
+BuiltGraph build_graph(const Recording& recording, const TraceOptions& options);
 
 }  // namespace tdfx::detail

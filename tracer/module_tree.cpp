@@ -12,6 +12,55 @@ std::string join_path(const std::string& a, const std::string& b) {
   return a.empty() ? b : (b.empty() ? a : a + "." + b);
 }
 
+std::string strip_path_prefix(const std::string& path, const std::string& prefix) {
+  if (prefix.empty()) return path;
+  if (path == prefix) return "";
+  if (path.rfind(prefix + ".", 0) == 0) return path.substr(prefix.size() + 1);
+  return path;
+}
+
+namespace {
+
+// walk_pipeline's recursion. Children's paths are made from the unstripped `path`, so that
+// the prefix is cut once, from whole paths.
+class PipelineWalk {
+ public:
+  PipelineWalk(const std::string& strip,
+               const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit)
+      : strip_(strip), visit_(visit) {}
+
+  void walk(const TensorDictModuleBase& module, const std::string& path,
+            const std::vector<std::pair<int, int>>& levels) {
+    PipelinePlace place;
+    place.path = strip_path_prefix(path, strip_);
+    place.inner_path = strip_path_prefix(join_path(path, "module"), strip_);
+    place.levels = levels;
+    const auto* seq = dynamic_cast<const TensorDictSequential*>(&module);
+    if (seq) place.level = sequentials_++;
+    visit_(module, place);
+    if (!seq) return;
+    const auto& children = seq->children_modules();
+    for (size_t i = 0; i < children.size(); ++i) {
+      auto child_levels = levels;
+      child_levels.insert(child_levels.begin(), {place.level, static_cast<int>(i)});
+      walk(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
+    }
+  }
+
+ private:
+  const std::string& strip_;
+  const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit_;
+  int sequentials_ = 0;
+};
+
+}  // namespace
+
+void walk_pipeline(
+    const TensorDictModuleBase& root, const std::string& strip_prefix,
+    const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit) {
+  PipelineWalk(strip_prefix, visit).walk(root, "", {});
+}
+
 std::string describe_module(const torch::nn::Module& module) {
   std::ostringstream out;
   module.pretty_print(out);
@@ -44,61 +93,41 @@ int64_t elements(const std::vector<at::Tensor>& tensors) {
   return n;
 }
 
-/// Walks the module tree as the recorder plans its calls (recorder.cpp, `plan`).
-class ModuleWalker {
- public:
-  explicit ModuleWalker(std::string strip) : strip_(std::move(strip)) {}
-
-  void walk(const TensorDictModuleBase& module, const std::string& path) {
-    if (const auto* seq = dynamic_cast<const TensorDictSequential*>(&module)) {
-      if (!path.empty()) {
-        ModuleBox box{shown(path), "", seq->in_keys(), seq->selected_out_keys()};
-        box.type = "TensorDictSequential";
-        box.sequential = true;
-        box.parameters = elements(seq->parameters(true));
-        box.buffers = elements(seq->buffers(true));
-        modules_.push_back(std::move(box));
-      }
-      const auto& children = seq->children_modules();
-      for (size_t i = 0; i < children.size(); ++i) {
-        walk(*children[i], detail::join_path(detail::join_path(path, "module"), std::to_string(i)));
-      }
-      return;
-    }
-    ModuleBox box{shown(path), "", module.in_keys(), module.selected_out_keys()};
-    if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
-      const torch::nn::Module& inner = *td->inner_ptr();
-      box.label = detail::describe_module(inner);
-      box.type = detail::short_type(inner);
-      box.parameters = elements(inner.parameters(true));
-      box.buffers = elements(inner.buffers(true));
-    } else {
-      box.type = detail::short_type(module);
-    }
-    modules_.push_back(std::move(box));
+/// The module view's box of `module`, found at `place`.
+ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace& place) {
+  ModuleBox box;
+  box.path = place.path;
+  box.in_keys = module.in_keys();
+  box.out_keys = module.selected_out_keys();
+  if (const auto* seq = dynamic_cast<const TensorDictSequential*>(&module)) {
+    box.type = "TensorDictSequential";
+    box.sequential = true;
+    box.parameters = elements(seq->parameters(true));
+    box.buffers = elements(seq->buffers(true));
+  } else if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
+    const torch::nn::Module& inner = *td->inner_ptr();
+    box.label = detail::describe_module(inner);
+    box.type = detail::short_type(inner);
+    box.parameters = elements(inner.parameters(true));
+    box.buffers = elements(inner.buffers(true));
+  } else {
+    box.type = detail::short_type(module);
   }
-
-  std::vector<ModuleBox> take() { return std::move(modules_); }
-
- private:
-  std::string shown(const std::string& path) const {
-    if (strip_.empty()) return path;
-    if (path == strip_) return "";
-    if (path.rfind(strip_ + ".", 0) == 0) return path.substr(strip_.size() + 1);
-    return path;
-  }
-
-  std::string strip_;
-  std::vector<ModuleBox> modules_;
-};
+  return box;
+}
 
 }  // namespace
 
 std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
                                         const std::string& strip_prefix) {
-  ModuleWalker walker(strip_prefix);
-  walker.walk(module, "");
-  return walker.take();
+  std::vector<ModuleBox> boxes;
+  detail::walk_pipeline(module, strip_prefix,
+                        [&](const TensorDictModuleBase& m, const detail::PipelinePlace& place) {
+                          // A root sequential is the graph itself, not a box in it.
+                          if (place.level == 0) return;
+                          boxes.push_back(box_of(m, place));
+                        });
+  return boxes;
 }
 
 RenderOptions module_view_options(const std::shared_ptr<TensorDictModuleBase>& module) {

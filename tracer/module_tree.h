@@ -10,7 +10,9 @@
 ///     // {"0", sequential}, {"0.module.0", FC, ["input"] -> ["x"]}, {"0.module.1", ...}, {"1",
 ///     ...}
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tdfx/tensordict/modules.h"
@@ -33,6 +35,33 @@ RenderOptions module_view_options(const std::shared_ptr<TensorDictModuleBase>& m
 namespace detail {
 /// `a.b`, or either alone when the other is "".
 std::string join_path(const std::string& a, const std::string& b);
+/// `path` without `prefix` and its dot in front: `0.module` for `module.0.module` and prefix
+/// `module`, "" for the prefix itself. Unchanged when `prefix` is "" or `path` is outside it.
+std::string strip_path_prefix(const std::string& path, const std::string& prefix);
+
+/// Where walk_pipeline found a module of a pipeline.
+struct PipelinePlace {
+  /// Its path from the walked root as traces name it (`0`, `0.module.1`; "" for the root),
+  /// without the strip prefix.
+  std::string path;
+  /// The path of what it holds, likewise stripped: a TensorDictModule's wrapped module or a
+  /// sequential's module list (`0.module`).
+  std::string inner_path;
+  /// For each enclosing TensorDictSequential, innermost first: that sequential's level and
+  /// this module's index among its children. Empty for the root.
+  std::vector<std::pair<int, int>> levels;
+  /// For a TensorDictSequential, its level: its index among the pipeline's sequentials in
+  /// walk order (the root's is 0). -1 for any other module.
+  int level = -1;
+};
+
+/// Visits `root` and the modules below it in run order, a TensorDictSequential before its
+/// children (``, `0`, `0.module.0`, `0.module.1`, `1`), as the sequentials run them. The
+/// recorder plans its calls and pipeline_modules draws its boxes from this one walk, so that
+/// the paths of a trace's nodes and of the module view agree.
+void walk_pipeline(
+    const TensorDictModuleBase& root, const std::string& strip_prefix,
+    const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit);
 /// What the module prints as (`Linear(in_features=3, out_features=4, bias=true)`), without
 /// the `torch::nn::` of built-in layers.
 std::string describe_module(const torch::nn::Module& module);

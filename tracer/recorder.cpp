@@ -225,7 +225,7 @@ class Recorder : public KeyAccessHook {
       : td_(example), strip_(std::move(strip_prefix)), options_(options) {}
 
   Recording run(TensorDictModuleBase& module) {
-    plan(module, "", {});
+    plan(module);
     auto state = std::make_shared<tracer::TracingState>();
     recording_.graph = state->graph;
     tracer::setTracingState(state);
@@ -318,25 +318,19 @@ class Recorder : public KeyAccessHook {
   }
 
  private:
-  std::string shown(const std::string& path) const {
-    if (strip_.empty()) return path;
-    if (path == strip_) return "";
-    if (path.rfind(strip_ + ".", 0) == 0) return path.substr(strip_.size() + 1);
-    return path;
-  }
-
   void register_parameters(TensorDictModuleBase& module) {
     auto& graph = *recording_.graph;
     std::unordered_map<const c10::TensorImpl*, jit::Value*> seen;
     auto add = [&](const std::string& name, const at::Tensor& tensor) {
+      const std::string path = strip_path_prefix(name, strip_);
       jit::Value*& value = seen[tensor.unsafeGetTensorImpl()];
       if (!value) {
-        value = graph.addInput(shown(name));
+        value = graph.addInput(path);
         value->inferTypeFrom(tensor);
         tracer::setValueTrace(tensor, value);
-        recording_.parameters[value] = shown(name);
+        recording_.parameters[value] = path;
       }
-      recording_.parameter_paths[value].push_back(shown(name));
+      recording_.parameter_paths[value].push_back(path);
     };
     for (const auto& item : module.named_parameters(true)) add(item.key(), item.value());
     for (const auto& item : module.named_buffers(true)) add(item.key(), item.value());
@@ -345,41 +339,33 @@ class Recorder : public KeyAccessHook {
   // Where each TensorDictModule call of `module`'s forward sits, in call order: its path from
   // the traced module ("" for it) and its enclosing sequentials. A TensorDictSequential calls
   // its children in order, so the k-th call of a module is its k-th place here.
-  void plan(TensorDictModuleBase& module, const std::string& path,
-            const std::vector<std::pair<int, int>>& levels) {
-    if (auto* seq = dynamic_cast<TensorDictSequential*>(&module)) {
-      const int level = seq_level_++;
-      recording_.level_count = std::max(recording_.level_count, seq_level_);
-      const auto& children = seq->children_modules();
-      for (size_t i = 0; i < children.size(); ++i) {
-        auto child_levels = levels;
-        child_levels.insert(child_levels.begin(), {level, static_cast<int>(i)});
-        plan(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
+  void plan(const TensorDictModuleBase& module) {
+    walk_pipeline(module, strip_, [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
+      if (place.level >= 0) {  // a sequential: one more level of names
+        recording_.level_count = std::max(recording_.level_count, place.level + 1);
+        return;
       }
-      return;
-    }
-    auto* td_module = dynamic_cast<TensorDictModule*>(&module);
-    if (!td_module) {
-      fail<TraceError>(
-          "{}: cannot trace this module type; tdfx traces TensorDictModule and "
-          "TensorDictSequential",
-          module.describe());
-    }
-    ModuleCall call;
-    call.module = td_module;
-    call.td_path = shown(path);
-    call.inner_path = shown(join_path(path, "module"));
-    call.levels = levels;
-    planned_[td_module].push_back(std::move(call));
+      const auto* td_module = dynamic_cast<const TensorDictModule*>(&m);
+      if (!td_module) {
+        fail<TraceError>(
+            "{}: cannot trace this module type; tdfx traces TensorDictModule and "
+            "TensorDictSequential",
+            m.describe());
+      }
+      ModuleCall call;
+      call.module = td_module;
+      call.td_path = place.path;
+      call.inner_path = place.inner_path;
+      call.levels = place.levels;
+      planned_[td_module].push_back(std::move(call));
+    });
   }
 
   // True when the graph builder shows the whole call as one call_module node, which then has
   // all of the call's outputs.
   bool outlined_whole(const ModuleCall& call) const {
     if (!options_.outline_leaves) return false;
-    const torch::nn::Module& inner = *call.module->inner_ptr();
-    return is_builtin_leaf(inner) ||
-           (options_.is_leaf_module && options_.is_leaf_module(inner, call.inner_path));
+    return is_leaf(options_, *call.module->inner_ptr(), call.inner_path);
   }
 
   // Removes the recorded nodes no output needs, so that no node without users reaches a
@@ -436,7 +422,6 @@ class Recorder : public KeyAccessHook {
   /// The traced copy of each example key read.
   std::map<NestedKey, at::Tensor> reads_;
   std::unordered_map<const TensorDictModule*, std::deque<ModuleCall>> planned_;
-  int seq_level_ = 0;
 };
 
 }  // namespace

@@ -47,14 +47,13 @@ Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
 // The graph that runs a trace, built from its recording as export builds its program: every
 // op inlined, each key a placeholder, aten calls only. Its nodes that differ from the printed
 // ones (an op of a call_module's body, a renamed one) name the printed node for errors.
-Graph runnable_graph(const detail::Recording& recording, torch::nn::Module& root,
-                     const TraceOptions& options, const detail::BuiltGraph& printed,
-                     std::vector<NestedKey>& input_keys) {
+Graph runnable_graph(const detail::Recording& recording, const TraceOptions& options,
+                     const detail::BuiltGraph& printed, std::vector<NestedKey>& input_keys) {
   TraceOptions flat = options;
   flat.key_style = KeyStyle::kPlaceholder;
   flat.outline_leaves = false;
   flat.method_calls = false;
-  detail::BuiltGraph runnable = detail::build_graph(recording, root, flat);
+  detail::BuiltGraph runnable = detail::build_graph(recording, flat);
   for (const auto& [op, node] : runnable.origin) {
     auto shown = printed.origin.find(op);
     if (shown == printed.origin.end()) continue;
@@ -259,9 +258,7 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
   }
   if (auto td_module = std::dynamic_pointer_cast<TensorDictModule>(module)) {
     const auto& inner = td_module->inner_ptr();
-    const bool leaf =
-        is_builtin_leaf(*inner) || (options.is_leaf_module && options.is_leaf_module(*inner, ""));
-    if (!leaf) return {inner, "module"};
+    if (!is_leaf(options, *inner, "")) return {inner, "module"};
   }
   return {module, ""};
 }
@@ -274,11 +271,11 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   const auto [root, prefix] = detail::graph_root(module, options);
   detail::CheckedRecording checked =
       detail::record_batch_checked(*module, example, prefix, options);
-  detail::BuiltGraph built = detail::build_graph(checked.recording, *root, options);
+  detail::BuiltGraph built = detail::build_graph(checked.recording, options);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
   std::vector<TracedModule> modules = pipeline_modules(*module, prefix);
   std::vector<NestedKey> input_keys;
-  Graph runnable = runnable_graph(checked.recording, *root, options, built, input_keys);
+  Graph runnable = runnable_graph(checked.recording, options, built, input_keys);
   return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),
                        std::move(modules), std::move(specialisation), std::move(runnable),
                        std::move(input_keys));

@@ -8,6 +8,9 @@
 #include <functional>
 #include <string>
 
+// is_builtin_leaf: what TraceOptions::is_leaf_module adds to, which a user's callback may ask.
+#include "tdfx/tracer/builtin_layers.h"
+
 namespace tdfx {
 
 /// How a key read appears in the graph.
@@ -42,10 +45,16 @@ struct TraceOptions {
   std::function<bool(const torch::nn::Module&, const std::string&)> is_leaf_module;
 };
 
-/// True for built-in torch::nn modules other than containers
-/// (`torch::nn::Linear`, `torch::nn::ReLU`; not `torch::nn::Sequential`,
-/// `ModuleList`, `ModuleDict`, `ParameterList`, `ParameterDict` or
-/// `Functional`, which are traced through so that their children show).
-bool is_builtin_leaf(const torch::nn::Module& module);
+namespace detail {
 
+/// True when a trace with `options` shows `module`, at `path` from the graph root, as a
+/// leaf: a built-in layer (is_builtin_leaf) or one that options.is_leaf_module declares. The
+/// recorder, the leaf finder and the choice of graph root all ask this one question.
+inline bool is_leaf(const TraceOptions& options, const torch::nn::Module& module,
+                    const std::string& path) {
+  return is_builtin_leaf(module) ||
+         (options.is_leaf_module && options.is_leaf_module(module, path));
+}
+
+}  // namespace detail
 }  // namespace tdfx

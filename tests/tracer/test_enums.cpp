@@ -84,7 +84,7 @@ TEST_CASE("enums: x.contiguous(ChannelsLast) is a call_method as torch.fx record
   printed.method_calls = true;
   auto [root, prefix] = tdfx::detail::graph_root(module, printed);
   const tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, printed);
-  const Graph graph = tdfx::detail::build_graph(recording, *root, printed).graph;
+  const Graph graph = tdfx::detail::build_graph(recording, printed).graph;
   graph.lint();
   CHECK(to_string(graph) ==
         "graph():\n"
@@ -105,7 +105,7 @@ TEST_CASE("enums: x.contiguous(ChannelsLast) is a call_method as torch.fx record
   flat.method_calls = false;
   flat.outline_leaves = false;
   flat.key_style = KeyStyle::kPlaceholder;
-  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, *root, flat);
+  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, flat);
   CHECK(to_string(runnable.graph) ==
         "graph():\n"
         "    %x : [#users=1] = placeholder[target=x]\n"
@@ -132,7 +132,7 @@ TEST_CASE("enums: a default memory format is left out, as torch.fx leaves out wh
   options.method_calls = true;
   auto [root, prefix] = tdfx::detail::graph_root(module, options);
   const tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, options);
-  const Graph graph = tdfx::detail::build_graph(recording, *root, options).graph;
+  const Graph graph = tdfx::detail::build_graph(recording, options).graph;
   CHECK(python_code(graph) ==
         "\n\n\n"
         "def forward(self, tensordict):\n"

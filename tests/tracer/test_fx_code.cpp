@@ -13,6 +13,7 @@
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/method_calls.h"
 #include "tdfx/tracer/recorder.h"
 #include "tests/tracer/tracer_test_support.h"
 
@@ -37,7 +38,7 @@ tdfx::detail::BuiltGraph build(const TensorDictModulePtr& module, const TensorDi
                                const TraceOptions& options) {
   auto [root, prefix] = tdfx::detail::graph_root(module, options);
   tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, options);
-  tdfx::detail::BuiltGraph built = tdfx::detail::build_graph(recording, *root, options);
+  tdfx::detail::BuiltGraph built = tdfx::detail::build_graph(recording, options);
   built.graph.lint();
   return built;
 }
@@ -191,7 +192,7 @@ TEST_CASE("fx code: the recording of a method-call graph runs bit-identically as
   TraceOptions flat = printed;
   flat.outline_leaves = false;
   flat.key_style = KeyStyle::kPlaceholder;
-  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, *root, flat);
+  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, flat);
   for (const Node* node : runnable.graph.nodes()) CHECK(node->op() != OpCode::kCallMethod);
   REQUIRE(runnable.input_keys == std::vector<NestedKey>{"x"});
   GraphModule gm(root, std::move(runnable.graph));

@@ -1,0 +1,56 @@
+#pragma once
+
+/// \file
+/// What the tracer knows about LibTorch's built-in torch::nn layers: which are leaves, and
+/// how a call of one looks in a JIT trace (the op it always records, the ops it runs before
+/// reading a parameter, the nested tuple a recurrent layer returns). C++ modules have no call
+/// hook, so a built-in layer inside a user's module is recognised from these facts alone.
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace torch::jit {
+struct Node;
+}  // namespace torch::jit
+
+namespace tdfx {
+
+/// True for built-in torch::nn modules other than containers
+/// (`torch::nn::Linear`, `torch::nn::ReLU`; not `torch::nn::Sequential`,
+/// `ModuleList`, `ModuleDict`, `ParameterList`, `ParameterDict` or
+/// `Functional`, which are traced through so that their children show).
+bool is_builtin_leaf(const torch::nn::Module& module);
+
+namespace detail {
+
+/// True for a module of LibTorch's own (`torch::nn::...`), container or not. The layer facts
+/// below are about these; a leaf that TraceOptions::is_leaf_module declares may record any
+/// ops and read its parameters as it likes.
+bool is_torch_nn(const torch::nn::Module& module);
+
+/// False when `nodes` lack the op that a call of the built-in layer `module` always records
+/// (`addmm`, `matmul`, `mm` or `linear` for a Linear): user code that reads a layer's weight
+/// itself (a language model's head tied to its embedding, `h.matmul(emb->weight.t())`) reads
+/// parameters as a call does, but is no call. True for layers without a known op and for
+/// modules that are not torch::nn's.
+bool records_its_op(const torch::nn::Module& module, const std::vector<torch::jit::Node*>& nodes);
+
+/// How many ops the leaf `module` runs on its input before it reads a parameter: 1 for a Conv
+/// whose padding mode is not zeros (it pads its input first, `_pad_enum`), else 0.
+int ops_before_parameters(const torch::nn::Module& module);
+
+/// True when `node` is the op of a recurrent layer with all its outputs (aten::lstm with 3,
+/// aten::gru, rnn_tanh or rnn_relu with 2): a call that ends in it returns what Python's does.
+bool is_recurrent_op(const torch::jit::Node* node);
+
+/// Where each output of the recurrent op `op` sits in its layer's result: LSTM returns
+/// `(output, (h, c))`, GRU and RNN `(output, h)`, in C++ as in Python.
+///
+///     recurrent_paths(lstm)  // {{0}, {1, 0}, {1, 1}}
+///     recurrent_paths(gru)   // {{0}, {1}}
+std::vector<std::vector<int64_t>> recurrent_paths(const torch::jit::Node* op);
+
+}  // namespace detail
+}  // namespace tdfx

@@ -1,0 +1,39 @@
+#include "tdfx/tracer/name_scopes.h"
+
+namespace tdfx::detail {
+
+NameScopes::NameScopes(const Recording& recording)
+    : recording_(recording), levels_(static_cast<size_t>(recording.level_count)) {
+  // Every sequential's forward takes `tensordict`, so no node there may take that name.
+  for (auto& level : levels_) level.names.reserve("tensordict");
+}
+
+std::string NameScopes::node_name(size_t call, const std::string& base, OpCode op) {
+  std::string name = inner_[call].create_name(base);
+  for (const auto& [level, child] : chain(call)) {
+    name = levels_[static_cast<size_t>(level)].names.create_name(name);
+    if (child >= 0 && (op == OpCode::kCallModule || op == OpCode::kGetAttr)) {
+      name = "_" + std::to_string(child) + "_" + name;
+    }
+  }
+  return name;
+}
+
+std::string NameScopes::read_name(size_t call, const NestedKey& key) {
+  std::string name = "getitem";
+  for (const auto& [level, child] : chain(call)) {
+    Level& scope = levels_[static_cast<size_t>(level)];
+    if (!scope.keys.insert(key).second) break;
+    name = scope.names.create_name("getitem");
+  }
+  return name;
+}
+
+std::vector<std::pair<int, int>> NameScopes::chain(size_t call) const {
+  const auto& levels = recording_.calls[call].levels;
+  // A root TensorDictModule has level 0 to itself, and no child index to prefix.
+  if (levels.empty()) return {{0, -1}};
+  return levels;
+}
+
+}  // namespace tdfx::detail
