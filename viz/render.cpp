@@ -138,6 +138,7 @@ Agraph_t* read_dot(const std::string& dot) {
   static Agiodisc_t io = {read_line, AgIoDisc.putstr, AgIoDisc.flush};
   static Agdisc_t disc = {&AgMemDisc, &kNameIds, &io};
   Reader reader{dot};
+  agreadline(1);  // cgraph counts lines across reads: an error would name a line of earlier text
   return agread(&reader, &disc);
 }
 

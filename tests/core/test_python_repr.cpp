@@ -22,9 +22,13 @@ TEST_CASE("python repr: floats print as Python's repr") {
   CHECK(python_float_repr(123456789012345.6) == "123456789012345.6");
   CHECK(python_float_repr(0.1 + 0.2) == "0.30000000000000004");
   CHECK(python_float_repr(-2.5e-7) == "-2.5e-07");
-  CHECK(python_float_repr(std::log(std::expm1(0.99f))) != "");
-  CHECK(python_float_repr(static_cast<double>(std::log(std::expm1(0.99f)))) ==
-        "0.5254586935043335");
+  // NormalParamExtractor's float32 bias, widened to double; Python printed it for
+  // repr(float(numpy.log(numpy.expm1(numpy.float32(0.99))))).
+  CHECK(python_float_repr(std::log(std::expm1(0.99f))) == "0.5254586935043335");
+  // Neighbouring doubles near log(expm1(1.0)) need 15 and 16 digits; Python:
+  // repr(float.fromhex('0x1.15288806261cbp-1')) and the same of '0x1.15288806261ccp-1'.
+  CHECK(python_float_repr(0x1.15288806261cbp-1) == "0.541324854612918");
+  CHECK(python_float_repr(0x1.15288806261ccp-1) == "0.5413248546129181");
   CHECK(python_float_repr(std::numeric_limits<double>::infinity()) == "inf");
   CHECK(python_float_repr(std::nan("")) == "nan");
 }

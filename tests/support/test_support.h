@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -18,6 +19,13 @@ namespace tdfx::testing {
 inline std::string source_dir() {
   const char* dir = std::getenv("TDFX_SOURCE_DIR");
   return dir ? dir : TDFX_SOURCE_DIR_DEFAULT;
+}
+
+/// The build's bin folder, where the samples and the tdfx command are: $TDFX_BIN_DIR (set by
+/// CTest) or the configured path.
+inline std::string bin_dir() {
+  const char* dir = std::getenv("TDFX_BIN_DIR");
+  return dir ? dir : TDFX_BIN_DIR_DEFAULT;
 }
 
 /// The whole file at `path`; throws when it cannot be read.
@@ -33,6 +41,31 @@ inline std::string read_text(const std::string& path) {
 inline std::string golden(const std::string& name) {
   return read_text(source_dir() + "/tests/golden/" + name);
 }
+
+/// A new folder of its own under the system's temporary folder (`<stem>_XXXXXX`), removed with
+/// everything in it when the guard goes: a test that writes files writes them here, so it can run
+/// alone or in any order.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& stem) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (stem + "_XXXXXX")).string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot create " + pattern);
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;  // a destructor must not throw; a leftover folder is harmless
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  /// `path() / name`.
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// What a command printed and how it exited.
 struct CommandResult {

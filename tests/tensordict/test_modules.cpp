@@ -459,15 +459,28 @@ TEST_CASE("modules: the access hook sees a module's reads and writes") {
   CHECK(hook.log == std::vector<std::string>{"read 'x'", "write 'y'"});
 }
 
-TEST_CASE("normal_param_extractor: biased softplus matches the direct computation") {
+TEST_CASE("normal_param_extractor: biased softplus gives tensordict's numbers") {
+  // tensordict's NormalParamExtractor(scale_mapping="biased_softplus_1.0", scale_lb=1e-4) is
+  // loc, scale = x.chunk(2, -1); scale = (softplus(scale + b) + 0.01).clamp_min(1e-4), where
+  // biased_softplus(1.0) keeps min_val = 0.01 aside and b = inv_softplus(1.0 - 0.01) is computed
+  // on a float32 tensor (tensordict/nn/utils.py): seed 000's exported graph adds
+  // 0.5254586935043335, then 0.01. Not log(expm1(1.0)) = 0.541324854612918 in double.
   tdfx::NormalParamExtractor npe;
+  // Python: torch.tensor(1.0 - 0.01).expm1().clamp_min(1e-6).log().item()
   CHECK(npe->bias() == 0.5254586935043335);
   CHECK(npe->min_val() == 0.01);
-  at::Tensor x = at::randn({5, 6});
+  const at::Tensor x =
+      at::tensor({-1.5, 0.25, 2.0, -30.0, -2.0, 0.0, 0.75, -0.5, 4.0, 0.5, 3.0, 25.0}, at::kFloat)
+          .reshape({2, 6});
   auto [loc, scale] = npe->forward(x);
-  auto parts = x.chunk(2, -1);
-  CHECK(at::equal(loc, parts[0]));
-  at::Tensor expected = (at::softplus(parts[1] + 0.5254586935043335, 1, 20) + 0.01).clamp_min(1e-4);
+  CHECK(at::equal(loc, at::tensor({-1.5, 0.25, 2.0, 0.75, -0.5, 4.0}, at::kFloat).reshape({2, 3})));
+  // Python, x as above: loc, s = x.chunk(2, -1);
+  // (torch.nn.functional.softplus(s + 0.5254586935043335) + 0.01).clamp_min(1e-4).tolist()
+  const at::Tensor expected =
+      at::tensor({0.009999999776482582, 0.21610619127750397, 1.0, 1.3419369459152222,
+                  3.564472198486328, 25.535459518432617},
+                 at::kFloat)
+          .reshape({2, 3});
   CHECK(at::equal(scale, expected));
 }
 
@@ -479,10 +492,10 @@ TEST_CASE("normal_param_extractor: every scale mapping matches its formula") {
         tdfx::NormalParamExtractorOptions().scale_mapping(mapping).scale_lb(lb));
     return std::get<1>(npe->forward(x));
   };
-  const double b2 =
-      at::scalar_tensor(2.0 - 0.01, at::kFloat).expm1().clamp_min(1e-6).log().item<double>();
-  const double b3 =
-      at::scalar_tensor(2.0 - 0.5, at::kFloat).expm1().clamp_min(1e-6).log().item<double>();
+  // tensordict's float32 inverse softplus of bias - min_val; Python:
+  // torch.tensor(2.0 - 0.01).expm1().clamp_min(1e-6).log().item() and the same of 2.0 - 0.5.
+  const double b2 = 1.8430122137069702;
+  const double b3 = 1.247517466545105;
   CHECK(at::equal(scale_of("biased_softplus_2"),
                   (at::softplus(s + b2, 1, 20) + 0.01).clamp_min(1e-4)));
   CHECK(at::equal(scale_of("biased_softplus_2.0_0.5"),

@@ -6,6 +6,7 @@
 #include <torch/utils.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <thread>
@@ -62,11 +63,6 @@ bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() &&
          at::equal(a.contiguous().reshape({-1}).view(at::kByte),
                    b.contiguous().reshape({-1}).view(at::kByte));
-}
-
-std::string bin_dir() {
-  const char* dir = std::getenv("TDFX_BIN_DIR");
-  return dir ? dir : "";
 }
 
 }  // namespace
@@ -208,21 +204,38 @@ TEST_CASE("trace: two threads trace different pipelines at the same time") {
 }
 
 TEST_CASE("trace: the samples print the golden graph and code and report bit-identical outputs") {
-  if (bin_dir().empty()) {
-    MESSAGE("TDFX_BIN_DIR not set: run through CTest");
-    return;
-  }
-  const std::vector<std::pair<std::string, std::string>> samples = {
-      {"trace_module", "seed_module"},
-      {"trace_sequential", "seed_sequential"},
-      {"trace_nested", "nested_sequential"}};
-  for (const auto& [binary, name] : samples) {
-    CAPTURE(binary);
-    const std::string out = tdfx::testing::run_command(bin_dir() + "/" + binary + " 2>&1").out;
-    const std::string expected =
-        golden(name + ".graph.txt") + "\n" + golden(name + ".code.txt") + "\n";
-    CHECK(out.substr(0, expected.size()) == expected);
-    CHECK(out.find("all outputs bit-identical") != std::string::npos);
+  // Each sample's whole output: the golden graph and code, then its verdict on each out key.
+  struct Sample {
+    std::string binary, golden, verdict;
+  };
+  const tdfx::testing::ScratchDir dir("tdfx_test_trace");
+  const std::string svg = (dir / "trace_sequential.svg").string();
+  const std::vector<Sample> samples = {{"trace_module", "seed_module",
+                                        "output ('outputs', 'logits'): bit-identical\n"
+                                        "output ('outputs', 'probabilities'): bit-identical\n"
+                                        "all outputs bit-identical\n"},
+                                       {"trace_sequential", "seed_sequential",
+                                        "output ('intermediate', 'x'): bit-identical\n"
+                                        "output ('output', 'probabilities'): bit-identical\n"
+                                        "all outputs bit-identical\n"
+                                        "wrote " +
+                                            svg + "\n"},
+                                       {"trace_nested", "nested_sequential",
+                                        "output 'x': bit-identical\n"
+                                        "output 'probabilities': bit-identical\n"
+                                        "all outputs bit-identical\n"}};
+  for (const Sample& sample : samples) {
+    CAPTURE(sample.binary);
+    const std::string path = tdfx::testing::bin_dir() + "/" + sample.binary;
+    REQUIRE_MESSAGE(std::filesystem::exists(path),
+                    path << " is missing: build it (ninja " << sample.binary
+                         << ") or point TDFX_BIN_DIR at the folder that holds it");
+    // trace_sequential draws its diagram to its argument; the others take none.
+    const auto result = tdfx::testing::run_command(
+        "'" + path + "'" + (sample.binary == "trace_sequential" ? " '" + svg + "'" : "") + " 2>&1");
+    CHECK(result.status == 0);
+    CHECK(result.out == golden(sample.golden + ".graph.txt") + "\n" +
+                            golden(sample.golden + ".code.txt") + "\n" + sample.verdict);
   }
 }
 
