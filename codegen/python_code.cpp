@@ -9,8 +9,8 @@
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/graph/fx_call.h"
-#include "tdfx/graph/schema_arguments.h"
 #include "tdfx/graph/graph_printer.h"
+#include "tdfx/graph/schema_arguments.h"
 
 namespace tdfx {
 namespace {

@@ -7,10 +7,10 @@
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
-#include "tdfx/graph/schema_arguments.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/module_call.h"
 #include "tdfx/graph/plan.h"
+#include "tdfx/graph/schema_arguments.h"
 
 namespace tdfx {
 namespace {

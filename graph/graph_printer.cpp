@@ -7,9 +7,9 @@
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/graph/fx_call.h"
-#include "tdfx/graph/schema_arguments.h"
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
+#include "tdfx/graph/schema_arguments.h"
 
 namespace tdfx {
 
@@ -162,6 +162,5 @@ std::string fx_repr(const Argument& arg) {
   };
   return std::visit(Visitor{}, arg.value);
 }
-
 
 }  // namespace tdfx

@@ -22,6 +22,6 @@ RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters 
 
 /// Draws `module` to `path` (.svg, .png, .pdf, .dot; .html: the interactive page), atomically.
 void save_diagram(const TDGraphModule& module, const std::string& path,
-                   bool show_parameters = true);
+                  bool show_parameters = true);
 
 }  // namespace tdfx
