@@ -1,5 +1,6 @@
 // tdfx: trace seed 002's pipeline, and inspect or draw exported programs.
 //
+//   tdfx --help | --version
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
@@ -8,6 +9,7 @@
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}] [--save RUN.pt]
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -43,6 +45,34 @@ std::string whole_number(const std::string& text) {
   return "expected a whole number, got '" + text + "'";
 }
 
+/// Says on stderr what was wrong with the command line, as `tdfx: ...` or
+/// `tdfx COMMAND: ...`, and where the help is. CLI11 alone reports an unknown command
+/// or a top-level option as "A subcommand is required", so those are told here.
+void report_usage_error(const CLI::App& app, const CLI::ParseError& error, int argc,
+                        char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* command : app.get_subcommands({})) commands.push_back(command->get_name());
+  std::string list;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == commands.size() ? " or " : ", ") + commands[i];
+  }
+  const std::string first = argc > 1 ? argv[1] : "";
+  const bool known = std::find(commands.begin(), commands.end(), first) != commands.end();
+  if (first.empty()) {
+    std::cerr << "tdfx: a command is required: " << list << "\n";
+  } else if (!known && first[0] == '-') {
+    std::cerr << "tdfx: unknown option '" << first << "' (options come after the command: "
+              << list << ")\n";
+  } else if (!known) {
+    std::cerr << "tdfx: unknown command '" << first << "' (the commands: " << list << ")\n";
+  } else {
+    std::cerr << "tdfx " << first << ": " << error.what() << "\n";
+    std::cerr << "Run 'tdfx " << first << " --help' for more information.\n";
+    return;
+  }
+  std::cerr << "Run 'tdfx --help' for more information.\n";
+}
+
 /// `status`, or kExitFile when it was a success whose output was lost.
 int finish(int status) {
   using tdfx::cli::kExitFile;
@@ -58,6 +88,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tdfx: TensorDict pipelines traced to graphs, exported, shown and drawn.", "tdfx"};
   app.footer(kFooter);
   app.require_subcommand(1);
+  app.set_version_flag("--version", "tdfx " TDFX_VERSION);
 
   std::string out_dir = ".";
   CLI::App* demo = app.add_subcommand(
@@ -154,9 +185,11 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return finish(app.exit(e) == 0 ? kExitOk : kExitUsage);  // the help, on stdout
   } catch (const CLI::ParseError& e) {
-    const int status = app.exit(e);  // prints --help to stdout, errors to stderr
-    return finish(status == static_cast<int>(CLI::ExitCodes::Success) ? kExitOk : kExitUsage);
+    report_usage_error(app, e, argc, argv);
+    return finish(kExitUsage);
   }
 
   try {

@@ -161,6 +161,9 @@ TEST_CASE("cli: usage errors exit 1 and --help exits 0") {
     messages += "$ tdfx " + args + "\n" + run.out;
   }
   check_golden("usage_errors.txt", messages);
+  const Run version = run_tdfx("--version");
+  CHECK(version.status == 0);
+  CHECK(version.out == "tdfx " TDFX_VERSION "\n");
   for (const std::string command : {"tdfx", "show", "demo", "render", "run"}) {
     CAPTURE(command);
     const Run help = run_tdfx((command == "tdfx" ? "" : command + " ") + "--help");
