@@ -6,10 +6,13 @@
 // view of 1000 under 1 s and of 10,000 under 10 s.
 
 #include <benchmark/benchmark.h>
+#include <graphviz/cgraph.h>
+#include <graphviz/gvc.h>
 
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/chain_pipeline.h"
 #include "tdfx/tracer/diagram.h"
@@ -154,6 +157,79 @@ void BM_AblationModuleViewNoRows(benchmark::State& state) {
   report(state, dot);
 }
 BENCHMARK(BM_AblationModuleViewNoRows)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+/// The same DOT text laid out and rendered again and again in one process, by tdfx (each
+/// graph's cgraph objects in an arena of their own) and by Graphviz's API as documented
+/// (agmemread, gvLayout, gvRender on malloc's heap): the second gets slower each time.
+void BM_ModuleViewRepeated(benchmark::State& state) {
+  const auto chain = tdfx::bench::chain(state.range(0));
+  const std::string dot = tdfx::module_view_dot(tdfx::module_view_options(chain.pipeline));
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
+}
+BENCHMARK(BM_ModuleViewRepeated)->Arg(10000)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+void BM_PlainGraphvizRepeated(benchmark::State& state) {
+  const auto chain = tdfx::bench::chain(state.range(0));
+  const std::string dot = tdfx::module_view_dot(tdfx::module_view_options(chain.pipeline));
+  static GVC_t* gvc = gvContext();
+  for (auto _ : state) {
+    Agraph_t* g = agmemread(dot.c_str());
+    gvLayout(gvc, g, "dot");
+    char* data = nullptr;
+    unsigned int length = 0;
+    gvRenderData(gvc, g, "svg", &data, &length);
+    gvFreeRenderData(data);
+    gvFreeLayout(gvc, g);
+    agclose(g);
+  }
+}
+BENCHMARK(BM_PlainGraphvizRepeated)->Arg(10000)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+/// `dot` text without the plain subgraphs that group sibling subgraphs
+/// (viz/subgraph_groups.h): the same drawing.
+std::string without_groups(const std::string& dot) {
+  std::string out;
+  std::vector<bool> groups;  // one entry per open brace: is it a group's?
+  size_t start = 0;
+  while (start < dot.size()) {
+    const size_t end = dot.find('\n', start);
+    const std::string line = dot.substr(start, end - start + 1);
+    start = end + 1;
+    const std::string text = line.substr(line.find_first_not_of(' '));
+    if (text == "subgraph {\n") {
+      groups.push_back(true);
+      continue;
+    }
+    if (text == "}\n" && !groups.empty()) {
+      const bool group = groups.back();
+      groups.pop_back();
+      if (group) continue;
+    } else if (text.size() > 1 && text[text.size() - 2] == '{') {
+      groups.push_back(false);
+    }
+    out += line;
+  }
+  return out;
+}
+
+/// Ablation: the module view with its 2,500 rows side by side, not grouped by 16.
+void BM_AblationModuleViewNoGroups(benchmark::State& state) {
+  const auto chain = tdfx::bench::chain(state.range(0));
+  const std::string dot =
+      without_groups(tdfx::module_view_dot(tdfx::module_view_options(chain.pipeline)));
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
+  report(state, dot);
+}
+BENCHMARK(BM_AblationModuleViewNoGroups)->Arg(10000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+/// Ablation: the op view with its 1000 boxes side by side, not grouped by 16.
+void BM_AblationOpViewNoGroups(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(state.range(0));
+  const std::string dot = without_groups(tdfx::to_dot(gm.graph(), tdfx::diagram_options(gm)));
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
+  report(state, dot);
+}
+BENCHMARK(BM_AblationOpViewNoGroups)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -16,6 +16,9 @@
 //   time: 1.4 s of 2.4 s at 1000 modules, 0.6 s without clusters. Above kLargeGraph nodes
 //   its iterations are bounded (`nslimit=0.2`): 1.05 s, the chain's nodes then not all on
 //   one vertical line.
+// - Boxes side by side are grouped by 16 in plain subgraphs (viz/subgraph_groups.h): freeing
+//   the layout searched all 1000 sibling boxes for each node and edge. Op view of 1000
+//   modules in process, end to end: 1.41 s without the groups, 0.66 s with them.
 
 #include <fmt/format.h>
 
@@ -28,6 +31,7 @@
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/viz/html.h"
 #include "tdfx/viz/render.h"
+#include "tdfx/viz/subgraph_groups.h"
 
 namespace tdfx {
 namespace {
@@ -157,7 +161,7 @@ class DotWriter {
     out_ += "  node [fontname=\"Helvetica\", fontsize=10, margin=\"0.05,0.03\"];\n";
     out_ +=
         "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#555555\", fontcolor=\"#333333\"];\n";
-    for (int b : children_[0]) write_box(static_cast<size_t>(b), "  ");
+    write_boxes(children_[0], "  ");
     for (const std::string& stmt : members_[0]) out_ += "  " + stmt;
     write_edges();
     out_ += "}\n";
@@ -207,6 +211,13 @@ class DotWriter {
     }
   }
 
+  /// Sibling boxes, grouped when there are many (viz/subgraph_groups.h).
+  void write_boxes(const std::vector<int>& boxes, const std::string& indent) {
+    detail::SubgraphGroups groups(out_, boxes.size(), indent);
+    for (int b : boxes) write_box(static_cast<size_t>(b), groups.next());
+    groups.close();
+  }
+
   void write_box(size_t b, const std::string& indent) {
     const ModuleBox& box = options_.modules[b];
     out_ += fmt::format("{}subgraph cluster_{} {{\n", indent, b);
@@ -219,7 +230,7 @@ class DotWriter {
         "{}  graph [label=<{}>, style=\"rounded,filled\", fillcolor=\"{}\", "
         "color=\"#7a7aa8\", labeljust=l, fontsize=10];\n",
         indent, label, box.sequential ? "#eef0f8" : "#f7f7fb");
-    for (int c : children_[b + 1]) write_box(static_cast<size_t>(c), indent + "  ");
+    write_boxes(children_[b + 1], indent + "  ");
     for (const std::string& stmt : members_[b + 1]) out_ += indent + "  " + stmt;
     out_ += indent + "}\n";
   }

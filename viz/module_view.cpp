@@ -18,6 +18,7 @@
 #include "tdfx/core/error.h"
 #include "tdfx/viz/html.h"
 #include "tdfx/viz/render.h"
+#include "tdfx/viz/subgraph_groups.h"
 
 namespace tdfx {
 namespace {
@@ -205,13 +206,21 @@ class ModuleViewWriter {
 
   /// The members of sequential `parent` (-1: the top level): boxes for sequentials, nodes for
   /// modules; consecutive modules of one sequential fill rows.
+  /// Sequentials and rows are subgraphs, grouped when there are many (viz/subgraph_groups.h).
   void write_members(int parent, const std::string& indent) {
     const size_t first_row = rows_.size();
-    for (int b : members_[parent]) {
+    const auto& members = members_[parent];
+    detail::SubgraphGroups sequentials(
+        out_,
+        std::count_if(members.begin(), members.end(), [&](int b) { return boxes_[b].sequential; }),
+        indent);
+    const std::string* at = &indent;
+    for (int b : members) {
       const ModuleBox& box = boxes_[static_cast<size_t>(b)];
       if (box.sequential) {
         in_row_ = false;
-        write_sequential(b, indent);
+        at = &sequentials.next();
+        write_sequential(b, *at);
         continue;
       }
       if (!in_row_ ||
@@ -221,18 +230,24 @@ class ModuleViewWriter {
         in_row_ = true;
       }
       rows_.back().push_back(b);
-      out_ += indent + module_stmt(box);
+      out_ += *at + module_stmt(box);
     }
+    sequentials.close();
     in_row_ = false;
     // Each row on one rank, stated inside its sequential's box: a rank=same subgraph outside
     // a cluster takes its nodes out of it (and `newrank`, which allows that, does not keep
     // flat edges in order).
+    auto stated = [&](size_t r) { return row_parent_[r] == parent && rows_[r].size() >= 2; };
+    size_t count = 0;
+    for (size_t r = first_row; r < rows_.size(); ++r) count += stated(r);
+    detail::SubgraphGroups rows(out_, count, indent);
     for (size_t r = first_row; r < rows_.size(); ++r) {
-      if (row_parent_[r] != parent || rows_[r].size() < 2) continue;
-      out_ += indent + "{rank=same;";
+      if (!stated(r)) continue;
+      out_ += rows.next() + "{rank=same;";
       for (int b : rows_[r]) out_ += " " + quoted_id("module:", boxes_[b].path) + ";";
       out_ += "}\n";
     }
+    rows.close();
   }
 
   void write_sequential(int b, const std::string& indent) {

@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/file_io.h"
@@ -116,6 +119,68 @@ void ids_register(void*, int, void*) {}
 
 Agiddisc_t kNameIds = {ids_open, ids_map, ids_alloc, ids_free, ids_print, ids_close, ids_register};
 
+/// A bump allocator for the objects of one cgraph graph (its Agmemdisc_t): a graph's nodes,
+/// edges, subgraphs, records and dictionaries sit together in the order they were made, and
+/// nothing is freed before the graph closes.
+/// Why: cgraph keeps every node and subgraph in splay trees, and `dot` walks them all the
+/// time. On malloc's heap, where a process that has run anything has its free memory
+/// scattered, the 10,000-module view took 5.5 s to lay out the first time and 9-12 s each
+/// time after; in one arena, 3.3 s every time. The arena of that graph holds 27 MB in all.
+struct Arena {
+  std::vector<std::unique_ptr<char, decltype(&std::free)>> blocks;
+  char* next = nullptr;
+  size_t left = 0;
+  /// The last allocation, which resize may grow in place.
+  char* last = nullptr;
+};
+
+constexpr size_t kArenaAlign = alignof(std::max_align_t);
+constexpr size_t kFirstArenaBlock = size_t{64} << 10;
+constexpr size_t kLargestArenaBlock = size_t{4} << 20;
+
+void* arena_open(Agdisc_t*) { return new Arena; }
+
+/// Zeroed memory, as cgraph expects of its allocator (its own uses calloc).
+void* arena_alloc(void* state, size_t request) {
+  auto* arena = static_cast<Arena*>(state);
+  const size_t size = (request + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  if (size > arena->left) {
+    const size_t block =
+        std::max(size, std::min(kLargestArenaBlock,
+                                kFirstArenaBlock << std::min<size_t>(arena->blocks.size(), 6)));
+    char* memory = static_cast<char*>(std::calloc(1, block));
+    if (!memory) return nullptr;  // cgraph reports it
+    arena->blocks.emplace_back(memory, &std::free);
+    arena->next = memory;
+    arena->left = block;
+  }
+  arena->last = arena->next;
+  arena->next += size;
+  arena->left -= size;
+  return arena->last;
+}
+
+void* arena_resize(void* state, void* ptr, size_t old_size, size_t request) {
+  auto* arena = static_cast<Arena*>(state);
+  const size_t old_rounded = (old_size + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  const size_t size = (request + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  if (ptr == arena->last && size >= old_rounded && size - old_rounded <= arena->left) {
+    // What follows `last` was never handed out, so it is still calloc's zeros.
+    arena->next += size - old_rounded;
+    arena->left -= size - old_rounded;
+    return ptr;
+  }
+  void* moved = arena_alloc(state, request);
+  if (moved && ptr) std::memcpy(moved, ptr, std::min(old_size, request));
+  return moved;
+}
+
+void arena_free(void*, void*) {}
+
+void arena_close(void* state) { delete static_cast<Arena*>(state); }
+
+Agmemdisc_t kArenaMemory = {arena_open, arena_alloc, arena_resize, arena_free, arena_close};
+
 /// DOT text being read by cgraph, a line at a time as agmemread does.
 struct Reader {
   const std::string& text;
@@ -136,7 +201,7 @@ int read_line(void* chan, char* buf, int bufsize) {
 /// Parses DOT text with the deterministic ID discipline.
 Agraph_t* read_dot(const std::string& dot) {
   static Agiodisc_t io = {read_line, AgIoDisc.putstr, AgIoDisc.flush};
-  static Agdisc_t disc = {&AgMemDisc, &kNameIds, &io};
+  static Agdisc_t disc = {&kArenaMemory, &kNameIds, &io};
   Reader reader{dot};
   agreadline(1);  // cgraph counts lines across reads: an error would name a line of earlier text
   return agread(&reader, &disc);
