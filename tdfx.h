@@ -31,6 +31,7 @@
 // Exported programs: archives (.pt2), tensor files, TorchScript.
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
+#include "tdfx/export/program_diagram.h"
 #include "tdfx/export/tensor_file.h"
 #include "tdfx/export/torchscript.h"
 

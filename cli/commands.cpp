@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <iostream>
 
+// `tdfx demo` traces seed 002's pipeline, which the samples and tests share from here.
 #include "samples/pipelines.h"
-#include "tdfx/core/file_io.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
@@ -74,19 +74,13 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
   return options;
 }
 
-void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options) {
-  // Drawn before anything is written: a graph that cannot be drawn is not a file problem.
-  const std::string bytes = render(graph, format_from_extension(out), options);
-  writing(out, [&] { write_file_atomically<FileError>(out, bytes); });
-}
-
 void run_render(const std::string& path, const std::string& out, size_t max_nodes, View view,
                 Rankdir rankdir) {
   const ExportedProgram program = load(path);
   RenderOptions options = program_render_options(program, max_nodes);
   options.view = view;
   options.rankdir = rankdir;
-  write_drawing(program.graph(), out, options);
+  writing(out, [&] { save_diagram(program.graph(), out, options); });
 }
 
 }  // namespace tdfx::cli

@@ -45,10 +45,6 @@ void writing(const std::string& path, Fn&& fn) {
 /// module boxes the archive keeps (diagram_options).
 RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes);
 
-/// Draws `graph` in the format `out`'s extension names and writes it atomically (FileError
-/// when it cannot be written).
-void write_drawing(const Graph& graph, const std::string& out, const RenderOptions& options);
-
 /// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the
 /// interactive page) in `view` (every op boxed by TensorDictModule, or one node per module) and
 /// `rankdir`, the outputs labelled with their keys. A drawing over `max_nodes`

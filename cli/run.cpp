@@ -240,7 +240,7 @@ void save_run(const ExportedProgram& program, const std::vector<RunInput>& input
   for (size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
     entries.emplace_back("output:" + specs[i].name, outputs[i]);
   }
-  writing(path, [&] { save_tensor_file(path, entries); });
+  writing(path, [&] { save_tensor_file(entries, path); });
 }
 
 // Wider than the input and output tables: eleven columns, most of them numbers.
@@ -285,7 +285,7 @@ void run_program(const std::string& path, const std::vector<InputArgument>& give
   if (!reports.overlay.empty()) {
     RenderOptions options = program_render_options(program, kDefaultMaxNodes);
     options.overlay = std::move(overlay);
-    write_drawing(program.graph(), reports.overlay, options);
+    writing(reports.overlay, [&] { save_diagram(program.graph(), reports.overlay, options); });
   }
 }
 

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
-#include <type_traits>
 
 #include "tdfx/core/error.h"
 
@@ -58,31 +57,19 @@ const char* not_regular(mode_t mode) {
   return "not a regular file";
 }
 
-// Throws E for a failure on `path`: a FileError keeps the path apart from the problem,
-// other errors get `PATH: PROBLEM`.
-template <typename E>
-[[noreturn]] void file_failure(const std::string& path, std::string problem) {
-  if constexpr (std::is_same_v<E, FileError>) {
-    throw FileError(path, std::move(problem));
-  } else {
-    throw E(path + ": " + problem);
-  }
-}
-
 }  // namespace
 
-template <typename E>
 void write_file_atomically(const std::string& path, std::string_view bytes) {
   // The rename replaces whatever `path` names: only a regular file, or nothing, may be
   // replaced (a device, a FIFO or a symbolic link would be lost, not written).
   struct stat existing {};
   if (::lstat(path.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
-    file_failure<E>(path, fmt::format("cannot write the file: it is {}, not a regular file",
+    throw FileError(path, fmt::format("cannot write the file: it is {}, not a regular file",
                                       not_regular(existing.st_mode)));
   }
   std::string temporary;
   const int fd = create_temporary(folder_of(path), temporary);
-  if (fd < 0) file_failure<E>(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
+  if (fd < 0) throw FileError(path, fmt::format("cannot write the file: {}", std::strerror(errno)));
   bool ok = write_all(fd, bytes) && ::fsync(fd) == 0;
   int error = ok ? 0 : errno;
   if (::close(fd) != 0 && ok) {
@@ -95,20 +82,19 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
   }
   if (!ok) {
     ::unlink(temporary.c_str());
-    file_failure<E>(path, fmt::format("cannot write the file: {}", std::strerror(error)));
+    throw FileError(path, fmt::format("cannot write the file: {}", std::strerror(error)));
   }
 }
 
-template <typename E>
 RegularFile RegularFile::open(const std::string& path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) file_failure<E>(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
+  if (fd < 0) throw FileError(path, fmt::format("cannot open the file: {}", std::strerror(errno)));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {
     const int error = errno;
     ::close(fd);
-    file_failure<E>(path, fmt::format("cannot read the file: {}", std::strerror(error)));
+    throw FileError(path, fmt::format("cannot read the file: {}", std::strerror(error)));
   }
   if (!S_ISREG(info.st_mode)) {
     ::close(fd);
@@ -116,7 +102,7 @@ RegularFile RegularFile::open(const std::string& path) {
                        : S_ISFIFO(info.st_mode) ? "a FIFO"
                        : S_ISSOCK(info.st_mode) ? "a socket"
                                                 : "a device";
-    file_failure<E>(path, fmt::format("is {}, not a regular file", kind));
+    throw FileError(path, fmt::format("is {}, not a regular file", kind));
   }
   return RegularFile(fd, static_cast<uint64_t>(info.st_size), path);
 }
@@ -132,11 +118,5 @@ RegularFile::RegularFile(RegularFile&& other) noexcept
 RegularFile::~RegularFile() {
   if (fd_ >= 0) ::close(fd_);
 }
-
-// The error types files are read and written for.
-template void write_file_atomically<FileError>(const std::string&, std::string_view);
-template void write_file_atomically<ArchiveError>(const std::string&, std::string_view);
-template RegularFile RegularFile::open<FileError>(const std::string&);
-template RegularFile RegularFile::open<ArchiveError>(const std::string&);
 
 }  // namespace tdfx

@@ -3,9 +3,9 @@
 /// \file
 /// Reading and writing whole files safely. Every file tdfx writes (archives,
 /// TorchScript modules, drawings) goes through write_file_atomically; every
-/// file it reads from a user goes through RegularFile::open. `E` is the error
-/// thrown: FileError (path and problem apart), or ArchiveError for the archive and
-/// tensor-file readers and writers.
+/// file it reads from a user goes through RegularFile::open. Both throw FileError, which
+/// keeps the path apart from the problem; what a file holds is its reader's business
+/// (ArchiveError).
 
 #include <cstdint>
 #include <string>
@@ -17,20 +17,18 @@ namespace tdfx {
 /// whole new one: a temporary file with a short name in the same folder is
 /// written, flushed to disk and renamed over `path`. The new file's mode is
 /// 0666 less the process umask, as for any file a program creates. On any
-/// failure (disk full, file-size limit, no permission) throws `E` naming the
+/// failure (disk full, file-size limit, no permission) throws FileError naming the
 /// path and the system's reason; the temporary is removed and an existing
 /// file at `path` is left as it was. Only a regular file is replaced: a path
 /// naming a symbolic link, device, FIFO, socket or directory is refused.
-template <typename E>
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
 /// A read-only file descriptor on a regular file, closed on destruction.
 /// Opening refuses directories, FIFOs, sockets and devices (which could block
-/// forever or never end) with an `E` naming the path; a file that cannot be
+/// forever or never end) with a FileError naming the path; a file that cannot be
 /// opened gives the system's reason (`No such file or directory`).
 class RegularFile {
  public:
-  template <typename E>
   static RegularFile open(const std::string& path);
   RegularFile(RegularFile&& other) noexcept;
   RegularFile& operator=(RegularFile&&) = delete;

@@ -644,6 +644,8 @@ template <typename Fn>
 ExportedProgram guarded(const std::string& where, Fn&& fn) {
   try {
     return fn();
+  } catch (const InternalError&) {
+    throw;  // a bug in tdfx: never dressed as a bad file
   } catch (const ArchiveError&) {
     throw;
   } catch (const c10::Error& e) {
@@ -704,11 +706,11 @@ void save(const ExportedProgram& program, const std::string& path) {
   } catch (const ArchiveError& e) {
     fail<ArchiveError>("{}: cannot save: {}", path, e.what());
   }
-  write_file_atomically<ArchiveError>(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
 ExportedProgram load(const std::string& path, const LoadOptions& options) {
-  const RegularFile file = RegularFile::open<ArchiveError>(path);
+  const RegularFile file = RegularFile::open(path);
   const detail::FileSource source(file);
   return guarded(path, [&] { return read_archive(source, path, options); });
 }

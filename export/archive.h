@@ -35,13 +35,14 @@ struct LoadOptions {
 
 /// Writes `program` to `path` atomically (see write_file_atomically): the
 /// archive is built in memory, then written beside `path` and renamed over
-/// it. ArchiveError naming the path on failure; no file is left behind and
-/// an existing file at `path` is unchanged.
+/// it. A program that cannot be archived is an ArchiveError, a file that cannot be
+/// written a FileError, both naming the path; no file is left behind and an existing
+/// file at `path` is unchanged.
 void save(const ExportedProgram& program, const std::string& path);
 
-/// Reads a program saved by save(). A missing, unreadable, non-regular,
-/// truncated, corrupt, foreign, over-budget or unsafe file raises
-/// ArchiveError saying what is wrong; it never crashes.
+/// Reads a program saved by save(). A missing, unreadable or non-regular file is a
+/// FileError; a truncated, corrupt, foreign, over-budget or unsafe one an ArchiveError
+/// saying what is wrong; it never crashes.
 ExportedProgram load(const std::string& path, const LoadOptions& options = {});
 
 /// load() from a seekable stream; `name` is used in error messages.

@@ -189,6 +189,8 @@ template <typename Fn>
 TensorFile guarded(const std::string& where, Fn&& fn) {
   try {
     return fn();
+  } catch (const InternalError&) {
+    throw;  // a bug in tdfx: never dressed as a bad file
   } catch (const ArchiveError&) {
     throw;
   } catch (const c10::Error& e) {
@@ -219,7 +221,7 @@ at::Tensor storable(const at::Tensor& tensor, const std::string& name) {
 }  // namespace
 
 TensorFile load_tensor_file(const std::string& path, const TensorFileOptions& options) {
-  const RegularFile file = RegularFile::open<ArchiveError>(path);
+  const RegularFile file = RegularFile::open(path);
   const detail::FileSource source(file);
   return guarded(path, [&] { return read_tensor_file(source, path, options); });
 }
@@ -256,24 +258,24 @@ std::string tensor_file_bytes(const TensorFile& file, const std::string& archive
   return zip.finish();
 }
 
-void save_tensor_file(const std::string& path, const at::Tensor& tensor) {
+void save_tensor_file(const at::Tensor& tensor, const std::string& path) {
   std::string bytes;
   try {
     bytes = tensor_file_bytes(TensorFile{false, {{"", tensor}}});
   } catch (const ArchiveError& e) {
     fail<ArchiveError>("{}: cannot save: {}", path, e.what());
   }
-  write_file_atomically<ArchiveError>(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
-void save_tensor_file(const std::string& path, const TensorEntries& tensors) {
+void save_tensor_file(const TensorEntries& tensors, const std::string& path) {
   std::string bytes;
   try {
     bytes = tensor_file_bytes(TensorFile{true, tensors});
   } catch (const ArchiveError& e) {
     fail<ArchiveError>("{}: cannot save: {}", path, e.what());
   }
-  write_file_atomically<ArchiveError>(path, bytes);
+  write_file_atomically(path, bytes);
 }
 
 }  // namespace tdfx

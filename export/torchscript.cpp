@@ -106,7 +106,7 @@ void save_torchscript(const ExportedProgram& program, const std::string& path,
     fail<ArchiveError>("{}: cannot save the TorchScript module: {}", path,
                        e.what_without_backtrace());
   }
-  write_file_atomically<ArchiveError>(path, bytes.str());
+  write_file_atomically(path, bytes.str());
 }
 
 }  // namespace tdfx

@@ -61,7 +61,8 @@ std::string torchscript_code(const ExportedProgram& program,
 
 /// Saves `to_torchscript(program, options)` to `path` atomically: written to a
 /// temporary file beside `path`, then renamed over it, so a failed save
-/// leaves no file. Throws ArchiveError naming `path` on failure.
+/// leaves no file. A module TorchScript cannot save is an ArchiveError, a file that
+/// cannot be written a FileError, both naming `path`.
 void save_torchscript(const ExportedProgram& program, const std::string& path,
                       const TorchScriptOptions& options = {});
 

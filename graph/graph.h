@@ -41,11 +41,18 @@ class Graph {
     using pointer = Node* const*;
     using reference = Node* const&;
 
+    Iterator() = default;
     explicit Iterator(NodeList::const_iterator it) : it_(it) {}
     reference operator*() const { return *it_; }
+    pointer operator->() const { return &*it_; }
     Iterator& operator++() {
       ++it_;
       return *this;
+    }
+    Iterator operator++(int) {
+      Iterator before = *this;
+      ++it_;
+      return before;
     }
     bool operator!=(const Iterator& other) const { return it_ != other.it_; }
     bool operator==(const Iterator& other) const { return it_ == other.it_; }
@@ -132,9 +139,6 @@ class Graph {
   /// targets with schemas, placeholder and call_method targets that are
   /// identifiers. Throws GraphError naming the node.
   void lint() const;
-
-  /// The namespace that names this graph's nodes.
-  Namespace& names() { return names_; }
 
   /// A stamp that changes with every edit: creating, erasing or renaming a
   /// node, or changing a node's target, arguments or body (edits of meta keep

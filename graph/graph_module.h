@@ -52,8 +52,9 @@ class GraphModule {
   std::shared_ptr<const detail::Plan> shared_plan() const;
 
   /// Runs the graph on one value per placeholder; returns the output value
-  /// (a tuple output stays a tuple). Errors are RunError naming the node; a
-  /// GraphError when the graph was edited since the last compile.
+  /// (a tuple output stays a tuple). A LibTorch failure is a RunError naming the node; a
+  /// tdfx::Error and an InternalError pass through as they are; a GraphError when the graph
+  /// was edited since the last compile.
   c10::IValue forward(std::vector<c10::IValue> inputs) const;
   /// forward() with the output flattened to a list of values.
   std::vector<c10::IValue> run(std::vector<c10::IValue> inputs) const;
@@ -65,9 +66,5 @@ class GraphModule {
   std::shared_ptr<const detail::Plan> plan_;
   uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
 };
-
-/// A one-line description of a node for error messages:
-/// `%relu = torch.relu(%_0_fc1)`.
-std::string describe(const Node& node);
 
 }  // namespace tdfx

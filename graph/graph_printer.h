@@ -32,6 +32,10 @@ std::string fx_args_str(const Args& args);
 /// A node's keyword arguments as torch.fx's graph text prints them: `{dim: 1}`.
 std::string fx_kwargs_str(const Kwargs& kwargs);
 
+/// A one-line description of a node for error messages, control characters escaped:
+/// `%relu = torch.relu(%_0_fc1)`.
+std::string describe(const Node& node);
+
 }  // namespace tdfx
 
 /// `fmt::format("{}", graph)` is torch.fx's `str(graph)`, as to_string(graph).

@@ -54,7 +54,8 @@ class Interpreter {
   Interpreter& operator=(const Interpreter&) = delete;
 
   /// Runs the graph on one value per placeholder; returns the output value, as
-  /// GraphModule::forward does. Errors are RunError naming the node.
+  /// GraphModule::forward does. A LibTorch failure is a RunError naming the node; a
+  /// tdfx::Error (a ShapeError, say) and an InternalError pass through as they are.
   c10::IValue run(std::vector<c10::IValue> inputs);
 
   /// Runs one node on the environment's values and returns its value (which

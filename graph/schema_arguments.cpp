@@ -42,8 +42,7 @@ Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwar
       full.push_back(*kw);
     } else if (formals[i].default_value()) {
       const auto& value = *formals[i].default_value();
-      // Defaults are kept as IValues: mark them None here and let callers
-      // that run the node use the schema's IValue directly.
+      // The schema's default as the Argument it equals; a kind no Argument holds is refused.
       if (value.isNone()) {
         full.push_back(None{});
       } else if (value.isBool()) {

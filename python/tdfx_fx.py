@@ -377,7 +377,7 @@ def _aten_overload(target, where):
 
 def _equals_default(value, default):
     """True when `value` (from the file) is the schema default `default` (as Python's
-    schema gives it), with tdfx's rule (graph/fx_face.cpp, equals_default): same kind,
+    schema gives it), with tdfx's rule (graph/schema_arguments.cpp, equals_default): same kind,
     same value; an enum compares by its c10 code; an int equals a float default."""
     if default is None:
         return value is None

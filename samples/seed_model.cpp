@@ -1,5 +1,7 @@
 // Seed 000 ("Exporting tensordict modules"): builds the tutorial's model in C++, calls it with a
-// plain tensor as keyword argument, selects the "loc" output and calls it again.
+// plain tensor as keyword argument, selects the "loc" output and calls it again. The model is
+// written out here as the tutorial writes it; samples::seed_000_model() (samples/pipelines.h) is
+// the same model for the other samples and the tests.
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/activation.h>

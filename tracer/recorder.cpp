@@ -205,6 +205,8 @@ bool has_effect(const jit::Node* node) {
 [[noreturn]] void rethrow_module_failure(const TensorDictModule& module) {
   try {
     throw;
+  } catch (const InternalError&) {
+    throw;  // a bug in tdfx: never dressed as the user's error
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

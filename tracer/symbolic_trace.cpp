@@ -69,7 +69,7 @@ Graph runnable_graph(const detail::Recording& recording, const TraceOptions& opt
 }  // namespace
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules,
+                             std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
                              std::optional<BatchSpecialisation> specialisation)
     : root_(std::move(root)),
       graph_(std::move(graph)),
@@ -83,7 +83,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph grap
 }
 
 TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                             std::vector<NestedKey> out_keys, std::vector<TracedModule> modules,
+                             std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
                              std::optional<BatchSpecialisation> specialisation, Graph runnable,
                              std::vector<NestedKey> input_keys)
     : root_(std::move(root)),
@@ -273,7 +273,7 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
       detail::record_batch_checked(*module, example, prefix, options);
   detail::BuiltGraph built = detail::build_graph(checked.recording, options);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
-  std::vector<TracedModule> modules = pipeline_modules(*module, prefix);
+  std::vector<ModuleBox> modules = pipeline_modules(*module, prefix);
   std::vector<NestedKey> input_keys;
   Graph runnable = runnable_graph(checked.recording, options, built, input_keys);
   return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),

@@ -19,11 +19,6 @@
 
 namespace tdfx {
 
-/// A TensorDictModule or nested TensorDictSequential of a trace (see pipeline_modules):
-/// its path from the graph root ("0", "0.module.1"; "" for a root module), wrapped module,
-/// keys and parameter counts. The diagrams draw it as it is.
-using TracedModule = ModuleBox;
-
 /// A traced TensorDict module: runs the graph on a TensorDict and writes the
 /// out keys, as tensordict's prototype `TDGraphModule` does.
 ///
@@ -36,13 +31,13 @@ class TDGraphModule {
   /// with call_module; `root` is the module its targets name. What runs is
   /// `graph` with its call_module bodies inlined and its key reads made inputs.
   TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                std::vector<NestedKey> out_keys, std::vector<TracedModule> modules = {},
+                std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules = {},
                 std::optional<BatchSpecialisation> specialisation = std::nullopt);
   /// As above, running `runnable` instead: a flat graph of the same program
   /// taking `input_keys` as positional inputs (symbolic_trace builds it from
   /// the same recording as `graph`).
   TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                std::vector<NestedKey> out_keys, std::vector<TracedModule> modules,
+                std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
                 std::optional<BatchSpecialisation> specialisation, Graph runnable,
                 std::vector<NestedKey> input_keys);
 
@@ -72,7 +67,7 @@ class TDGraphModule {
   const std::vector<NestedKey>& out_keys() const { return out_keys_; }
   /// The TensorDictModules and nested TensorDictSequentials the trace went through, in run
   /// order, a sequential before its children (pipeline_modules).
-  const std::vector<TracedModule>& modules() const { return modules_; }
+  const std::vector<ModuleBox>& modules() const { return modules_; }
   /// Set when the graph holds the traced batch size as a constant: every run
   /// then checks its batch (ShapeError naming the node). Unset: any batch runs.
   const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
@@ -91,7 +86,7 @@ class TDGraphModule {
   std::shared_ptr<torch::nn::Module> root_;
   Graph graph_;
   std::vector<NestedKey> out_keys_;
-  std::vector<TracedModule> modules_;
+  std::vector<ModuleBox> modules_;
   std::vector<NestedKey> input_keys_;
   std::optional<BatchSpecialisation> specialisation_;
   /// What runs: the program of graph_ with leaf bodies inlined and each key

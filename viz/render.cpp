@@ -315,7 +315,7 @@ Format format_from_extension(const std::string& path) {
 
 void save_diagram(const Graph& graph, const std::string& path, const RenderOptions& options) {
   const Format format = format_from_extension(path);
-  write_file_atomically<FileError>(path, render(graph, format, options));
+  write_file_atomically(path, render(graph, format, options));
 }
 
 }  // namespace tdfx

@@ -105,8 +105,8 @@ TEST_CASE("export: unknown and missing inputs name the input and the accepted na
 TEST_CASE("export: the export_module sample prints seed 000's op sequence and signature") {
   const std::string dir = std::filesystem::temp_directory_path().string() + "/tdfx_export_sample";
   std::filesystem::create_directories(dir);
-  const auto result = tdfx::testing::run_command(
-      "cd '" + dir + "' && '" + std::string(TDFX_BIN_DIR_DEFAULT) + "/export_module' 2>&1");
+  const auto result = tdfx::testing::run_command("cd '" + dir + "' && '" +
+                                                 tdfx::testing::bin_dir() + "/export_module' 2>&1");
   CHECK(result.status == 0);
   const std::string& out = result.out;
   for (const char* line :

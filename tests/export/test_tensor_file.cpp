@@ -2,7 +2,6 @@
 // generated corpus of hostile files refused with ArchiveError by message.
 #include <ATen/ATen.h>
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -18,13 +17,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-fs::path scratch_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / ("tdfx_tensor_file_" + std::to_string(::getpid())) / name;
-  fs::create_directories(dir);
-  return dir;
-}
 
 // Runs a script of tests/export/ with Debian's python3-torch; its output when it fails.
 tdfx::testing::CommandResult python(const std::string& script, const std::string& args) {
@@ -54,7 +46,8 @@ json describe(const at::Tensor& tensor) {
 }  // namespace
 
 TEST_CASE("tensor file: what torch.save writes loads bit for bit, views and sharing kept") {
-  const fs::path dir = scratch_dir("oracle");
+  const tdfx::testing::ScratchDir scratch("tdfx_tensor_file_oracle");
+  const fs::path& dir = scratch.path();
   const auto written = python("tensor_file_oracle.py", "write " + dir.string());
   REQUIRE_MESSAGE(written.status == 0,
                   "Python's torch (Debian python3-torch) is required: " << written.out);
@@ -89,7 +82,8 @@ TEST_CASE("tensor file: what torch.save writes loads bit for bit, views and shar
 }
 
 TEST_CASE("tensor file: Python's torch.load reads what save_tensor_file writes, bit for bit") {
-  const fs::path dir = scratch_dir("round_trip");
+  const tdfx::testing::ScratchDir scratch("tdfx_tensor_file_round_trip");
+  const fs::path& dir = scratch.path();
   const auto written = python("tensor_file_oracle.py", "write " + dir.string());
   REQUIRE_MESSAGE(written.status == 0, written.out);
   const json manifest = json::parse(tdfx::testing::read_text((dir / "manifest.json").string()));
@@ -97,9 +91,9 @@ TEST_CASE("tensor file: Python's torch.load reads what save_tensor_file writes, 
     const TensorFile file = load_tensor_file((dir / (name + ".pt")).string());
     const std::string copy = (dir / (name + ".copy.pt")).string();
     if (file.is_dict) {
-      save_tensor_file(copy, file.entries);
+      save_tensor_file(file.entries, copy);
     } else {
-      save_tensor_file(copy, file.entries.at(0).second);
+      save_tensor_file(file.entries.at(0).second, copy);
     }
   }
   // Tensors made in C++, described by C++: Python must see the same bytes.
@@ -113,7 +107,7 @@ TEST_CASE("tensor file: Python's torch.load reads what save_tensor_file writes, 
       {"empty", at::zeros({0, 4})},
       {"grad", at::ones({2}).set_requires_grad(true)},
   };
-  save_tensor_file((dir / "cpp.pt").string(), made);
+  save_tensor_file(made, (dir / "cpp.pt").string());
   json described = {{"is_dict", true}, {"entries", json::array()}};
   for (const auto& [key, tensor] : made) {
     json entry = describe(tensor);
@@ -129,9 +123,10 @@ TEST_CASE("tensor file: Python's torch.load reads what save_tensor_file writes, 
 
 TEST_CASE(
     "tensor file: saved files load back identically, and saving refuses what it cannot store") {
-  const fs::path dir = scratch_dir("save");
+  const tdfx::testing::ScratchDir scratch("tdfx_tensor_file_save");
+  const fs::path& dir = scratch.path();
   const at::Tensor t = at::arange(12, at::kInt).reshape({3, 4}).slice(1, 1, 3);
-  save_tensor_file((dir / "one.pt").string(), t);
+  save_tensor_file(t, (dir / "one.pt").string());
   const TensorFile one = load_tensor_file((dir / "one.pt").string());
   CHECK_FALSE(one.is_dict);
   REQUIRE(one.entries.size() == 1);
@@ -140,21 +135,31 @@ TEST_CASE(
   CHECK(one.entries[0].second.is_contiguous());
   // Deterministic bytes.
   CHECK(tensor_file_bytes({false, {{"", t}}}) == tensor_file_bytes({false, {{"", t.clone()}}}));
+  // The same bytes read from memory: the tensor back, and garbage refused by the name given.
+  const TensorFile from_memory = load_tensor_file_bytes(tensor_file_bytes({false, {{"", t}}}));
+  REQUIRE(from_memory.entries.size() == 1);
+  CHECK(at::equal(from_memory.entries[0].second, t));
+  CHECK_THROWS_WITH_AS(load_tensor_file_bytes("not a zip", "upload"), doctest::Contains("upload"),
+                       ArchiveError);
 
-  CHECK_THROWS_WITH_AS(save_tensor_file((dir / "twice.pt").string(), {{"x", t}, {"x", t}}),
+  const TensorEntries twice{{"x", t}, {"x", t}};
+  CHECK_THROWS_WITH_AS(save_tensor_file(twice, (dir / "twice.pt").string()),
                        doctest::Contains("tensor 'x' is given twice"), ArchiveError);
-  CHECK_THROWS_WITH_AS(save_tensor_file((dir / "q.pt").string(),
-                                        at::quantize_per_tensor(at::ones({2}), 0.1, 0, at::kQInt8)),
+  CHECK_THROWS_WITH_AS(save_tensor_file(at::quantize_per_tensor(at::ones({2}), 0.1, 0, at::kQInt8),
+                                        (dir / "q.pt").string()),
                        doctest::Contains("which tensor files do not store"), ArchiveError);
-  CHECK_THROWS_WITH_AS(save_tensor_file((dir / "u.pt").string(), at::Tensor()),
+  CHECK_THROWS_WITH_AS(save_tensor_file(at::Tensor(), (dir / "u.pt").string()),
                        doctest::Contains("the tensor is undefined"), ArchiveError);
-  CHECK_THROWS_WITH_AS(save_tensor_file((dir / "missing" / "x.pt").string(), t),
-                       doctest::Contains("missing"), ArchiveError);
+  const std::string missing = (dir / "missing" / "x.pt").string();
+  CHECK_THROWS_WITH_AS(save_tensor_file(t, missing),
+                       (missing + ": cannot write the file: No such file or directory").c_str(),
+                       FileError);
   CHECK_FALSE(fs::exists(dir / "twice.pt"));
 }
 
-TEST_CASE("tensor file: every hostile file is refused with ArchiveError naming its problem") {
-  const fs::path dir = scratch_dir("hostile");
+TEST_CASE("tensor file: every hostile file is refused with an error naming its problem") {
+  const tdfx::testing::ScratchDir scratch("tdfx_tensor_file_hostile");
+  const fs::path& dir = scratch.path();
   const auto written = python("hostile_tensor_files.py", dir.string());
   REQUIRE_MESSAGE(written.status == 0, written.out);
   const json manifest = json::parse(tdfx::testing::read_text((dir / "manifest.json").string()));
@@ -169,13 +174,21 @@ TEST_CASE("tensor file: every hostile file is refused with ArchiveError naming i
       continue;
     }
     const std::string expect = entry["expect"];
-    std::string message;
+    std::string message, kind;
     try {
       load_tensor_file(file);
+    } catch (const FileError& e) {
+      message = e.what();
+      kind = "FileError";
     } catch (const ArchiveError& e) {
       message = e.what();
+      kind = "ArchiveError";
     }
     CAPTURE(message);
+    // What is no regular file (a folder, a FIFO) is a FileError; what a file holds, an
+    // ArchiveError.
+    const bool regular = fs::symlink_status(file).type() == fs::file_type::regular;
+    CHECK(kind == (regular ? "ArchiveError" : "FileError"));
     // The path names the case: the phrase is looked for in the problem after it.
     REQUIRE(message.rfind(file + ": ", 0) == 0);
     const std::string problem = message.substr(file.size() + 2);
@@ -184,8 +197,4 @@ TEST_CASE("tensor file: every hostile file is refused with ArchiveError naming i
     refused += problem.find(expect) != std::string::npos;
   }
   MESSAGE(refused << " hostile tensor files refused for their reason");
-}
-
-TEST_CASE("tensor file: cleanup") {
-  fs::remove_all(fs::temp_directory_path() / ("tdfx_tensor_file_" + std::to_string(::getpid())));
 }

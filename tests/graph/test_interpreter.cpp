@@ -250,3 +250,25 @@ TEST_CASE("interpreter: a call_module given another target calls that module, no
   const auto xs = at::randn({2, 4});
   CHECK(at::equal(gm.run({xs})[0].toTensor(), b->forward(xs)));
 }
+
+TEST_CASE("interpreter: a LibTorch failure names the node; tdfx's own errors pass through") {
+  HandBuilt h;
+  GraphModule gm(h.root, std::move(h.graph));
+  struct Failing : Interpreter {
+    Failing(const GraphModule& m, int kind) : Interpreter(m), kind(kind) {}
+    int kind;
+    c10::IValue call_function(const Node& node, std::vector<c10::IValue> args) override {
+      if (node.name() == "relu") {
+        if (kind == 0) throw std::runtime_error("out of luck");
+        if (kind == 1) throw InternalError("a bug");
+        throw KeyError("no such key");
+      }
+      return Interpreter::call_function(node, std::move(args));
+    }
+  };
+  const auto x = at::randn({2, 4});
+  CHECK_THROWS_WITH_AS(Failing(gm, 0).run({x}),
+                       "while executing %relu = torch.relu(%fc): out of luck", RunError);
+  CHECK_THROWS_WITH_AS(Failing(gm, 1).run({x}), "a bug", InternalError);
+  CHECK_THROWS_WITH_AS(Failing(gm, 2).run({x}), "no such key", KeyError);
+}

@@ -7,6 +7,7 @@
 
 #include <set>
 
+#include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/tensordict/access_hook.h"
 #include "tdfx/tensordict/modules.h"
@@ -17,16 +18,6 @@ using tdfx::NestedKey;
 using tdfx::TensorDict;
 
 namespace {
-
-/// Seed 000's model: Linear(3, 4) → ReLU → Linear(4, 4) → NormalParamExtractor.
-tdfx::TensorDictSequentialPtr seed_model() {
-  return make_td_sequential({
-      make_td_module(torch::nn::Linear(3, 4), {"x"}, {"hidden"}),
-      make_td_module(torch::nn::ReLU(), {"hidden"}, {"hidden"}),
-      make_td_module(torch::nn::Linear(4, 4), {"hidden"}, {"latent"}),
-      make_td_module(tdfx::NormalParamExtractor(), {"latent"}, {"loc", "scale"}),
-  });
-}
 
 std::vector<std::string> reprs(const std::vector<NestedKey>& keys) {
   std::vector<std::string> out;
@@ -106,7 +97,7 @@ std::vector<std::string> parameter_names(const torch::nn::Module& module) {
 }  // namespace
 
 TEST_CASE("modules: seed 000's model returns hidden, latent, loc and scale for x") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   CHECK(reprs(model->in_keys()) == std::vector<std::string>{"'x'"});
   CHECK(reprs(model->out_keys()) ==
         std::vector<std::string>{"'hidden'", "'latent'", "'loc'", "'scale'"});
@@ -132,7 +123,7 @@ TEST_CASE("modules: seed 000's model returns hidden, latent, loc and scale for x
 }
 
 TEST_CASE("modules: seed 000's parameters are named through the module children") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   std::set<std::string> names;
   for (const auto& item : model->named_parameters()) names.insert(item.key());
   CHECK(names == std::set<std::string>{"module.0.module.weight", "module.0.module.bias",
@@ -142,7 +133,7 @@ TEST_CASE("modules: seed 000's parameters are named through the module children"
 }
 
 TEST_CASE("modules: forward on a TensorDict writes every out key") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   TensorDict td({1});
   td.set("x", at::randn({1, 3}));
   model->forward(td);
@@ -167,7 +158,7 @@ TEST_CASE("modules: with selected out keys forward drops unselected writes but k
 }
 
 TEST_CASE("modules: forward with tensordict_out leaves the input untouched") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   model->select_out_keys(std::vector<NestedKey>{"scale", "loc"});
   CHECK(reprs(model->selected_out_keys()) == std::vector<std::string>{"'loc'", "'scale'"});
   TensorDict td;
@@ -383,7 +374,7 @@ TEST_CASE("modules: a module arity that differs from in_keys is rejected at cons
 }
 
 TEST_CASE("modules: call rejects too many positional inputs") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   CHECK_THROWS_WITH_AS(model->call({at::ones({1, 3}), at::ones({1, 3})}),
                        doctest::Contains("takes 1 positional input(s) (in_keys ['x']) but 2"),
                        tdfx::ShapeError);
@@ -397,7 +388,7 @@ TEST_CASE("modules: call rejects an unknown keyword and lists the accepted names
 }
 
 TEST_CASE("modules: call rejects an input given twice") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   CHECK_THROWS_WITH_AS(model->call({at::ones({1, 3})}, {{"x", at::ones({1, 3})}}),
                        doctest::Contains("input 'x' given twice (keyword 'x')"), tdfx::KeyError);
 }
@@ -411,7 +402,7 @@ TEST_CASE("modules: call names a missing input") {
 }
 
 TEST_CASE("modules: select_out_keys rejects a key that is not an out key") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   CHECK_THROWS_WITH_AS(model->select_out_keys("nope"),
                        doctest::Contains("cannot select out key 'nope'; out_keys: ['hidden', "
                                          "'latent', 'loc', 'scale']"),
@@ -419,7 +410,7 @@ TEST_CASE("modules: select_out_keys rejects a key that is not an out key") {
 }
 
 TEST_CASE("modules: a missing input key during forward is a KeyError listing the keys") {
-  auto model = seed_model();
+  auto model = tdfx::samples::seed_000_model();
   TensorDict td;
   td.set("y", at::ones({1, 3}));
   CHECK_THROWS_WITH_AS(model->forward(td),
@@ -434,7 +425,7 @@ TEST_CASE("modules: describe names the wrapped module and the keys") {
   CHECK(mod->describe() ==
         "TensorDictModule(module=NormalParamExtractor(scale_mapping='biased_softplus_1.0', "
         "scale_lb=0.0001), in_keys=['latent'], out_keys=['loc', 'scale'])");
-  CHECK(seed_model()->describe() ==
+  CHECK(tdfx::samples::seed_000_model()->describe() ==
         "TensorDictSequential(in_keys=['x'], out_keys=['hidden', 'latent', 'loc', 'scale'])");
 }
 

@@ -103,13 +103,10 @@ std::string trimmed_end(std::string text) {
 /// save_diagram, is a whole SVG document.
 void check_diagram(const TDGraphModule& gm, const std::string& name) {
   check_golden(name + ".dot", to_dot(gm.graph(), diagram_options(gm)));
-  char dir[] = "/tmp/tdfx_user_pipelines_XXXXXX";
-  REQUIRE(mkdtemp(dir) != nullptr);
-  const std::string path = std::string(dir) + "/" + name + ".svg";
+  const tdfx::testing::ScratchDir dir("tdfx_user_pipelines");
+  const std::string path = (dir / (name + ".svg")).string();
   save_diagram(gm, path);
   const std::string svg = trimmed_end(read_text(path));
-  std::remove(path.c_str());
-  rmdir(dir);
   CHECK((svg.rfind("<?xml", 0) == 0 || svg.rfind("<svg", 0) == 0));
   CHECK(svg.size() >= 6);
   CHECK(svg.substr(svg.size() - 6) == "</svg>");

@@ -14,6 +14,7 @@
 #include "tdfx/viz/page.h"
 #include "tdfx/viz/render.h"
 #include "tests/graph/graphs.h"
+#include "tests/support/test_support.h"
 #include "tests/viz/chain.h"
 #include "tests/viz/xml_check.h"
 
@@ -89,13 +90,6 @@ size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
   return n;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 }  // namespace
@@ -316,11 +310,10 @@ TEST_CASE("page: views keep their order, names, bases and expanded modules") {
 
 TEST_CASE("page: write gives the page for .html, and render_dot refuses it") {
   auto c = annotated_sequential();
-  char dir_template[] = "/tmp/tdfx_page_XXXXXX";
-  REQUIRE(mkdtemp(dir_template) != nullptr);
-  const std::string dir = dir_template;
+  const tdfx::testing::ScratchDir scratch("tdfx_page");
+  const std::string dir = scratch.path().string();
   save_diagram(c.graph, dir + "/p.html", c.options);
-  CHECK(read_file(dir + "/p.html") == page_html(c.graph, c.options));
+  CHECK(tdfx::testing::read_text(dir + "/p.html") == page_html(c.graph, c.options));
   CHECK(render(c.graph, Format::kHtml, c.options) == page_html(c.graph, c.options));
   CHECK(format_from_extension("a/P.HTM") == Format::kHtml);
   CHECK_THROWS_WITH_AS(render_dot(to_dot(c.graph, c.options), Format::kHtml),
@@ -334,5 +327,5 @@ TEST_CASE("page: write gives the page for .html, and render_dot refuses it") {
                        "or write .dot text, which has no limit",
                        tdfx::Error);
   std::remove((dir + "/p.html").c_str());
-  CHECK(rmdir(dir.c_str()) == 0);  // no temporary file left behind
+  CHECK(std::filesystem::is_empty(dir));  // no temporary file left behind
 }

@@ -46,20 +46,7 @@ testing::Chain seed_sequential() {
   return c;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 bool exists(const std::string& path) { return std::ifstream(path).good(); }
-
-std::string temp_dir() {
-  std::string dir = "/tmp/tdfx_viz_XXXXXX";
-  REQUIRE(mkdtemp(dir.data()) != nullptr);
-  return dir;
-}
 
 /// A graph whose keys, arguments and descriptions hold every character
 /// that could break a DOT, HTML or XML label.
@@ -246,24 +233,25 @@ TEST_CASE("viz: PNG and PDF render in process") {
 
 TEST_CASE("viz: write chooses the format from the extension") {
   auto c = seed_sequential();
-  const std::string dir = temp_dir();
+  const tdfx::testing::ScratchDir scratch("tdfx_viz");
+  const std::string dir = scratch.path().string();
   save_diagram(c.graph, dir + "/g.svg", c.options);
   save_diagram(c.graph, dir + "/g.DOT", c.options);
   save_diagram(c.graph, dir + "/g.png", c.options);
   save_diagram(c.graph, dir + "/g.pdf", c.options);
-  CHECK(read_file(dir + "/g.svg") == render(c.graph, Format::kSvg, c.options));
-  CHECK(read_file(dir + "/g.DOT") == to_dot(c.graph, c.options));
-  CHECK(read_file(dir + "/g.png") == render(c.graph, Format::kPng, c.options));
-  CHECK(read_file(dir + "/g.pdf").compare(0, 4, "%PDF") == 0);
+  CHECK(tdfx::testing::read_text(dir + "/g.svg") == render(c.graph, Format::kSvg, c.options));
+  CHECK(tdfx::testing::read_text(dir + "/g.DOT") == to_dot(c.graph, c.options));
+  CHECK(tdfx::testing::read_text(dir + "/g.png") == render(c.graph, Format::kPng, c.options));
+  CHECK(tdfx::testing::read_text(dir + "/g.pdf").compare(0, 4, "%PDF") == 0);
   CHECK(format_from_extension("a/b.c/x.Svg") == Format::kSvg);
   CHECK(format_from_extension("x.gv") == Format::kDot);
   for (const char* f : {"g.svg", "g.DOT", "g.png", "g.pdf"}) std::remove((dir + "/" + f).c_str());
-  rmdir(dir.c_str());
 }
 
 TEST_CASE("viz: write rejects an unknown extension and leaves no file") {
   auto c = seed_sequential();
-  const std::string dir = temp_dir();
+  const tdfx::testing::ScratchDir scratch("tdfx_viz");
+  const std::string dir = scratch.path().string();
   CHECK_THROWS_WITH_AS(save_diagram(c.graph, dir + "/g.jpg", c.options),
                        ("cannot draw a graph to '" + dir +
                         "/g.jpg': unknown extension; expected one of .svg, .png, .pdf, .dot, .gv, "
@@ -273,7 +261,7 @@ TEST_CASE("viz: write rejects an unknown extension and leaves no file") {
   CHECK_THROWS_AS(format_from_extension("no_extension"), tdfx::Error);
   CHECK_THROWS_AS(format_from_extension("dir.svg/file"), tdfx::Error);
   CHECK_FALSE(exists(dir + "/g.jpg"));
-  CHECK(rmdir(dir.c_str()) == 0);  // empty: no temporary file left either
+  CHECK(std::filesystem::is_empty(dir));  // empty: no temporary file left either
   CHECK_THROWS_WITH_AS(
       save_diagram(c.graph, dir + "/missing/g.svg", c.options),
       (dir + "/missing/g.svg: cannot write the file: No such file or directory").c_str(),
@@ -282,13 +270,14 @@ TEST_CASE("viz: write rejects an unknown extension and leaves no file") {
 
 TEST_CASE("viz: write replaces an existing file atomically") {
   auto c = seed_sequential();
-  const std::string dir = temp_dir();
+  const tdfx::testing::ScratchDir scratch("tdfx_viz");
+  const std::string dir = scratch.path().string();
   const std::string path = dir + "/g.dot";
   std::ofstream(path) << "old";
   save_diagram(c.graph, path, c.options);
-  CHECK(read_file(path) == to_dot(c.graph, c.options));
+  CHECK(tdfx::testing::read_text(path) == to_dot(c.graph, c.options));
   std::remove(path.c_str());
-  CHECK(rmdir(dir.c_str()) == 0);
+  CHECK(std::filesystem::is_empty(dir));
 }
 
 TEST_CASE("viz: several threads render at once") {
@@ -347,7 +336,8 @@ TEST_CASE("viz: a chain of 100 TensorDictModules renders to SVG with every node 
 
 TEST_CASE("viz: write gives a drawing the mode the umask allows") {
   auto c = seed_sequential();
-  const std::string dir = temp_dir();
+  const tdfx::testing::ScratchDir scratch("tdfx_viz");
+  const std::string dir = scratch.path().string();
   {
     ScopedUmask mask(027);
     save_diagram(c.graph, dir + "/g.svg", c.options);
@@ -361,7 +351,7 @@ TEST_CASE("viz: write gives a drawing the mode the umask allows") {
   }
   CHECK(mode_of(dir + "/g.svg") == 0666);
   for (const char* f : {"g.svg", "g.dot"}) std::remove((dir + "/" + f).c_str());
-  CHECK(rmdir(dir.c_str()) == 0);  // no temporary file left
+  CHECK(std::filesystem::is_empty(dir));  // no temporary file left
 }
 
 TEST_CASE("viz: a graph over the node budget is refused at once, naming how to raise it") {
@@ -372,14 +362,15 @@ TEST_CASE("viz: a graph over the node budget is refused at once, naming how to r
       "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
       "text, which has no limit",
       tdfx::Error);
-  const std::string dir = temp_dir();
+  const tdfx::testing::ScratchDir scratch("tdfx_viz");
+  const std::string dir = scratch.path().string();
   CHECK_THROWS_WITH_AS(
       save_diagram(big, dir + "/big.png"),
       "viz: the graph has 100002 nodes, more than the 2500 a drawing may have; raise "
       "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or "
       "write .dot text, which has no limit",
       tdfx::Error);
-  CHECK(rmdir(dir.c_str()) == 0);  // nothing written
+  CHECK(std::filesystem::is_empty(dir));  // nothing written
 
   const Graph small = relu_chain(kDefaultMaxNodes);  // two nodes over the default
   RenderOptions options;
