@@ -19,14 +19,34 @@ if cmake --build "$work/build" --target leak_check > "$work/leak.txt" 2>&1; then
   exit 1
 fi
 grep -q "graph/graph.h: No such file" "$work/leak.txt"
-# The installed command, run from another folder, prints and writes what the build tree's
-# does: it draws with the Graphviz plugins it links, and reads back the archive it wrote.
+# The installed command needs only runtime packages: every library it loads is found without
+# LD_LIBRARY_PATH, and none comes from a -dev package (or from the build tree).
+installed_tdfx="$work/prefix/bin/tdfx"
+libraries="$(env -i PATH=/usr/bin:/bin ldd "$installed_tdfx")"
+if grep -q "not found" <<< "$libraries"; then
+  echo "consumer: the installed tdfx cannot find libraries:" >&2
+  grep "not found" <<< "$libraries" >&2
+  exit 1
+fi
+while read -r library; do
+  case "$library" in "$build"/* | "$work"/*) echo "consumer: tdfx loads $library" >&2; exit 1 ;; esac
+  # dpkg knows a file by one of its names (/lib or /usr/lib); one it does not know is no -dev file.
+  package="$({ dpkg -S "$library" || dpkg -S "$(readlink -f "$library")" || true; } 2> /dev/null |
+    head -n 1 | cut -d: -f1)"
+  if [[ "$package" == *-dev ]]; then
+    echo "consumer: the installed tdfx loads $library from the build-time package $package" >&2
+    exit 1
+  fi
+done < <(awk '$2 == "=>" && $3 ~ /^\// {print $3}' <<< "$libraries")
+# The installed command, run from another folder with a bare environment, prints and writes
+# what the build tree's does: it draws with the Graphviz plugins it links, and reads back the
+# archive it wrote.
 mkdir "$work/installed" "$work/built"
-(cd "$work/installed" && "$work/prefix/bin/tdfx" demo --out . > demo.txt)
+(cd "$work/installed" && env -i PATH=/usr/bin:/bin "$installed_tdfx" demo --out . > demo.txt)
 (cd "$work/built" && "$build/bin/tdfx" demo --out . > demo.txt)
 diff -u "$work/built/demo.txt" "$work/installed/demo.txt"
 head -c 5 "$work/installed/trace_sequential.svg" | grep -q "<?xml"
 "$work/prefix/bin/tdfx" show "$work/installed/trace_sequential.pt2" > "$work/installed/show.txt"
 "$build/bin/tdfx" show "$work/built/trace_sequential.pt2" > "$work/built/show.txt"
 diff -u "$work/built/show.txt" "$work/installed/show.txt"
-echo "consumer: 3 passed, 0 failed"
+echo "consumer: 4 passed, 0 failed"
