@@ -18,6 +18,7 @@
 #include "tdfx/tracer/diagram.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
+#include "tdfx/viz/forked.h"
 #include "tdfx/viz/render.h"
 #include "tests/viz/chain.h"
 
@@ -51,8 +52,8 @@ void BM_OpViewSvg(benchmark::State& state) {
   }
   report(state, tdfx::to_dot(gm.graph(), tdfx::diagram_options(gm)));
 }
-BENCHMARK(BM_OpViewSvg)->Arg(30)->Arg(100)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_OpViewSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_OpViewSvg)->Arg(30)->Arg(100)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OpViewSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// The module view of a chain, without tracing it: module_view_options, DOT, layout, SVG.
 void BM_ModuleViewSvg(benchmark::State& state) {
@@ -64,8 +65,12 @@ void BM_ModuleViewSvg(benchmark::State& state) {
   }
   report(state, tdfx::module_view_dot(options));
 }
-BENCHMARK(BM_ModuleViewSvg)->Arg(30)->Arg(1000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ModuleViewSvg)->Arg(10000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModuleViewSvg)->Arg(30)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ModuleViewSvg)
+    ->Arg(10000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// The module view of a traced chain, from diagram_options as `tdfx render --view modules`
 /// draws an archive.
@@ -77,7 +82,11 @@ void BM_ModuleViewOfTraceSvg(benchmark::State& state) {
     benchmark::DoNotOptimize(tdfx::render(gm.graph(), Format::kSvg, options));
   }
 }
-BENCHMARK(BM_ModuleViewOfTraceSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModuleViewOfTraceSvg)
+    ->Arg(1000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// diagram_options alone: linear in the graph and the parameters (it was quadratic: 1.3 s at
 /// 1000 modules, 6.9 s at 2000).
@@ -85,14 +94,14 @@ void BM_DiagramOptions(benchmark::State& state) {
   const tdfx::TDGraphModule& gm = traced_chain(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::diagram_options(gm));
 }
-BENCHMARK(BM_DiagramOptions)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DiagramOptions)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 /// The DOT text alone (no Graphviz), both views.
 void BM_ToDot(benchmark::State& state) {
   auto chain = module_chain(static_cast<size_t>(state.range(0)));
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::to_dot(chain.graph, chain.options));
 }
-BENCHMARK(BM_ToDot)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ToDot)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 std::string record_escape(const std::string& text) {
   std::string out;
@@ -135,7 +144,12 @@ void BM_NaiveFxDrawerSvg(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_NaiveFxDrawerSvg)->Arg(10)->Arg(40)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NaiveFxDrawerSvg)
+    ->Arg(10)
+    ->Arg(40)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// Ablation: the op view without TensorDictModule clusters.
 void BM_AblationOpViewNoClusters(benchmark::State& state) {
@@ -145,7 +159,11 @@ void BM_AblationOpViewNoClusters(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_AblationOpViewNoClusters)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AblationOpViewNoClusters)
+    ->Arg(1000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// Ablation: the module view as one strip (no rows).
 void BM_AblationModuleViewNoRows(benchmark::State& state) {
@@ -156,7 +174,11 @@ void BM_AblationModuleViewNoRows(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_AblationModuleViewNoRows)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AblationModuleViewNoRows)
+    ->Arg(1000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// The same DOT text laid out and rendered again and again in one process, by tdfx (each
 /// graph's cgraph objects in an arena of their own) and by Graphviz's API as documented
@@ -166,7 +188,11 @@ void BM_ModuleViewRepeated(benchmark::State& state) {
   const std::string dot = tdfx::module_view_dot(tdfx::module_view_options(chain.pipeline));
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
 }
-BENCHMARK(BM_ModuleViewRepeated)->Arg(10000)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ModuleViewRepeated)
+    ->Arg(10000)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_PlainGraphvizRepeated(benchmark::State& state) {
   const auto chain = tdfx::bench::chain(state.range(0));
@@ -183,7 +209,11 @@ void BM_PlainGraphvizRepeated(benchmark::State& state) {
     agclose(g);
   }
 }
-BENCHMARK(BM_PlainGraphvizRepeated)->Arg(10000)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PlainGraphvizRepeated)
+    ->Arg(10000)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// `dot` text without the plain subgraphs that group sibling subgraphs
 /// (viz/subgraph_groups.h): the same drawing.
@@ -220,7 +250,11 @@ void BM_AblationModuleViewNoGroups(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_AblationModuleViewNoGroups)->Arg(10000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AblationModuleViewNoGroups)
+    ->Arg(10000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// Ablation: the op view with its 1000 boxes side by side, not grouped by 16.
 void BM_AblationOpViewNoGroups(benchmark::State& state) {
@@ -229,7 +263,20 @@ void BM_AblationOpViewNoGroups(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
   report(state, dot);
 }
-BENCHMARK(BM_AblationOpViewNoGroups)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AblationOpViewNoGroups)
+    ->Arg(1000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+/// What the child process of each drawing costs by itself: fork, an empty job, the answer.
+/// Times are wall-clock throughout this file: the drawing happens in the child.
+void BM_ChildProcessOnly(benchmark::State& state) {
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(tdfx::detail::run_forked("bench", [] { return std::string("ok"); }));
+  }
+}
+BENCHMARK(BM_ChildProcessOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/file_io.h"
+#include "tdfx/viz/forked.h"
 #include "tdfx/viz/page.h"
 
 // The plugins are linked in, not loaded from Debian's plugin config, so that
@@ -40,12 +41,20 @@ lt_symlist_t kPlugins[] = {
     {nullptr, nullptr},
 };
 
-/// The process's one Graphviz context, and the lock that serialises every use
-/// of Graphviz: neither cgraph's parser nor gvc's layout is thread-safe.
+// Graphviz runs in a forked copy of the process that exits after one drawing
+// (detail::run_forked), never in the caller's process. Graphviz 2.42 keeps state across
+// graphs in process globals, and it goes wrong: after a few dozen drawings of ordinary
+// pipelines in one process, `dot` aborts (mincross.c: install_in_rank assertion) or
+// segfaults, the same with Graphviz's own API and no tdfx code; every drawing leaks 0.6 to
+// 1.7 MB; and layouts slow down. In a child each drawing starts from the same state, a crash
+// in Graphviz is an Error rather than the end of the caller, its leaks go with the child, and
+// threads draw at once, since no Graphviz state is shared. fork copies page tables only.
+
+/// The child's one Graphviz context: neither cgraph's parser nor gvc's layout is
+/// thread-safe, and the child runs one drawing.
 struct Graphviz {
   GVC_t* gvc = nullptr;
-  std::mutex mutex;
-  /// Graphviz's error messages of the current call (guarded by `mutex`).
+  /// Graphviz's error messages of the current call.
   std::string errors;
 };
 
@@ -234,8 +243,8 @@ std::string messages(const Graphviz& gv) {
 /// not the one asked for.
 bool graphviz_failed() { return agerrors() >= AGERR; }
 
-/// Lays out and renders DOT text; the caller holds the Graphviz lock.
-std::string render_locked(Graphviz& gv, const std::string& dot, Format format) {
+/// Lays out and renders DOT text with Graphviz in this process: run in a child only.
+std::string render_here(Graphviz& gv, const std::string& dot, Format format) {
   gv.errors.clear();
   agreseterrors();
   Agraph_t* g = read_dot(dot);
@@ -264,8 +273,10 @@ std::string render_locked(Graphviz& gv, const std::string& dot, Format format) {
 }  // namespace
 
 std::string render(const Graph& graph, Format format, const RenderOptions& options) {
+  // Compared by division: kModuleNodesPerNode * max_nodes overflows for a huge max_nodes.
   if (format != Format::kDot && options.view == View::kModules &&
-      options.modules.size() > kModuleNodesPerNode * options.max_nodes) {
+      (options.modules.size() + kModuleNodesPerNode - 1) / kModuleNodesPerNode >
+          options.max_nodes) {
     fail(
         "viz: the pipeline has {} modules, more than the {} a module view may have ({} times "
         "RenderOptions::max_nodes); raise max_nodes (tdfx render --max-nodes N) to draw it "
@@ -288,9 +299,14 @@ std::string render_dot(const std::string& dot, Format format) {
   if (format == Format::kHtml) {
     fail("viz: a page shows a graph's nodes, not DOT text: call render(graph, Format::kHtml)");
   }
-  Graphviz& gv = graphviz();
-  std::lock_guard<std::mutex> lock(gv.mutex);
-  return render_locked(gv, dot, format);
+  // One small drawing here, once, so that every child starts with Graphviz's plugins and the
+  // fonts already loaded (fontconfig and Pango take ~30 ms to start, more than most drawings);
+  // the state each child starts from is then always this same one.
+  static std::once_flag warmed;
+  std::call_once(warmed, [] {
+    render_here(graphviz(), "digraph { a [label=<<b>a</b> b>]; a -> b [label=c]; }", Format::kSvg);
+  });
+  return detail::run_forked("viz: Graphviz", [&] { return render_here(graphviz(), dot, format); });
 }
 
 Format format_from_extension(const std::string& path) {

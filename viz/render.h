@@ -35,9 +35,10 @@ namespace tdfx {
 enum class Format { kSvg, kPng, kPdf, kDot, kHtml };
 
 /// The drawing of `graph` in `format`, as bytes. kDot gives `to_dot`'s text;
-/// the others are laid out by Graphviz's `dot` in this process; kHtml gives
-/// `page_html(graph, options)` (viz/page.h) around the SVG. Safe to call
-/// from several threads (Graphviz itself runs one call at a time). Throws
+/// the others are laid out by Graphviz's `dot`, in a forked copy of this process that
+/// exits after the drawing (render.cpp says why: Graphviz's state across drawings);
+/// kHtml gives `page_html(graph, options)` (viz/page.h) around the SVG. Safe to call
+/// from several threads, which draw at once. Throws
 /// tdfx::Error when the drawing is over its budget (not for kDot): the op view's graph
 /// has more than `options.max_nodes` nodes, or the module view more than
 /// kModuleNodesPerNode times as many modules; and when Graphviz reports an error, with
