@@ -32,6 +32,9 @@ bool write_all(int fd, const char* data, size_t size) {
 /// In the child: runs the job, answers, and leaves without running the parent's exit
 /// handlers or flushing its stdio buffers (`_exit`).
 [[noreturn]] void child(int fd, const std::function<std::string()>& job) {
+  // A crash here is the parent's Error to report, not a crash of the caller's program: its
+  // crash handlers (a reporter, a test framework's) are not the child's.
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(signal, SIG_DFL);
   char tag = kResult;
   std::string answer;
   try {

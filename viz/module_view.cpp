@@ -68,6 +68,15 @@ class ModuleViewWriter {
         out_compass_(lr_ ? "s" : "e"),
         in_compass_(lr_ ? "n" : "w") {}
 
+  ModuleViewBorder border() {
+    assign_parents();
+    connect_keys();
+    ModuleViewBorder out;
+    for (const NestedKey* key : inputs_) out.inputs.push_back(*key);
+    for (const NestedKey* key : border_outputs_) out.outputs.push_back(*key);
+    return out;
+  }
+
   std::string run() {
     assign_parents();
     connect_keys();
@@ -362,9 +371,7 @@ class ModuleViewWriter {
       const auto& row = rows_[r];
       for (size_t i = 1; i < row.size(); ++i) {
         if (plain_joined_.count({row[i - 1], static_cast<size_t>(row[i])})) continue;
-        edges_ += fmt::format("  {} -> {} [style=invis];\n",
-                              quoted_id("module:", boxes_[row[i - 1]].path),
-                              quoted_id("module:", boxes_[row[i]].path));
+        edges_ += flat_edge(row[i - 1], row[i], "style=invis");
       }
       if (r == 0) continue;
       if (row_parent_[r] == row_parent_[r - 1]) {
@@ -394,12 +401,23 @@ class ModuleViewWriter {
     if (flat && from.out_keys.size() == 1 && to.in_keys.size() == 1) {
       plain_joined_.insert({e.from, static_cast<size_t>(e.to)});
       // With weight 0 a flat edge stops ordering its ends inside a cluster.
-      return fmt::format("  {} -> {};\n", quoted_id("module:", from.path),
-                         quoted_id("module:", to.path));
+      return flat_edge(e.from, e.to, "");
     }
     return fmt::format("  {}:\"o{}\":{} -> {}:\"i{}\":{} [weight=0];\n",
                        quoted_id("module:", from.path), e.out, out_compass_,
                        quoted_id("module:", to.path), e.in, in_compass_);
+  }
+
+  /// An edge between two modules of one row, which also orders them: `from` first. Left to
+  /// right, `dot` lays out the flat edges inside a cluster mirrored (the row, a column then,
+  /// reads bottom to top), so there the edge is written the other way round and drawn back.
+  std::string flat_edge(int from, int to, const std::string& attributes) {
+    const bool mirrored = lr_ && row_parent_[static_cast<size_t>(row_of_[from])] >= 0;
+    std::string attrs = mirrored ? "dir=back" : "";
+    if (!attributes.empty()) attrs += (attrs.empty() ? "" : ", ") + attributes;
+    return fmt::format("  {} -> {}{};\n", quoted_id("module:", boxes_[mirrored ? to : from].path),
+                       quoted_id("module:", boxes_[mirrored ? from : to].path),
+                       attrs.empty() ? "" : " [" + attrs + "]");
   }
 
   void write_border_rank(const char* rank, const char* prefix, size_t count) {
@@ -455,6 +473,10 @@ std::string module_node_id(const std::string& path) { return "module:" + path; }
 
 std::string module_view_dot(const RenderOptions& options) {
   return ModuleViewWriter(options).run();
+}
+
+ModuleViewBorder module_view_border(const RenderOptions& options) {
+  return ModuleViewWriter(options).border();
 }
 
 }  // namespace tdfx

@@ -17,6 +17,7 @@
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/viz/html.h"
+#include "tdfx/viz/module_view.h"
 
 namespace tdfx {
 namespace {
@@ -206,10 +207,12 @@ Json to_json(const PageView& view) {
 }  // namespace
 
 PageView op_view(const Graph& graph, const RenderOptions& options) {
+  RenderOptions ops = options;
+  ops.view = View::kOps;
   PageView view;
   view.name = "ops";
   view.label = "Ops";
-  view.svg = svg_element(render(graph, Format::kSvg, options));
+  view.svg = svg_element(render(graph, Format::kSvg, ops));
   view.items = OpItems(graph, options).run();
   return view;
 }
@@ -236,6 +239,20 @@ PageView module_view(const Graph& graph, const RenderOptions& options) {
     item.fields.push_back({"parameters", std::to_string(box.parameters), {}});
     if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
     view.items.push_back(std::move(item));
+  }
+  // The pipeline's keys at the borders, so that a search for a key finds them too.
+  const ModuleViewBorder border = module_view_border(options);
+  auto add_key = [&view](const std::string& id, const NestedKey& key, const char* role) {
+    PageItem item = make_item(id, key.repr(), "key");
+    item.search.push_back(key.repr());
+    item.fields.push_back({role, key.repr(), {}});
+    view.items.push_back(std::move(item));
+  };
+  for (size_t i = 0; i < border.inputs.size(); ++i) {
+    add_key(fmt::format("input:{}", i), border.inputs[i], "pipeline input");
+  }
+  for (size_t i = 0; i < border.outputs.size(); ++i) {
+    add_key(fmt::format("output:{}", i), border.outputs[i], "pipeline output");
   }
   return view;
 }
@@ -308,6 +325,8 @@ std::string page_html(const Graph& graph, const RenderOptions& options) {
   const bool has_modules = std::any_of(options.modules.begin(), options.modules.end(),
                                        [](const ModuleBox& box) { return !box.sequential; });
   if (has_modules) views.push_back(module_view(graph, options));
+  // The page opens on its first view: the one the options ask for.
+  if (has_modules && options.view == View::kModules) std::swap(views[0], views[1]);
   return page_html(views, options.title);
 }
 

@@ -102,7 +102,7 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 
 /// The page of `graph` with every view tdfx draws of it — the op view, and the module view
 /// when `options.modules` lists TensorDictModules — titled by `options.title`; what
-/// `save_diagram(graph, "x.html", options)` writes.
+/// `save_diagram(graph, "x.html", options)` writes. It opens on `options.view`.
 std::string page_html(const Graph& graph, const RenderOptions& options = {});
 
 }  // namespace tdfx

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tdfx/core/error.h"
+#include "tdfx/viz/module_view.h"
 #include "tdfx/viz/page.h"
 #include "tdfx/viz/render.h"
 #include "tests/graph/graphs.h"
@@ -181,20 +182,32 @@ TEST_CASE("page: every item is an element of the drawing, by the Graphviz ID in 
   }
 }
 
-TEST_CASE("page: the module view has one item per TensorDictModule node of its drawing") {
+TEST_CASE(
+    "page: the module view has one item per TensorDictModule node and per border key of its "
+    "drawing") {
   auto c = annotated_sequential();
   const PageView view = module_view(c.graph, c.options);
   CHECK(view.name == "modules");
   const auto doc = testing::parse_xml(view.svg);
   REQUIRE_MESSAGE(doc.error.empty(), doc.error);
-  size_t modules = 0;
-  for (const ModuleBox& box : c.options.modules) modules += box.sequential ? 0 : 1;
-  REQUIRE(view.items.size() == modules);
+  std::vector<std::string> expected;
+  for (const ModuleBox& box : c.options.modules) {
+    if (!box.sequential) expected.push_back(module_node_id(box.path));
+  }
+  const ModuleViewBorder border = module_view_border(c.options);
+  for (size_t i = 0; i < border.inputs.size(); ++i) expected.push_back(fmt::format("input:{}", i));
+  for (size_t i = 0; i < border.outputs.size(); ++i) {
+    expected.push_back(fmt::format("output:{}", i));
+  }
+  CHECK(border.inputs == std::vector<NestedKey>{{"input", "x"}, {"input", "mask"}});
+  CHECK(border.outputs == std::vector<NestedKey>{"hidden", "output"});
+  std::vector<std::string> ids;
   for (const PageItem& item : view.items) {
     INFO(item.id);
-    CHECK(item.id.rfind("module:", 0) == 0);
+    ids.push_back(item.id);
     CHECK(std::find(doc.texts.begin(), doc.texts.end(), item.id) != doc.texts.end());
   }
+  CHECK(ids == expected);
   // The page of a graph with module boxes holds both views, the op view first.
   const std::string data = page_data({op_view(c.graph, c.options), view}, c.options.title);
   const auto parsed = nlohmann::json::parse(data);
@@ -202,7 +215,14 @@ TEST_CASE("page: the module view has one item per TensorDictModule node of its d
   CHECK(parsed["views"][1]["name"] == "modules");
   // The page also holds Graphviz's SVG, whose coordinates vary with its version: the data is
   // found in it rather than the page compared whole.
-  CHECK(page_html(c.graph, c.options).find(data) != std::string::npos);
+  CHECK(page_html(c.graph, c.options).find(data) !=
+        std::string::npos);  // Asked for the module view, the page opens on it, and its op view is
+                             // still the op view.
+  RenderOptions modules_first = c.options;
+  modules_first.view = View::kModules;
+  const std::string swapped = page_data({view, op_view(c.graph, c.options)}, c.options.title);
+  CHECK(page_html(c.graph, modules_first).find(swapped) != std::string::npos);
+  CHECK(op_view(c.graph, modules_first).svg == op_view(c.graph, c.options).svg);
 }
 
 TEST_CASE("page: a hostile key is data inside the page, never markup") {

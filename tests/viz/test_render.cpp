@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -592,6 +593,37 @@ TEST_CASE("viz: the module view of nested sequentials and shared keys is the gol
   testing::check_golden(kGolden, "actor_critic.modules_lr.dot", module_view_dot(lr));
   const auto doc = parse_xml(render(Graph(), Format::kSvg, options));
   REQUIRE_MESSAGE(doc.error.empty(), doc.error);
+}
+
+namespace {
+
+/// The top of each module's drawing in an SVG (its first point's y; SVG's y grows downwards),
+/// by module path.
+std::map<std::string, double> module_tops(const std::string& svg) {
+  std::map<std::string, double> tops;
+  const std::string open = "<title>module:";
+  for (size_t at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
+    const size_t name_end = svg.find("</title>", at);
+    const std::string path = svg.substr(at + open.size(), name_end - at - open.size());
+    if (path.find("&#45;&gt;") != std::string::npos) continue;  // an edge's title
+    const size_t points = svg.find("points=\"", name_end) + 8;
+    const size_t comma = svg.find(',', points);
+    tops[path] = std::stod(svg.substr(comma + 1, svg.find(' ', comma) - comma - 1));
+  }
+  return tops;
+}
+
+}  // namespace
+
+TEST_CASE("viz: left to right, the modules of a sequential read top to bottom, as in run order") {
+  RenderOptions lr = actor_critic_options();
+  lr.rankdir = Rankdir::kLeftRight;
+  const auto tops = module_tops(render(Graph(), Format::kSvg, lr));
+  REQUIRE(tops.size() == 7);
+  CHECK(tops.at("0.module.0") < tops.at("0.module.1"));
+  CHECK(tops.at("0.module.1") < tops.at("0.module.2"));
+  CHECK(tops.at("1.module.0") < tops.at("1.module.1"));
+  CHECK(tops.at("2") < tops.at("3"));
 }
 
 TEST_CASE("viz: the module view of a 30-module chain is rows of four, the golden DOT") {
