@@ -207,13 +207,20 @@ int read_line(void* chan, char* buf, int bufsize) {
   return n;
 }
 
+/// Where a graph's cgraph objects live. kArena in a child, which exits after the drawing:
+/// cgraph closes a graph with a memory discipline of its own at once ("whoosh"), leaving its
+/// dictionaries' handles and its ID discipline unfreed, a few kB per graph that the child's
+/// exit returns. kHeap (malloc's, closed object by object) in this process.
+enum class Memory { kArena, kHeap };
+
 /// Parses DOT text with the deterministic ID discipline.
-Agraph_t* read_dot(const std::string& dot) {
+Agraph_t* read_dot(const std::string& dot, Memory memory) {
   static Agiodisc_t io = {read_line, AgIoDisc.putstr, AgIoDisc.flush};
-  static Agdisc_t disc = {&kArenaMemory, &kNameIds, &io};
+  static Agdisc_t arena = {&kArenaMemory, &kNameIds, &io};
+  static Agdisc_t heap = {&AgMemDisc, &kNameIds, &io};
   Reader reader{dot};
   agreadline(1);  // cgraph counts lines across reads: an error would name a line of earlier text
-  return agread(&reader, &disc);
+  return agread(&reader, memory == Memory::kArena ? &arena : &heap);
 }
 
 const char* graphviz_format(Format format) {
@@ -243,11 +250,12 @@ std::string messages(const Graphviz& gv) {
 /// not the one asked for.
 bool graphviz_failed() { return agerrors() >= AGERR; }
 
-/// Lays out and renders DOT text with Graphviz in this process: run in a child only.
-std::string render_here(Graphviz& gv, const std::string& dot, Format format) {
+/// Lays out and renders DOT text with Graphviz in this process: in a child, but for the
+/// warm-up.
+std::string render_here(Graphviz& gv, const std::string& dot, Format format, Memory memory) {
   gv.errors.clear();
   agreseterrors();
-  Agraph_t* g = read_dot(dot);
+  Agraph_t* g = read_dot(dot, memory);
   if (!g) fail("viz: Graphviz could not parse the DOT text: {}", messages(gv));
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> close(g, agclose);
   if (graphviz_failed()) fail("viz: Graphviz could not parse the DOT text: {}", messages(gv));
@@ -304,9 +312,11 @@ std::string render_dot(const std::string& dot, Format format) {
   // the state each child starts from is then always this same one.
   static std::once_flag warmed;
   std::call_once(warmed, [] {
-    render_here(graphviz(), "digraph { a [label=<<b>a</b> b>]; a -> b [label=c]; }", Format::kSvg);
+    render_here(graphviz(), "digraph { a [label=<<b>a</b> b>]; a -> b [label=c]; }", Format::kSvg,
+                Memory::kHeap);
   });
-  return detail::run_forked("viz: Graphviz", [&] { return render_here(graphviz(), dot, format); });
+  return detail::run_forked("viz: Graphviz",
+                            [&] { return render_here(graphviz(), dot, format, Memory::kArena); });
 }
 
 Format format_from_extension(const std::string& path) {

@@ -99,7 +99,7 @@ TEST_CASE("tensor file: Python's torch.load reads what save_tensor_file writes, 
   // Tensors made in C++, described by C++: Python must see the same bytes.
   const TensorEntries made{
       {"f32", at::arange(6, at::kFloat).reshape({2, 3}).t()},
-      {"i64", at::tensor({int64_t{-1} << 40, int64_t{7}}, at::kLong)},
+      {"i64", at::tensor({-(int64_t{1} << 40), int64_t{7}}, at::kLong)},
       {"bool", at::tensor({1, 0, 1}).to(at::kBool)},
       {"bf16", at::linspace(-2, 2, 5).to(at::kBFloat16)},
       {"f16", at::tensor({1.5, -0.0}).to(at::kHalf)},
