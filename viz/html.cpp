@@ -29,15 +29,15 @@ size_t utf8_length(std::string_view text) {
   return length;
 }
 
-/// `\xNN` for a byte that XML cannot carry.
-std::string hex_escape(unsigned char byte) {
+/// `xNN` for a byte that XML cannot carry (after the backslash the caller writes).
+std::string hex_digits(unsigned char byte) {
   constexpr char kDigits[] = "0123456789abcdef";
-  return {'\\', 'x', kDigits[byte >> 4], kDigits[byte & 0xF]};
+  return {'x', kDigits[byte >> 4], kDigits[byte & 0xF]};
 }
 
-}  // namespace
-
-std::string escape_html(std::string_view text) {
+/// escape_html's and escape_markup's one walk: `backslash` is how a backslash is written (two
+/// for Graphviz, which reads `\\` as one and `\N`, `\G`, `\L` as names and line breaks).
+std::string escape(std::string_view text, std::string_view backslash) {
   std::string out;
   out.reserve(text.size() + text.size() / 8);
   for (size_t i = 0; i < text.size(); ++i) {
@@ -47,7 +47,7 @@ std::string escape_html(std::string_view text) {
       // Well-formed UTF-8 passes; a stray byte would make Graphviz drop the whole label.
       const size_t length = utf8_length(text.substr(i));
       if (length == 0) {
-        out += hex_escape(byte);
+        out.append(backslash).append(hex_digits(byte));
       } else {
         out.append(text.data() + i, length);
         i += length - 1;
@@ -79,19 +79,22 @@ std::string escape_html(std::string_view text) {
       case '|':
         out += "&#124;";
         break;
+      case '\\':
+        out += backslash;
+        break;
       // Control characters are not allowed in XML, and a row is one line: shown as escapes.
       case '\n':
-        out += "\\n";
+        out.append(backslash).append("n");
         break;
       case '\r':
-        out += "\\r";
+        out.append(backslash).append("r");
         break;
       case '\t':
-        out += "\\t";
+        out.append(backslash).append("t");
         break;
       default:
         if (byte < 0x20 || byte == 0x7F) {
-          out += hex_escape(byte);
+          out.append(backslash).append(hex_digits(byte));
         } else {
           out += c;
         }
@@ -99,6 +102,12 @@ std::string escape_html(std::string_view text) {
   }
   return out;
 }
+
+}  // namespace
+
+std::string escape_html(std::string_view text) { return escape(text, "\\\\"); }
+
+std::string escape_markup(std::string_view text) { return escape(text, "\\"); }
 
 std::string dot_quote(std::string_view text) {
   std::string out = "\"";

@@ -17,10 +17,16 @@ namespace tdfx {
 /// Characters XML cannot carry, which would make Graphviz drop the whole
 /// label, are shown as escapes: `\n`, `\r`, `\t`, and `\xNN` for other
 /// control characters (C0 and DEL) and for bytes that are not well-formed UTF-8.
+/// Graphviz reads a backslash in a label as the start of an escape (`\N` is the node's
+/// name, `\\` one backslash), so each backslash, the escapes' too, is written twice.
 ///
 ///     escape_html("a|<b>&\"") == "a&#124;&lt;b&gt;&amp;&quot;"
-///     escape_html("a\x01\n") == "a\\x01\\n"
+///     escape_html("a\\N\x01") == "a\\\\N\\\\x01"   // drawn as a\N\x01
 std::string escape_html(std::string_view text);
+
+/// escape_html for HTML and XML text that no Graphviz reads (the page's title): the same
+/// entities and escapes, a backslash written once.
+std::string escape_markup(std::string_view text);
 
 /// `text` as a quoted DOT string (`"a\"b"`), for identifiers and attributes.
 std::string dot_quote(std::string_view text);

@@ -285,7 +285,7 @@ std::string page_data(const std::vector<PageView>& views, const std::string& tit
 }
 
 std::string page_html(const std::vector<PageView>& views, const std::string& title) {
-  const std::string heading = escape_html(title.empty() ? "tdfx graph" : title);
+  const std::string heading = escape_markup(title.empty() ? "tdfx graph" : title);
   std::string out = R"page(<!DOCTYPE html>
 <html lang="en">
 <head>

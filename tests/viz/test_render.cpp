@@ -112,13 +112,20 @@ TEST_CASE("viz: escape_html makes every special character an entity") {
   CHECK(escape_html("a|<b>&\"{}'") == "a&#124;&lt;b&gt;&amp;&quot;&#123;&#125;&#39;");
   CHECK(escape_html("plain_text 1.0") == "plain_text 1.0");
   CHECK(escape_html("a\x01"
-                    "b\nc\td\re\x1f\x7f") == "a\\x01b\\nc\\td\\re\\x1f\\x7f");
+                    "b\nc\td\re\x1f\x7f") == "a\\\\x01b\\\\nc\\\\td\\\\re\\\\x1f\\\\x7f");
+  CHECK(escape_markup("a\x01"
+                      "b\nc\\d") == "a\\x01b\\nc\\d");
+  // Graphviz reads `\\` in a label as one backslash, and `\N` as the node's name.
+  CHECK(escape_html("obs\\N") == "obs\\\\N");
+  const std::string svg =
+      render_dot("digraph { a [label=<" + escape_html("obs\\N \\ \\\\x") + ">]; }", Format::kSvg);
+  CHECK(svg.find(">obs\\N \\ \\\\x</text>") != std::string::npos);
   // Well-formed UTF-8 passes; stray bytes, overlong forms and surrogates are escaped.
   CHECK(escape_html("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80") ==
         "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
   CHECK(escape_html("a\xff"
-                    "b\xc3") == "a\\xffb\\xc3");
-  CHECK(escape_html("\xc0\xaf\xed\xa0\x80") == "\\xc0\\xaf\\xed\\xa0\\x80");
+                    "b\xc3") == "a\\\\xffb\\\\xc3");
+  CHECK(escape_markup("\xc0\xaf\xed\xa0\x80") == "\\xc0\\xaf\\xed\\xa0\\x80");
   CHECK(dot_quote("a\"b\\c") == "\"a\\\"b\\\\c\"");
   CHECK(truncate_text("abcdef", 3) == "abc...");
   CHECK(truncate_text("abc", 3) == "abc");
