@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <unordered_set>
@@ -688,11 +689,35 @@ std::string program_json(const ExportedProgram& program) {
   return program_document(program, weight_records(program)).dump(1);
 }
 
+/// The first string in `value` that is not UTF-8 (JSON cannot hold it), with where it is:
+/// `signature.inputs[1].target`.
+std::optional<std::pair<std::string, std::string>> first_non_utf8(const json& value,
+                                                                  const std::string& where) {
+  if (value.is_string()) {
+    const auto& text = value.get_ref<const std::string&>();
+    if (!detail::is_utf8(text)) return std::make_pair(where, text);
+  } else if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      if (auto bad = first_non_utf8(item, where.empty() ? key : where + "." + key)) return bad;
+    }
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (auto bad = first_non_utf8(value[i], fmt::format("{}[{}]", where, i))) return bad;
+    }
+  }
+  return std::nullopt;
+}
+
 std::string archive_bytes(const ExportedProgram& program) {
   const WeightRecords weights = weight_records(program);
+  const json document = program_document(program, weights);
+  if (auto bad = first_non_utf8(document, "")) {
+    fail<ArchiveError>("{} '{}' is not UTF-8 text, which is all an archive keeps", bad->first,
+                       detail::byte_escaped(bad->second));
+  }
   detail::ZipWriter zip;
   // program.json first, so that a reader meets the document before the weights.
-  zip.add(kProgramRecord, program_document(program, weights).dump(1));
+  zip.add(kProgramRecord, document.dump(1));
   for (const auto& [record, tensor] : weights.records) {
     zip.add(record, std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
   }
@@ -705,6 +730,15 @@ void save(const ExportedProgram& program, const std::string& path) {
     bytes = archive_bytes(program);
   } catch (const ArchiveError& e) {
     fail<ArchiveError>("{}: cannot save: {}", path, e.what());
+  }
+  // What save writes, load reads: the archive goes through load's every check before it is
+  // written (a key with a control character traces and exports, but no archive keeps it).
+  // It costs a second copy of the weights while it runs.
+  try {
+    const detail::MemorySource source(bytes);
+    read_archive(source, path, LoadOptions{});
+  } catch (const ArchiveError& e) {
+    fail<ArchiveError>("cannot save what load would refuse: {}", e.what());
   }
   write_file_atomically(path, bytes);
 }

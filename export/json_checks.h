@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "tdfx/core/nested_key.h"
 
@@ -19,6 +20,12 @@ std::string describe(const nlohmann::json& value);
 /// and diagrams); else ArchiveError naming `what` and `where`.
 const std::string& printable(const std::string& text, const std::string& what,
                              const std::string& where);
+
+/// True when `text` is well-formed UTF-8 (what a JSON string can hold).
+bool is_utf8(std::string_view text);
+
+/// `text` with every byte outside printable ASCII as `\xNN`, for a message about bytes.
+std::string byte_escaped(std::string_view text);
 
 /// True for a dotted path of identifiers and indices (`module.0.fc1`).
 bool is_module_path(const std::string& path);

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <torch/nn/modules/linear.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -158,6 +159,27 @@ TEST_CASE("archive: a file name of 255 bytes saves and loads") {
   save(seed_program(), path.string());
   CHECK(load(path.string()).graph_signature().inputs.size() == 5);
   fs::remove(path);
+}
+
+TEST_CASE("archive: save refuses what load would refuse, and writes nothing") {
+  auto program_reading = [](const std::string& key) {
+    auto model = make_td_sequential({make_td_module(torch::nn::Linear(3, 2), {key}, {"out"})});
+    return export_program(model, {{key, at::randn({1, 3})}});
+  };
+  const fs::path control = scratch_dir() / "control.pt2";
+  CHECK_THROWS_WITH_AS(save(program_reading("nl\nb"), control.string()),
+                       ("cannot save what load would refuse: " + control.string() +
+                        ": input target 'nl\\nb' holds a control character")
+                           .c_str(),
+                       ArchiveError);
+  CHECK_FALSE(fs::exists(control));
+  const fs::path bytes = scratch_dir() / "bytes.pt2";
+  CHECK_THROWS_WITH_AS(save(program_reading("b\xff"), bytes.string()),
+                       (bytes.string() + ": cannot save: modules[0].in_keys[0].key[0] 'b\\xff' is "
+                                         "not UTF-8 text, which is all an archive keeps")
+                           .c_str(),
+                       ArchiveError);
+  CHECK_FALSE(fs::exists(bytes));
 }
 
 TEST_CASE("archive: saving into a missing folder fails with FileError and writes nothing") {
