@@ -356,7 +356,7 @@ class DotWriter {
       for (size_t j = i; j < keys.size() && j < i + kKeysPerRow; ++j) {
         line += (j > i ? ", " : "") + keys[j].repr();
       }
-      rows.push_back({escape_html(line)});
+      rows.push_back(plain(line));  // cut, as every row is: one long key would widen the node
     }
   }
 

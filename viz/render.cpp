@@ -5,6 +5,7 @@
 #include <graphviz/cgraph.h>
 #include <graphviz/gvc.h>
 #include <graphviz/gvplugin.h>
+#include <graphviz/types.h>
 
 #include <algorithm>
 #include <cctype>
@@ -250,6 +251,22 @@ std::string messages(const Graphviz& gv) {
 /// not the one asked for.
 bool graphviz_failed() { return agerrors() >= AGERR; }
 
+/// Graphviz shrinks a drawing past cairo's largest bitmap (32,767 pixels a side) until it fits,
+/// which makes a long pipeline's PNG a strip nobody can read: such a PNG is refused.
+void refuse_oversized_png(Agraph_t* g) {
+  constexpr double kMaxPixels = 32767;
+  constexpr double kPixelsPerPoint = 96.0 / 72.0;  // Graphviz's bitmaps are 96 dpi
+  const boxf box = GD_bb(g);
+  const double width = (box.UR.x - box.LL.x) * kPixelsPerPoint;
+  const double height = (box.UR.y - box.LL.y) * kPixelsPerPoint;
+  if (width > kMaxPixels || height > kMaxPixels) {
+    fail(
+        "viz: the drawing is {:.0f} x {:.0f} pixels, more than a PNG holds ({:.0f} a side); "
+        "write .svg or .pdf, or draw the module view",
+        width, height, kMaxPixels);
+  }
+}
+
 /// Lays out and renders DOT text with Graphviz in this process: in a child, but for the
 /// warm-up.
 std::string render_here(Graphviz& gv, const std::string& dot, Format format, Memory memory) {
@@ -267,6 +284,7 @@ std::string render_here(Graphviz& gv, const std::string& dot, Format format, Mem
   if (layout_rc != 0 || graphviz_failed()) {
     fail("viz: Graphviz could not lay out the graph: {}", messages(gv));
   }
+  if (format == Format::kPng) refuse_oversized_png(g);
   char* data = nullptr;
   unsigned int length = 0;
   const int rc = gvRenderData(gv.gvc, g, graphviz_format(format), &data, &length);

@@ -686,3 +686,14 @@ TEST_CASE("viz: views are named ops and modules") {
   CHECK_FALSE(view_from_string("Modules").has_value());
   CHECK(module_node_id("0.module.1") == "module:0.module.1");
 }
+
+TEST_CASE("viz: a PNG larger than cairo's bitmaps is refused, not shrunk to a strip") {
+  auto chain = testing::module_chain(300);
+  // The size depends on Graphviz's version; the rest of the message does not.
+  CHECK_THROWS_WITH_AS(render(chain.graph, Format::kPng, chain.options),
+                       doctest::Contains("pixels, more than a PNG holds (32767 a side); write "
+                                         ".svg or .pdf, or draw the module view"),
+                       Error);
+  chain.options.view = View::kModules;
+  CHECK(render(chain.graph, Format::kPng, chain.options).substr(1, 3) == "PNG");
+}
