@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -14,6 +14,7 @@
 #include "tdfx/core/error.h"
 #include "tdfx/core/file_io.h"
 #include "tdfx/core/python_repr.h"
+#include "tdfx/core/utf8.h"
 #include "tdfx/export/json_checks.h"
 #include "tdfx/export/module_table.h"
 #include "tdfx/export/op_policy.h"
@@ -695,7 +696,7 @@ std::optional<std::pair<std::string, std::string>> first_non_utf8(const json& va
                                                                   const std::string& where) {
   if (value.is_string()) {
     const auto& text = value.get_ref<const std::string&>();
-    if (!detail::is_utf8(text)) return std::make_pair(where, text);
+    if (!is_utf8(text)) return std::make_pair(where, text);
   } else if (value.is_object()) {
     for (const auto& [key, item] : value.items()) {
       if (auto bad = first_non_utf8(item, where.empty() ? key : where + "." + key)) return bad;

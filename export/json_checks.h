@@ -21,9 +21,6 @@ std::string describe(const nlohmann::json& value);
 const std::string& printable(const std::string& text, const std::string& what,
                              const std::string& where);
 
-/// True when `text` is well-formed UTF-8 (what a JSON string can hold).
-bool is_utf8(std::string_view text);
-
 /// `text` with every byte outside printable ASCII as `\xNN`, for a message about bytes.
 std::string byte_escaped(std::string_view text);
 
