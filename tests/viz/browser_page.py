@@ -14,6 +14,8 @@ and checks what the browser then holds, not the HTML source:
     tooltip; the drawing's transform after a wheel turn and a drag; that the page reported no
     error; that a key `</script><script>...` is text in the panel and ran nothing (the title
     is unchanged, the page holds its own two scripts only);
+  - the module view's page (`TDFX render --view modules`): it opens on that view, a search finds
+    modules and the pipeline's keys, and the panel shows the clicked module whole;
   - a screenshot (--screenshot, 1200x800): its size, that it is not blank, and that the current
     match's highlight is drawn at the middle of the drawing (the search centres it).
 
@@ -307,6 +309,39 @@ def check_hostile_page(tdfx, pt2, scratch):
     check(len(scripts) == 2, what + ": the page holds its own two scripts only", str(len(scripts)))
 
 
+def check_module_page(tdfx, pt2, scratch):
+    """`tdfx render --view modules` of the demo's archive: the page opens on the module view,
+    where a search finds the modules and the pipeline's keys that match, and a click shows the
+    module in the panel."""
+    what = "module page"
+    page = os.path.join(scratch, "modules.html")
+    run = subprocess.run([tdfx, "render", pt2, "--view", "modules", "-o", page],
+                         capture_output=True, text=True)
+    check(run.returncode == 0, what + ": tdfx render writes the page", run.stderr)
+    root = dom(page, scratch, search="mask", click="module:module.1")
+    check_ran(root, what)
+    check(by_id(root, "count").text_runs() == ["1 of 2"], what + ": the search counts 2 matches",
+          repr(by_id(root, "count").text_runs()))
+    matches = ids_with_class(root, "match")
+    check(matches == ["input:1", "module:module.1"],
+          what + ": the search highlights the module reading ('input', 'mask') and that input",
+          repr(matches))
+    check(ids_with_class(root, "selected") == ["module:module.1"],
+          what + ": the click selects the module", repr(ids_with_class(root, "selected")))
+    expected = [
+        "module.1", "module",
+        "module path", "module.1",
+        "type", "Masker",
+        "module", "tdfx::samples::MaskerImpl",
+        "in keys", "[('intermediate', 'x'), ('input', 'mask')]",
+        "out keys", "[('output', 'probabilities')]",
+        "parameters", "0",
+    ]
+    panel = by_id(root, "panel").text_runs()
+    check(panel == expected, what + ": the panel shows the module whole",
+          "\n      ".join(map(repr, panel)))
+
+
 def check_screenshot(page, scratch):
     what = "screenshot"
     png = os.path.join(scratch, "page.png")
@@ -342,6 +377,7 @@ def main():
     check_traced_page(page, scratch)
     check_pan_and_zoom(page, scratch)
     check_hostile_page(tdfx, pt2, scratch)
+    check_module_page(tdfx, pt2, scratch)
     check_screenshot(page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")
     sys.exit(1 if failures else 0)
