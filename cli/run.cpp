@@ -89,7 +89,8 @@ at::Tensor draw(const TensorMeta& meta, at::Generator& generator) {
 
 // The tensor `argument` names for input `name`: the file's single tensor or its entry `name`.
 at::Tensor read_input(const InputArgument& argument) {
-  const TensorFile file = load_tensor_file(argument.file);  // ArchiveError names the file
+  // FileError or ArchiveError, naming the file.
+  const TensorFile file = load_tensor_file(argument.file);
   if (!file.is_dict) return file.entries.at(0).second;
   std::vector<std::string> keys;
   for (const auto& [key, tensor] : file.entries) {

@@ -650,6 +650,8 @@ ExportedProgram guarded(const std::string& where, Fn&& fn) {
     throw;  // a bug in tdfx: never dressed as a bad file
   } catch (const ArchiveError&) {
     throw;
+  } catch (const FileError&) {
+    throw;  // the file could not be read: what it holds was not the problem
   } catch (const c10::Error& e) {
     fail<ArchiveError>("{}: cannot read the archive: {}", where, e.what_without_backtrace());
   } catch (const std::bad_alloc&) {
@@ -686,10 +688,6 @@ class StreamSource : public detail::ByteSource {
 
 }  // namespace
 
-std::string program_json(const ExportedProgram& program) {
-  return program_document(program, weight_records(program)).dump(1);
-}
-
 /// The first string in `value` that is not UTF-8 (JSON cannot hold it), with where it is:
 /// `signature.inputs[1].target`.
 std::optional<std::pair<std::string, std::string>> first_non_utf8(const json& value,
@@ -709,16 +707,25 @@ std::optional<std::pair<std::string, std::string>> first_non_utf8(const json& va
   return std::nullopt;
 }
 
-std::string archive_bytes(const ExportedProgram& program) {
-  const WeightRecords weights = weight_records(program);
+/// program.json's text; ArchiveError naming a string JSON cannot hold, by where it is.
+std::string document_text(const ExportedProgram& program, const WeightRecords& weights) {
   const json document = program_document(program, weights);
   if (auto bad = first_non_utf8(document, "")) {
     fail<ArchiveError>("{} '{}' is not UTF-8 text, which is all an archive keeps", bad->first,
                        detail::byte_escaped(bad->second));
   }
+  return document.dump(1);
+}
+
+std::string program_json(const ExportedProgram& program) {
+  return document_text(program, weight_records(program));
+}
+
+std::string archive_bytes(const ExportedProgram& program) {
+  const WeightRecords weights = weight_records(program);
   detail::ZipWriter zip;
   // program.json first, so that a reader meets the document before the weights.
-  zip.add(kProgramRecord, document.dump(1));
+  zip.add(kProgramRecord, document_text(program, weights));
   for (const auto& [record, tensor] : weights.records) {
     zip.add(record, std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
   }
@@ -734,13 +741,16 @@ void save(const ExportedProgram& program, const std::string& path) {
   }
   // What save writes, load reads: the archive goes through load's every check before it is
   // written (a key with a control character traces and exports, but no archive keeps it).
-  // It costs a second copy of the weights while it runs.
-  try {
+  // Load's budgets are the reader's to set (LoadOptions), so none is applied here. While it
+  // runs the weights are held three times: the program's, the archive's bytes, the copy read.
+  LoadOptions unbounded;
+  unbounded.max_program_bytes = std::numeric_limits<uint64_t>::max();
+  unbounded.memory_budget = std::numeric_limits<uint64_t>::max();
+  const std::string where = path + ": cannot save: load would refuse the archive";
+  guarded(where, [&] {
     const detail::MemorySource source(bytes);
-    read_archive(source, path, LoadOptions{});
-  } catch (const ArchiveError& e) {
-    fail<ArchiveError>("cannot save what load would refuse: {}", e.what());
-  }
+    return read_archive(source, where, unbounded);
+  });
   write_file_atomically(path, bytes);
 }
 

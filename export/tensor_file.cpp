@@ -193,6 +193,8 @@ TensorFile guarded(const std::string& where, Fn&& fn) {
     throw;  // a bug in tdfx: never dressed as a bad file
   } catch (const ArchiveError&) {
     throw;
+  } catch (const FileError&) {
+    throw;  // the file could not be read: what it holds was not the problem
   } catch (const c10::Error& e) {
     fail<ArchiveError>("{}: cannot read the tensor file: {}", where, e.what_without_backtrace());
   } catch (const std::bad_alloc&) {

@@ -53,9 +53,9 @@ struct TensorFileOptions {
 /// Reads a file written by `torch.save(tensor, path)` or
 /// `torch.save({"name": tensor, ...}, path)` (or by save_tensor_file). Views
 /// load as views: tensors sharing a storage in Python share it here, with the
-/// same offsets and strides. A missing, unreadable, non-regular, truncated,
-/// corrupt, foreign, over-budget or malicious file raises ArchiveError naming
-/// the file and the problem; it never crashes and never runs code.
+/// same offsets and strides. A missing, unreadable or non-regular file is a FileError; a
+/// truncated, corrupt, foreign, over-budget or malicious one an ArchiveError naming the file
+/// and the problem; it never crashes and never runs code.
 TensorFile load_tensor_file(const std::string& path, const TensorFileOptions& options = {});
 
 /// load_tensor_file() from the file's bytes in memory; `name` is used in messages.

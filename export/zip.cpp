@@ -146,9 +146,11 @@ void FileSource::read_at(uint64_t offset, char* out, size_t n) const {
   while (n > 0) {
     const ssize_t got = ::pread(file_.fd(), out, n, static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      fail<ArchiveError>("{}: cannot read the file: {}", file_.path(),
-                         got == 0 ? "it is shorter than its directory says" : std::strerror(errno));
+    if (got < 0)
+      throw FileError(file_.path(), fmt::format("cannot read the file: {}", std::strerror(errno)));
+    if (got == 0) {
+      fail<ArchiveError>("{}: cannot read the file: it is shorter than its directory says",
+                         file_.path());
     }
     out += got;
     offset += static_cast<uint64_t>(got);

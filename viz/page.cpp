@@ -321,12 +321,18 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 }
 
 std::string page_html(const Graph& graph, const RenderOptions& options) {
-  std::vector<PageView> views{op_view(graph, options)};
   const bool has_modules = std::any_of(options.modules.begin(), options.modules.end(),
                                        [](const ModuleBox& box) { return !box.sequential; });
-  if (has_modules) views.push_back(module_view(graph, options));
-  // The page opens on its first view: the one the options ask for.
-  if (has_modules && options.view == View::kModules) std::swap(views[0], views[1]);
+  // The page opens on its first view: the one the options ask for. Asked for the module view
+  // of a graph over the op view's budget, it holds the module view alone.
+  std::vector<PageView> views;
+  if (has_modules && options.view == View::kModules) {
+    views.push_back(module_view(graph, options));
+    if (graph.size() <= options.max_nodes) views.push_back(op_view(graph, options));
+  } else {
+    views.push_back(op_view(graph, options));
+    if (has_modules) views.push_back(module_view(graph, options));
+  }
   return page_html(views, options.title);
 }
 

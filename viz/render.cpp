@@ -1,4 +1,5 @@
-// render / write: DOT text laid out and rendered by Graphviz in this process.
+// render / save_diagram: DOT text laid out and rendered by Graphviz, in a child process per
+// drawing (see below).
 
 #include "tdfx/viz/render.h"
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -43,7 +45,8 @@ lt_symlist_t kPlugins[] = {
 };
 
 // Graphviz runs in a forked copy of the process that exits after one drawing
-// (detail::run_forked), never in the caller's process. Graphviz 2.42 keeps state across
+// (detail::run_forked); in the caller's process only one small warm-up drawing runs, once,
+// so that children start with the fonts loaded. Graphviz 2.42 keeps state across
 // graphs in process globals, and it goes wrong: after a few dozen drawings of ordinary
 // pipelines in one process, `dot` aborts (mincross.c: install_in_rank assertion) or
 // segfaults, the same with Graphviz's own API and no tdfx code; every drawing leaks 0.6 to
@@ -153,7 +156,8 @@ void* arena_open(Agdisc_t*) { return new Arena; }
 /// Zeroed memory, as cgraph expects of its allocator (its own uses calloc).
 void* arena_alloc(void* state, size_t request) {
   auto* arena = static_cast<Arena*>(state);
-  const size_t size = (request + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  // At least one unit: a request of 0 still gets an address of its own.
+  const size_t size = std::max<size_t>(1, (request + kArenaAlign - 1) / kArenaAlign) * kArenaAlign;
   if (size > arena->left) {
     const size_t block =
         std::max(size, std::min(kLargestArenaBlock,
@@ -174,7 +178,8 @@ void* arena_resize(void* state, void* ptr, size_t old_size, size_t request) {
   auto* arena = static_cast<Arena*>(state);
   const size_t old_rounded = (old_size + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
   const size_t size = (request + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-  if (ptr == arena->last && size >= old_rounded && size - old_rounded <= arena->left) {
+  if (ptr == arena->last && static_cast<char*>(ptr) + old_rounded == arena->next &&
+      size >= old_rounded && size - old_rounded <= arena->left) {
     // What follows `last` was never handed out, so it is still calloc's zeros.
     arena->next += size - old_rounded;
     arena->left -= size - old_rounded;
@@ -251,19 +256,31 @@ std::string messages(const Graphviz& gv) {
 /// not the one asked for.
 bool graphviz_failed() { return agerrors() >= AGERR; }
 
-/// Graphviz shrinks a drawing past cairo's largest bitmap (32,767 pixels a side) until it fits,
-/// which makes a long pipeline's PNG a strip nobody can read: such a PNG is refused.
+/// Graphviz shrinks a bitmap past cairo's largest (32,767 pixels a side) until it fits, which
+/// makes a long pipeline's PNG a strip nobody can read (it says so on stderr only): such a PNG
+/// is refused. The size in pixels is the layout's, scaled down to the DOT's `size` when it
+/// has one, at its `dpi` (96 by default for bitmaps).
 void refuse_oversized_png(Agraph_t* g) {
   constexpr double kMaxPixels = 32767;
-  constexpr double kPixelsPerPoint = 96.0 / 72.0;  // Graphviz's bitmaps are 96 dpi
   const boxf box = GD_bb(g);
-  const double width = (box.UR.x - box.LL.x) * kPixelsPerPoint;
-  const double height = (box.UR.y - box.LL.y) * kPixelsPerPoint;
-  if (width > kMaxPixels || height > kMaxPixels) {
+  const double width = box.UR.x - box.LL.x, height = box.UR.y - box.LL.y;  // points
+  double dpi = 96;
+  for (const char* name : {"dpi", "resolution"}) {
+    const char* value = agget(g, const_cast<char*>(name));
+    if (value && std::atof(value) > 0) dpi = std::atof(value);
+  }
+  double scale = 1;
+  double size_w = 0, size_h = 0;
+  const char* size = agget(g, const_cast<char*>("size"));
+  if (size && std::sscanf(size, "%lf,%lf", &size_w, &size_h) == 2 && size_w > 0 && size_h > 0) {
+    scale = std::min({1.0, size_w * 72 / width, size_h * 72 / height});
+  }
+  const double pixels_w = width * scale * dpi / 72, pixels_h = height * scale * dpi / 72;
+  if (pixels_w > kMaxPixels || pixels_h > kMaxPixels) {
     fail(
-        "viz: the drawing is {:.0f} x {:.0f} pixels, more than a PNG holds ({:.0f} a side); "
-        "write .svg or .pdf, or draw the module view",
-        width, height, kMaxPixels);
+        "viz: the drawing is {:.0f} x {:.0f} pixels, more than a PNG holds (32767 a side), and "
+        "Graphviz would shrink it to fit; write .svg or .pdf, or draw the module view",
+        pixels_w, pixels_h);
   }
 }
 
@@ -330,8 +347,12 @@ std::string render_dot(const std::string& dot, Format format) {
   // the state each child starts from is then always this same one.
   static std::once_flag warmed;
   std::call_once(warmed, [] {
-    render_here(graphviz(), "digraph { a [label=<<b>a</b> b>]; a -> b [label=c]; }", Format::kSvg,
-                Memory::kHeap);
+    try {
+      render_here(graphviz(), "digraph { a [label=<<b>a</b> b>]; a -> b [label=c]; }", Format::kSvg,
+                  Memory::kHeap);
+    } catch (const Error&) {
+      // Only a head start: the children load what they need themselves.
+    }
   });
   return detail::run_forked("viz: Graphviz",
                             [&] { return render_here(graphviz(), dot, format, Memory::kArena); });

@@ -1,8 +1,8 @@
 #pragma once
 
 /// \file
-/// Drawing a graph: its DOT text, and SVG/PNG/PDF rendered in process with
-/// Graphviz (cgraph + gvc, the `dot` layout), as torch.fx's FxGraphDrawer
+/// Drawing a graph: its DOT text, and SVG/PNG/PDF rendered with Graphviz's library
+/// (cgraph + gvc, the `dot` layout) in a child process per drawing, as torch.fx's FxGraphDrawer
 /// does, plus what a TensorDict pipeline needs to be debugged from a picture:
 /// the key each getitem reads, the key each output is written to, and one box
 /// per TensorDictModule. Two views of the same pipeline:

@@ -13,8 +13,6 @@
 
 namespace fs = std::filesystem;
 
-namespace {}  // namespace
-
 TEST_CASE("file io: a symbolic link, FIFO or directory is refused, never replaced") {
   const fs::path dir = fs::temp_directory_path() / ("tdfx_file_io_" + std::to_string(getpid()));
   fs::remove_all(dir);

@@ -1,8 +1,10 @@
 // Drawing in a child process: what a job returns or throws comes back, a child that dies is an
 // Error, and a sequence of drawings that crashes Graphviz in one process draws.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
@@ -42,14 +44,38 @@ TEST_CASE("forked: a child that dies is an Error saying how") {
                                     std::raise(SIGSEGV);
                                     return "";
                                   }),
-                       "viz: Graphviz failed: its process killed by signal 11 (Segmentation fault)",
-                       tdfx::Error);
+                       "viz: Graphviz failed: its process killed by signal 11 (SEGV)", tdfx::Error);
   CHECK_THROWS_WITH_AS(run_forked("viz: Graphviz",
                                   []() -> std::string {
                                     std::_Exit(7);
                                     return "";
                                   }),
                        "viz: Graphviz failed: its process exited with status 7 without an answer",
+                       tdfx::Error);
+}
+
+TEST_CASE("forked: an InternalError stays one; exit() and a hang end as Errors") {
+  CHECK_THROWS_WITH_AS(
+      run_forked("test", []() -> std::string { throw tdfx::InternalError("a bug"); }), "a bug",
+      tdfx::InternalError);
+  // exit() runs none of this process's exit handlers in the child (a static ScratchDir's
+  // destructor would remove the caller's folder): it leaves at once, without an answer.
+  static const tdfx::testing::ScratchDir kept("tdfx_forked_kept");
+  CHECK_THROWS_WITH_AS(run_forked("test",
+                                  []() -> std::string {
+                                    std::exit(0);
+                                    return "";
+                                  }),
+                       "test failed: its process exited with status 4 without an answer",
+                       tdfx::Error);
+  CHECK(std::filesystem::exists(kept.path()));
+  CHECK_THROWS_WITH_AS(run_forked(
+                           "test",
+                           []() -> std::string {
+                             for (;;) ::pause();
+                           },
+                           std::chrono::seconds(1)),
+                       "test failed: its process took longer than 1 s and was stopped",
                        tdfx::Error);
 }
 

@@ -223,6 +223,10 @@ TEST_CASE(
   const std::string swapped = page_data({view, op_view(c.graph, c.options)}, c.options.title);
   CHECK(page_html(c.graph, modules_first).find(swapped) != std::string::npos);
   CHECK(op_view(c.graph, modules_first).svg == op_view(c.graph, c.options).svg);
+  // A graph over the op view's budget still has its module view drawn, alone.
+  modules_first.max_nodes = 3;
+  CHECK(page_html(c.graph, modules_first).find(page_data({view}, c.options.title)) !=
+        std::string::npos);
 }
 
 TEST_CASE("page: a hostile key is data inside the page, never markup") {
