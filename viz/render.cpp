@@ -15,7 +15,6 @@
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -45,10 +44,11 @@ lt_symlist_t kPlugins[] = {
 };
 
 // Graphviz runs in a forked copy of the process that exits after one drawing
-// (detail::run_forked); in the caller's process only one small warm-up drawing runs, once,
-// so that children start with the fonts loaded. Graphviz 2.42 keeps state across
-// graphs in process globals, and it goes wrong: after a few dozen drawings of ordinary
-// pipelines in one process, `dot` aborts (mincross.c: install_in_rank assertion) or
+// (detail::run_forked), never in the caller's process: not even once to load the fonts
+// ahead, since Pango then starts threads of its own in the caller (fontconfig is loaded in
+// one), and a lock such a thread holds at a fork would be held forever in the child. Graphviz 2.42
+// keeps state across graphs in process globals, and it goes wrong: after a few dozen drawings of
+// ordinary pipelines in one process, `dot` aborts (mincross.c: install_in_rank assertion) or
 // segfaults, the same with Graphviz's own API and no tdfx code; every drawing leaks 0.6 to
 // 1.7 MB; and layouts slow down. In a child each drawing starts from the same state, a crash
 // in Graphviz is an Error rather than the end of the caller, its leaks go with the child, and
@@ -213,20 +213,16 @@ int read_line(void* chan, char* buf, int bufsize) {
   return n;
 }
 
-/// Where a graph's cgraph objects live. kArena in a child, which exits after the drawing:
-/// cgraph closes a graph with a memory discipline of its own at once ("whoosh"), leaving its
-/// dictionaries' handles and its ID discipline unfreed, a few kB per graph that the child's
-/// exit returns. kHeap (malloc's, closed object by object) in this process.
-enum class Memory { kArena, kHeap };
-
-/// Parses DOT text with the deterministic ID discipline.
-Agraph_t* read_dot(const std::string& dot, Memory memory) {
+/// Parses DOT text with the deterministic ID discipline, its objects in an arena. cgraph
+/// closes a graph with a memory discipline of its own at once ("whoosh"), leaving its
+/// dictionaries' handles and its ID discipline unfreed: a few kB per graph, which the child's
+/// exit returns.
+Agraph_t* read_dot(const std::string& dot) {
   static Agiodisc_t io = {read_line, AgIoDisc.putstr, AgIoDisc.flush};
-  static Agdisc_t arena = {&kArenaMemory, &kNameIds, &io};
-  static Agdisc_t heap = {&AgMemDisc, &kNameIds, &io};
+  static Agdisc_t disc = {&kArenaMemory, &kNameIds, &io};
   Reader reader{dot};
   agreadline(1);  // cgraph counts lines across reads: an error would name a line of earlier text
-  return agread(&reader, memory == Memory::kArena ? &arena : &heap);
+  return agread(&reader, &disc);
 }
 
 const char* graphviz_format(Format format) {
@@ -284,12 +280,11 @@ void refuse_oversized_png(Agraph_t* g) {
   }
 }
 
-/// Lays out and renders DOT text with Graphviz in this process: in a child, but for the
-/// warm-up.
-std::string render_here(Graphviz& gv, const std::string& dot, Format format, Memory memory) {
+/// Lays out and renders DOT text with Graphviz in this process: in a child only.
+std::string render_here(Graphviz& gv, const std::string& dot, Format format) {
   gv.errors.clear();
   agreseterrors();
-  Agraph_t* g = read_dot(dot, memory);
+  Agraph_t* g = read_dot(dot);
   if (!g) fail("viz: Graphviz could not parse the DOT text: {}", messages(gv));
   std::unique_ptr<Agraph_t, int (*)(Agraph_t*)> close(g, agclose);
   if (graphviz_failed()) fail("viz: Graphviz could not parse the DOT text: {}", messages(gv));
@@ -342,20 +337,7 @@ std::string render_dot(const std::string& dot, Format format) {
   if (format == Format::kHtml) {
     fail("viz: a page shows a graph's nodes, not DOT text: call render(graph, Format::kHtml)");
   }
-  // One small drawing here, once, so that every child starts with Graphviz's plugins and the
-  // fonts already loaded (fontconfig and Pango take ~30 ms to start, more than most drawings);
-  // the state each child starts from is then always this same one.
-  static std::once_flag warmed;
-  std::call_once(warmed, [] {
-    try {
-      render_here(graphviz(), "digraph { a [label=<<b>a</b> b>]; a -> b [label=c]; }", Format::kSvg,
-                  Memory::kHeap);
-    } catch (const Error&) {
-      // Only a head start: the children load what they need themselves.
-    }
-  });
-  return detail::run_forked("viz: Graphviz",
-                            [&] { return render_here(graphviz(), dot, format, Memory::kArena); });
+  return detail::run_forked("viz: Graphviz", [&] { return render_here(graphviz(), dot, format); });
 }
 
 Format format_from_extension(const std::string& path) {
