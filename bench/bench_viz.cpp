@@ -180,9 +180,9 @@ BENCHMARK(BM_AblationModuleViewNoRows)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-/// The same DOT text laid out and rendered again and again in one process, by tdfx (each
-/// graph's cgraph objects in an arena of their own) and by Graphviz's API as documented
-/// (agmemread, gvLayout, gvRender on malloc's heap): the second gets slower each time.
+/// The same DOT text laid out and rendered again and again, by tdfx (a child process per
+/// drawing, its cgraph objects in an arena) and by Graphviz's API as documented, in this
+/// process (agmemread, gvLayout, gvRender on malloc's heap): the second gets slower each time.
 void BM_ModuleViewRepeated(benchmark::State& state) {
   const auto chain = tdfx::bench::chain(state.range(0));
   const std::string dot = tdfx::module_view_dot(tdfx::module_view_options(chain.pipeline));

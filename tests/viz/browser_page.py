@@ -228,16 +228,21 @@ def hostile_archive(pt2, scratch):
     return path
 
 
+def check_search(root, what, matches, described):
+    """The search's count ("1 of N") and the elements it highlights, in order."""
+    count = "1 of {}".format(len(matches))
+    check(by_id(root, "count").text_runs() == [count], what + ": the search counts " + count,
+          repr(by_id(root, "count").text_runs()))
+    found = ids_with_class(root, "match")
+    check(found == matches, what + ": the search highlights " + described, repr(found))
+
+
 def check_traced_page(page, scratch):
     what = "traced page"
     root = dom(page, scratch, search="mask", click="mul", hover="relu")
     check_ran(root, what)
-    check(by_id(root, "count").text_runs() == ["1 of 2"], what + ": the search counts 2 matches",
-          repr(by_id(root, "count").text_runs()))
-    matches = ids_with_class(root, "match")
-    check(matches == ["cluster_1", "node:getitem_1"],
-          what + ": the search highlights the node reading ('input', 'mask') and the box reading it",
-          repr(matches))
+    check_search(root, what, ["cluster_1", "node:getitem_1"],
+                 "the node reading ('input', 'mask') and the box reading it")
     check(ids_with_class(root, "current") == ["node:getitem_1"], what + ": the first match is current",
           repr(ids_with_class(root, "current")))
     check(ids_with_class(root, "selected") == ["node:mul"], what + ": the click selects %mul",
@@ -320,12 +325,8 @@ def check_module_page(tdfx, pt2, scratch):
     check(run.returncode == 0, what + ": tdfx render writes the page", run.stderr)
     root = dom(page, scratch, search="mask", click="module:module.1")
     check_ran(root, what)
-    check(by_id(root, "count").text_runs() == ["1 of 2"], what + ": the search counts 2 matches",
-          repr(by_id(root, "count").text_runs()))
-    matches = ids_with_class(root, "match")
-    check(matches == ["input:1", "module:module.1"],
-          what + ": the search highlights the module reading ('input', 'mask') and that input",
-          repr(matches))
+    check_search(root, what, ["input:1", "module:module.1"],
+                 "the module reading ('input', 'mask') and that input")
     check(ids_with_class(root, "selected") == ["module:module.1"],
           what + ": the click selects the module", repr(ids_with_class(root, "selected")))
     expected = [
