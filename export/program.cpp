@@ -6,9 +6,6 @@
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
-#include "tdfx/tracer/batch_generalise.h"
-#include "tdfx/tracer/graph_builder.h"
-#include "tdfx/tracer/recorder.h"
 
 namespace tdfx {
 
@@ -189,7 +186,8 @@ std::ostream& operator<<(std::ostream& os, const ExportedProgram& value) {
 }
 
 ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
-                               const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
+                               const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+                               const ExportOptions& options) {
   if (!module) throw TraceError("export_program: the module is null");
   // The example TensorDict, from keyword names joined with "_".
   TensorDict example;
@@ -213,50 +211,67 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     }
     example.set(module->in_keys()[static_cast<size_t>(it - accepted.begin())], tensor);
   }
+  TraceOptions trace;
+  trace.dynamic_batch = options.dynamic_batch;
+  trace.batch_probes = options.batch_probes;
+  return export_program(symbolic_trace(module, example, trace));
+}
 
-  TraceOptions options;
-  options.key_style = KeyStyle::kPlaceholder;
-  options.outline_leaves = false;
-  detail::CheckedRecording checked = detail::record_batch_checked(*module, example, "", options);
-  detail::BuiltGraph built = detail::build_graph(checked.recording, options);
-  std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
-  Graph graph = std::move(built.graph);
+ExportedProgram export_program(const TDGraphModule& traced) {
+  Graph graph = traced.program_graph().copy();
+  const std::string& prefix = traced.root_prefix();
+  // Paths from the pipeline rather than from the trace's root; errors name the program's
+  // own nodes.
+  for (Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kGetAttr) {
+      node->set_target(detail::join_path(prefix, node->target().str()));
+    }
+    NodeMeta& meta = node->meta();
+    const bool op = node->op() == OpCode::kCallFunction || node->op() == OpCode::kCallMethod;
+    if (op || !meta.module_path.empty()) {
+      meta.module_path = detail::join_path(prefix, meta.module_path);
+    }
+    if (!meta.td_module.empty()) meta.td_module = detail::join_path(prefix, meta.td_module);
+    meta.shown_as.clear();
+  }
   fuse_linear(graph);
   canonicalize_scalar_overloads(graph);
   graph.eliminate_dead_code();
-  const std::vector<std::pair<std::string, std::string>> lifted = lift_parameters(graph, *module);
+  TensorDictModuleBase& module = *traced.pipeline();
+  const std::vector<std::pair<std::string, std::string>> lifted = lift_parameters(graph, module);
 
   GraphSignature signature;
   std::map<std::string, at::Tensor> state;
-  auto parameters = module->named_parameters(true);
+  auto parameters = module.named_parameters(true);
   for (const auto& [name, path] : lifted) {
     const auto* param = parameters.find(path);
     const bool is_param = param != nullptr;
-    const at::Tensor tensor = is_param ? *param : *module->named_buffers(true).find(path);
+    const at::Tensor tensor = is_param ? *param : *module.named_buffers(true).find(path);
     signature.inputs.push_back({is_param ? InputKind::kParameter : InputKind::kBuffer, name, path});
     state[name] = tensor;
   }
   // User placeholders come in the order their keys were read; each is
   // called by its key's joined name, which need not be an identifier.
+  const std::vector<NestedKey>& input_keys = traced.input_keys();
   size_t next_key = 0;
   for (const Node* node : graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder) continue;
     if (state.count(node->name())) continue;
-    if (next_key >= built.input_keys.size()) {
+    if (next_key >= input_keys.size()) {
       throw InternalError("export_program: more user placeholders than keys read");
     }
     signature.inputs.push_back(
-        {InputKind::kUserInput, node->name(), built.input_keys[next_key++].joined("_")});
+        {InputKind::kUserInput, node->name(), input_keys[next_key++].joined("_")});
   }
   const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
   for (size_t i = 0; i < results.size(); ++i) {
     const Node* node = results[i].node();
     signature.outputs.push_back(
-        {node ? node->name() : std::string("<constant>"), built.output_keys[i]});
+        {node ? node->name() : std::string("<constant>"), traced.out_keys()[i]});
   }
   graph.lint();
   return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
-                         std::move(specialisation), pipeline_modules(*module, ""));
+                         traced.batch_specialisation(), pipeline_modules(module, ""));
 }
 
 }  // namespace tdfx

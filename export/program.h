@@ -19,6 +19,7 @@
 #include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/batch_check.h"
 #include "tdfx/tracer/module_tree.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx {
 
@@ -126,13 +127,32 @@ class ExportedProgram {
   std::vector<TensorMeta> in_meta_;
 };
 
+/// Options of export_program.
+struct ExportOptions {
+  /// The batch contract, as TraceOptions::dynamic_batch: false (the default) exports a
+  /// static program, which runs at the example's batch only (ShapeError otherwise); true
+  /// records at batch_probes too and exports a program whose batch dimensions are `s0`, or
+  /// refuses with a TraceError where the recordings part (tracer/batch_generalise.h).
+  bool dynamic_batch = false;
+  /// As TraceOptions::batch_probes.
+  std::vector<int64_t> batch_probes;
+};
+
 /// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)
-/// into a program whose outputs are its selected out keys. Parameters and
-/// buffers become placeholders `p_<path>`/`b_<path>` (dots as `_`); the C++
-/// Linear's `t` + `addmm` prints as `aten.linear`; computation that no
-/// output needs is removed. Throws KeyError for an unknown or missing input.
+/// into a program whose outputs are its selected out keys: it traces the module
+/// (symbolic_trace) and exports the trace. Throws KeyError for an unknown or missing
+/// input.
 ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
-                               const std::vector<std::pair<std::string, at::Tensor>>& inputs);
+                               const std::vector<std::pair<std::string, at::Tensor>>& inputs,
+                               const ExportOptions& options = {});
+
+/// Exports a traced module without recording it again: its program graph (program_graph(),
+/// the edited graph after recompile()) with parameters and buffers lifted to placeholders
+/// `p_<path>`/`b_<path>` (paths from the pipeline, dots as `_`), the C++ Linear's `t` +
+/// `addmm` printed as `aten.linear`, and computation that no output needs removed. The same
+/// program as exporting the pipeline itself. GraphError when the graph was edited and not
+/// recompiled.
+ExportedProgram export_program(const TDGraphModule& traced);
 
 /// `ExportedProgram:`, the program as print_readable() shows it and its graph signature,
 /// each indented, as Python prints an ExportedProgram.

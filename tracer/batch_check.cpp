@@ -8,16 +8,11 @@ namespace tdfx {
 
 void BatchSpecialisation::check(int64_t batch) const {
   if (batch == traced_batch) return;
-  if (traced_batch == 0) {
-    fail<ShapeError>(
-        "traced at batch 0; this input has batch {}, and an example without rows cannot show "
-        "what depends on the batch: trace with at least one row",
-        batch);
-  }
   if (node.empty()) {
     fail<ShapeError>(
-        "traced at batch {}; this input has batch {}, and the pipeline could not be traced at "
-        "another batch size",
+        "traced at batch {} with a static batch; this input has batch {}: trace with "
+        "TraceOptions::dynamic_batch (export_program: ExportOptions::dynamic_batch) for a graph "
+        "that runs at other batch sizes",
         traced_batch, batch);
   }
   fail<ShapeError>("traced at batch {}; this input has batch {}, and %{}{} was specialised to it",
@@ -58,20 +53,29 @@ void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const 
   for (size_t i = 0; i < shape.size(); ++i) {
     expected += (i ? ", " : "") + (traced.follows_batch(i) ? "s0" : std::to_string(shape[i]));
   }
+  if (traced.batch_dims.empty()) {
+    fail<ShapeError>(
+        "input {} has shape [{}]; the graph was traced with static shapes [{}]: trace with "
+        "TraceOptions::dynamic_batch (export_program: ExportOptions::dynamic_batch) for a batch "
+        "size that varies",
+        name, fmt::format("{}", fmt::join(input.sizes(), ", ")), expected);
+  }
   fail<ShapeError>(
       "input {} has shape [{}]; the graph was traced for [{}], and only its batch dimensions (s0) "
       "may differ: sizes read as integers while tracing are constants of the graph",
       name, fmt::format("{}", fmt::join(input.sizes(), ", ")), expected);
 }
 
-TensorDict widened(const TensorDict& example, int64_t batch) {
+TensorDict resized(const TensorDict& example, int64_t batch, int64_t to) {
   std::vector<int64_t> batch_size = example.batch_size();
-  if (!batch_size.empty()) batch_size[0] = batch + 1;
+  if (!batch_size.empty()) batch_size[0] = to;
   TensorDict out({}, batch_size);
+  // Row r of the result is row r % batch of the example.
+  const at::Tensor rows = at::arange(to, at::kLong).remainder(batch);
   for (const NestedKey& key : example.keys(true, true)) {
     const at::Tensor tensor = example.get(key);
     const bool batched = tensor.dim() > 0 && tensor.size(0) == batch && batch > 0;
-    out.set(key, batched ? at::cat({tensor, tensor.narrow(0, 0, 1)}) : tensor);
+    out.set(key, batched ? tensor.index_select(0, rows) : tensor);
   }
   return out;
 }

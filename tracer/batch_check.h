@@ -19,14 +19,15 @@ namespace tdfx {
 struct BatchSpecialisation {
   /// The batch size of the example the graph was traced with.
   int64_t traced_batch = 0;
-  /// The first node whose recording changes with the batch size (`reshape`),
-  /// "" when the trace at another batch failed outright.
+  /// "" for a static trace, which holds to its batch because it was asked to. An archive
+  /// written before static traces were the default may name the first node whose recording
+  /// changed with the batch size (`reshape`).
   std::string node;
   /// That node's TensorDictModule path ("1"), "" when unknown.
   std::string module;
 
-  /// ShapeError unless `batch` is the traced batch size:
-  /// `traced at batch 8; this input has batch 7, and %reshape (module 1) was specialised to it`.
+  /// ShapeError unless `batch` is the traced batch size: `traced at batch 8 with a static
+  /// batch; this input has batch 7: trace with TraceOptions::dynamic_batch ...`.
   void check(int64_t batch) const;
 };
 
@@ -44,9 +45,10 @@ std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs);
 /// the batch (a sequence length the trace saw as a constant). `name` names the input.
 void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const std::string& name);
 
-/// `example` with one more row: every tensor whose leading size is `batch`
-/// gets its first row appended (and a declared batch dimension grows by one).
-TensorDict widened(const TensorDict& example, int64_t batch);
+/// `example` at batch `to`: every tensor whose leading size is `batch` gets rows 0, 1, ...
+/// of its own, repeated as often as needed (row r is row r % batch), and a declared batch
+/// dimension becomes `to`. The tensors a dynamic trace probes the module with.
+TensorDict resized(const TensorDict& example, int64_t batch, int64_t to);
 
 }  // namespace detail
 }  // namespace tdfx

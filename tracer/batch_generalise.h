@@ -1,26 +1,30 @@
 #pragma once
 
 /// \file
-/// Whether a trace holds at other batch sizes. C++ reads sizes as plain integers the tracer
-/// cannot see, so a module that computes `reshape({x.size(0), -1})` or loops
-/// `x.size(0)` times records the example's batch as a constant. The module
-/// is therefore recorded a second time at the next batch size (the example's
-/// first rows repeated) and the two recordings are compared op by op:
-/// - the same ops with the same constants: the graph runs at any batch;
-/// - the same ops, but a constant is the batch in one and batch + 1 in the
-///   other, where the op takes a tensor with a dimension of that size: the
-///   constant becomes a size node (`size = x.size(0)`), and the graph runs
-///   at any batch;
-/// - anything else (a loop over the batch, a size of a tensor the op does not
-///   take, another multiple of it): the graph is specialised, and every run
-///   checks its input's batch against the traced one (ShapeError naming the
-///   first node that differs).
-/// An example of batch 0 has no row to repeat: its graph is specialised. The
-/// dimensions that follow the batch are marked on the nodes
-/// (TensorMeta::batch_dims); every other dimension of an input must be as
-/// traced (check_input_shape in batch_check.h).
+/// The batch contract of a trace. C++ reads sizes as plain integers the tracer cannot see,
+/// so no recording can tell whether the module branched on `x.size(0)`, looped over it or
+/// reshaped by it. A trace is therefore one of two kinds:
+/// - static (the default, as torch.export): the module is recorded once, and the graph runs
+///   at the example's batch size only; a run at another is a ShapeError naming the traced
+///   batch (BatchSpecialisation). Every dimension of an input must be as traced.
+/// - dynamic (TraceOptions::dynamic_batch): the module is recorded at the example's batch B
+///   and again at each probe batch (dynamic_batch_probes: B + 1, 1 and 4B + 3 unless the
+///   caller names others: a module that cannot run at one of them, as BatchNorm in training
+///   cannot at batch 1, is refused with a TraceError saying so). The recordings must be the same ops in the same order with the
+///   same constants, but for constants that are the batch in every recording (B in the
+///   first, P in the probe at P) where the op takes a tensor with a dimension of that size:
+///   then they are one program, whatever shapes it gives. Those constants
+///   become size nodes (`size = x.size(0)`) and those dimensions are marked on the nodes
+///   (TensorMeta::batch_dims, printed `s0`). Anything else — a branch on the batch that one
+///   probe takes and another does not, a loop over it, a size that is not the batch in one
+///   recording, a module that fails at a probe — is a TraceError naming the first op where
+///   the recordings part and the batch they part at. What is assumed is that the module
+///   does at every other batch what it does at all of these.
+/// Each recording starts from the same module state (parameters, buffers and the default
+/// CPU generator), which is also what the module holds after the trace (recorder.h).
 
 #include <optional>
+#include <vector>
 
 #include "tdfx/tracer/batch_check.h"
 #include "tdfx/tracer/graph_builder.h"
@@ -28,33 +32,57 @@
 
 namespace tdfx::detail {
 
-/// A recording of a module, compared with one at the next batch size.
-struct CheckedRecording {
-  /// The recording at the example's batch, with size nodes for the batch constants.
-  Recording recording;
-  /// The example's batch; nullopt when it has none (nothing was compared).
-  std::optional<int64_t> batch;
-  /// The recording does not hold at other batches.
-  bool specialised = false;
-  /// The first node of `recording` that differs at the other batch; null when
-  /// the module failed to run at the other batch.
-  const torch::jit::Node* differs_at = nullptr;
+/// The batch sizes a dynamic trace records besides the example's batch `batch`: `probes`
+/// when given (TraceError unless each is positive, differs from `batch` and from the
+/// others), else B + 1, 1 and 4B + 3, without 1 when B is 1.
+std::vector<int64_t> dynamic_batch_probes(int64_t batch, const std::vector<int64_t>& probes);
+
+/// Where the recordings of a dynamic trace part.
+struct BatchDivergence {
+  /// The first op of the example's recording that differs; null when it is the outputs.
+  const torch::jit::Node* node = nullptr;
+  /// The probe batch at which it differs.
+  int64_t batch = 0;
+  /// What differs, for the message: "another op", "a constant", "fewer ops", ...
+  std::string what;
 };
 
-/// Records `module` on `example` (as record() does) and, when the example has a batch, again
-/// at batch + 1; turns the batch constants into size nodes and marks the
-/// dimensions that follow the batch (Recording::batch_dims), or says where it is specialised.
-CheckedRecording record_batch_checked(TensorDictModuleBase& module, const TensorDict& example,
-                                      const std::string& strip_prefix, const TraceOptions& options);
+/// The recording of a trace under its batch contract.
+struct ContractRecording {
+  /// The recording at the example's batch; in a dynamic trace, with size nodes for the batch
+  /// constants and the dimensions that follow the batch marked (Recording::batch_dims).
+  Recording recording;
+  /// The example's batch; nullopt when it has none.
+  std::optional<int64_t> batch;
+  /// The batch sizes recorded, the example's first (one for a static trace).
+  std::vector<int64_t> recorded;
+  /// Set when a dynamic trace's recordings part: symbolic_trace names the printed node.
+  std::optional<BatchDivergence> divergence;
+};
 
-/// Compares `traced` (at `batch`) with `wider` (at batch + 1) op by op, and on success puts
-/// size nodes in `traced` for its batch constants. Returns the first node of `traced` that
-/// cannot hold at other batches, or null when it holds at any.
-const torch::jit::Node* generalise_batch(Recording& traced, const Recording& wider, int64_t batch);
+/// Records `module` on `example` under `options`' batch contract (see the file comment):
+/// once when static, at the example's batch and every probe when dynamic. TraceError when a
+/// dynamic trace has no batch (an example without one, or of batch 0) or the module fails
+/// at a probe; a divergence is returned for the caller to name.
+ContractRecording record_with_contract(TensorDictModuleBase& module, const TensorDict& example,
+                                       const std::string& strip_prefix,
+                                       const TraceOptions& options);
 
-/// What specialises the graph `built` from `checked`, by its printed node; nullopt when the
-/// graph runs at any batch.
-std::optional<BatchSpecialisation> specialisation_of(const CheckedRecording& checked,
-                                                     const BuiltGraph& built);
+/// Compares `traced` (at `batch`) with a recording at each probe batch (`probes`, in the
+/// order of `probe_batches`) op by op, and when they agree puts size nodes in `traced` for
+/// its batch constants and marks its batch dimensions. Returns where they part, or nullopt.
+std::optional<BatchDivergence> generalise_batch(Recording& traced, int64_t batch,
+                                                const std::vector<Recording>& probes,
+                                                const std::vector<int64_t>& probe_batches);
+
+/// TraceError for a dynamic trace whose recordings part, naming the printed node of `built`
+/// the divergent op became (`%relu`, module `1`) and the batches it was recorded at.
+[[noreturn]] void refuse_divergence(const ContractRecording& recorded, const BuiltGraph& built,
+                                    const std::string& subject);
+
+/// What a graph built from `recorded` promises about the batch: a static trace of an example
+/// with a batch holds to it (the BatchSpecialisation every run checks); a dynamic one, or
+/// one whose example has no batch, has none (its inputs' shapes are checked instead).
+std::optional<BatchSpecialisation> specialisation_of(const ContractRecording& recorded);
 
 }  // namespace tdfx::detail

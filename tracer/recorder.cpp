@@ -1,6 +1,7 @@
 #include "tdfx/tracer/recorder.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
@@ -55,27 +57,33 @@ bool bit_equal(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
-// The parameters and buffers of a module, put back as they were when the scope ends, even
-// by an exception: running a module to trace it may update them (BatchNorm's running
-// statistics in training mode), and a trace leaves the module as it found it. Only tensors
+// The parameters and buffers of a module and the state of the default CPU generator, put
+// back as they were when the scope ends, even by an exception: running a module to trace it
+// may update them (BatchNorm's running statistics in training mode, Dropout's draws), and a
+// recording leaves them as it found them, so that every recording of a trace starts from
+// the same state and the trace leaves the module and the generator as they were. Only tensors
 // that changed are written back, so that a caller's autograd graph that saved the others
 // stays valid. Their version counter does not tell: batch_norm updates the running
 // statistics without bumping it.
 class StateSnapshot {
  public:
-  explicit StateSnapshot(torch::nn::Module& module) : module_(&module), outer_(active_) {
-    // A snapshot of this module is already taken on this thread (record_batch_checked
-    // records twice under one): the outer one puts everything back.
-    for (const StateSnapshot* s = outer_; s; s = s->outer_) {
-      if (s->module_ == module_) return;
+  explicit StateSnapshot(torch::nn::Module& module)
+      : generator_(at::detail::getDefaultCPUGenerator()) {
+    {
+      std::lock_guard<std::mutex> lock(generator_.mutex());
+      generator_state_ = generator_.get_state();
     }
-    active_ = this;
     at::NoGradGuard no_grad;
     for (const auto& item : module.named_parameters(true)) save(item.value());
     for (const auto& item : module.named_buffers(true)) save(item.value());
   }
   ~StateSnapshot() {
-    if (active_ == this) active_ = outer_;
+    try {
+      std::lock_guard<std::mutex> lock(generator_.mutex());
+      generator_.set_state(generator_state_);
+    } catch (const std::exception&) {
+      // A destructor must not throw; the state was read from this generator, so it fits.
+    }
     at::NoGradGuard no_grad;
     for (Saved& saved : saved_) {
       at::Tensor& tensor = saved.tensor;
@@ -109,16 +117,9 @@ class StateSnapshot {
   }
 
   std::vector<Saved> saved_;
-  const torch::nn::Module* module_;
-  const StateSnapshot* outer_;
-  static thread_local const StateSnapshot* active_;
+  at::Generator generator_;
+  at::Tensor generator_state_;
 };
-
-thread_local const StateSnapshot* StateSnapshot::active_ = nullptr;
-
-ModuleStateGuard::ModuleStateGuard(torch::nn::Module& module)
-    : snapshot_(std::make_unique<StateSnapshot>(module)) {}
-ModuleStateGuard::~ModuleStateGuard() = default;
 
 namespace {
 

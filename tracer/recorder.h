@@ -66,23 +66,6 @@ struct Recording {
   std::unordered_map<const torch::jit::Value*, std::vector<int64_t>> batch_dims;
 };
 
-class StateSnapshot;
-
-/// Puts `module`'s parameters and buffers back as they were when it ends, also by an
-/// exception, as record() does for one recording. Recordings of the module made while one
-/// is alive on the thread leave it to this guard (record_batch_checked records twice under
-/// one: each tensor is copied and compared once).
-class ModuleStateGuard {
- public:
-  explicit ModuleStateGuard(torch::nn::Module& module);
-  ~ModuleStateGuard();
-  ModuleStateGuard(const ModuleStateGuard&) = delete;
-  ModuleStateGuard& operator=(const ModuleStateGuard&) = delete;
-
- private:
-  std::unique_ptr<StateSnapshot> snapshot_;
-};
-
 /// Records `module.forward` run on `example`: key reads, writes and selected out keys behave
 /// as in eager mode, because they are eager mode. `strip_prefix` is cut from parameter paths
 /// (the graph root may be a child of `module`, as "module" is of its TensorDictModule). Throws
@@ -94,9 +77,10 @@ class ModuleStateGuard {
 /// running statistics; the outputs of a call that `options` makes a leaf (one
 /// call_module node) are kept or dropped together.
 /// The module runs on copies of `example`'s tensors, and its parameters and
-/// buffers are put back as they were afterwards (also on failure), so neither
-/// the example nor the module changes (BatchNorm's running statistics stay);
-/// under a ModuleStateGuard of the module, the guard puts them back instead.
+/// buffers and the default CPU generator's state are put back as they were
+/// afterwards (also on failure), so neither the example, the module nor the
+/// generator changes (BatchNorm's running statistics stay; a Dropout draws
+/// the same mask in the next recording as in this one).
 Recording record(TensorDictModuleBase& module, const TensorDict& example,
                  const std::string& strip_prefix, const TraceOptions& options = {});
 

@@ -5,6 +5,7 @@
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/error.h"
 #include "tdfx/graph/interpreter.h"
+#include "tdfx/graph/namespace.h"
 #include "tdfx/graph/passes.h"
 #include "tdfx/tracer/batch_generalise.h"
 #include "tdfx/tracer/graph_builder.h"
@@ -14,8 +15,9 @@ namespace tdfx {
 
 namespace {
 
-// The graph that runs: bodies inlined, each getitem(tensordict, key) a placeholder.
-Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
+// The program graph of an edited printed graph (recompile): bodies inlined, each
+// getitem(tensordict, key) a placeholder named as the recording names it.
+Graph program_from_printed(const Graph& traced, std::vector<NestedKey>& input_keys) {
   Graph graph = traced.copy();
   inline_call_modules(graph);
   Node* tensordict = nullptr;
@@ -32,7 +34,7 @@ Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
     Node* input;
     {
       auto guard = graph.inserting_before(tensordict);
-      input = graph.placeholder("key");
+      input = graph.placeholder(parameter_name(read->args()[1].as<NestedKey>().joined("_")));
     }
     input->meta() = read->meta();
     input_keys.push_back(read->args()[1].as<NestedKey>());
@@ -44,10 +46,10 @@ Graph runnable_graph(const Graph& traced, std::vector<NestedKey>& input_keys) {
   return graph;
 }
 
-// The graph that runs a trace, built from its recording as export builds its program: every
-// op inlined, each key a placeholder, aten calls only. Its nodes that differ from the printed
-// ones (an op of a call_module's body, a renamed one) name the printed node for errors.
-Graph runnable_graph(const detail::Recording& recording, const TraceOptions& options,
+// The program graph of a trace, built from its recording: every op inlined, each key a
+// placeholder, aten calls only. Its nodes that differ from the printed ones (an op of a
+// call_module's body, a renamed one) name the printed node for errors.
+Graph program_graph(const detail::Recording& recording, const TraceOptions& options,
                      const detail::BuiltGraph& printed, std::vector<NestedKey>& input_keys) {
   TraceOptions flat = options;
   flat.key_style = KeyStyle::kPlaceholder;
@@ -68,34 +70,30 @@ Graph runnable_graph(const detail::Recording& recording, const TraceOptions& opt
 
 }  // namespace
 
-TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
+                             std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
+                             Graph graph, Graph program, std::vector<NestedKey> input_keys,
                              std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
-                             std::optional<BatchSpecialisation> specialisation)
-    : root_(std::move(root)),
-      graph_(std::move(graph)),
-      out_keys_(std::move(out_keys)),
-      modules_(std::move(modules)),
-      specialisation_(std::move(specialisation)) {
-  runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys_));
-  note_input_meta();
-  note_modes();
-  compiled_generation_ = graph_.generation();
-}
-
-TDGraphModule::TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                             std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
-                             std::optional<BatchSpecialisation> specialisation, Graph runnable,
-                             std::vector<NestedKey> input_keys)
-    : root_(std::move(root)),
+                             std::optional<BatchSpecialisation> specialisation,
+                             std::vector<int64_t> recorded_batches)
+    : pipeline_(std::move(pipeline)),
+      root_(std::move(root)),
+      root_prefix_(std::move(root_prefix)),
       graph_(std::move(graph)),
       out_keys_(std::move(out_keys)),
       modules_(std::move(modules)),
       input_keys_(std::move(input_keys)),
       specialisation_(std::move(specialisation)),
-      runner_(std::make_unique<GraphModule>(root_, std::move(runnable))) {
+      recorded_batches_(std::move(recorded_batches)),
+      runner_(std::make_unique<GraphModule>(root_, std::move(program))) {
   note_input_meta();
   note_modes();
   compiled_generation_ = graph_.generation();
+}
+
+const Graph& TDGraphModule::program_graph() const {
+  check_not_edited();
+  return runner_->graph();
 }
 
 void TDGraphModule::note_input_meta() {
@@ -191,7 +189,7 @@ void TDGraphModule::recompile() {
     }
   }
   std::vector<NestedKey> input_keys;
-  runner_ = std::make_unique<GraphModule>(root_, runnable_graph(graph_, input_keys));
+  runner_ = std::make_unique<GraphModule>(root_, program_from_printed(graph_, input_keys));
   input_keys_ = std::move(input_keys);
   note_input_meta();
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
@@ -269,16 +267,17 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
                              const TensorDict& example, TraceOptions options) {
   if (!module) throw TraceError("symbolic_trace: the module is null");
   const auto [root, prefix] = detail::graph_root(module, options);
-  detail::CheckedRecording checked =
-      detail::record_batch_checked(*module, example, prefix, options);
-  detail::BuiltGraph built = detail::build_graph(checked.recording, options);
-  std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(checked, built);
+  detail::ContractRecording recorded =
+      detail::record_with_contract(*module, example, prefix, options);
+  detail::BuiltGraph built = detail::build_graph(recorded.recording, options);
+  if (recorded.divergence) detail::refuse_divergence(recorded, built, module->describe());
+  std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<ModuleBox> modules = pipeline_modules(*module, prefix);
   std::vector<NestedKey> input_keys;
-  Graph runnable = runnable_graph(checked.recording, options, built, input_keys);
-  return TDGraphModule(root, std::move(built.graph), std::move(built.output_keys),
-                       std::move(modules), std::move(specialisation), std::move(runnable),
-                       std::move(input_keys));
+  Graph program = program_graph(recorded.recording, options, built, input_keys);
+  return TDGraphModule(module, root, prefix, std::move(built.graph), std::move(program),
+                       std::move(input_keys), std::move(built.output_keys), std::move(modules),
+                       std::move(specialisation), std::move(recorded.recorded));
 }
 
 }  // namespace tdfx

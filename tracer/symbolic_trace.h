@@ -27,19 +27,18 @@ namespace tdfx {
 ///     gm.forward(td);   // td now holds the out keys
 class TDGraphModule {
  public:
-  /// `graph` reads its keys with getitem(tensordict, key) and calls leaves
-  /// with call_module; `root` is the module its targets name. What runs is
-  /// `graph` with its call_module bodies inlined and its key reads made inputs.
-  TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules = {},
-                std::optional<BatchSpecialisation> specialisation = std::nullopt);
-  /// As above, running `runnable` instead: a flat graph of the same program
-  /// taking `input_keys` as positional inputs (symbolic_trace builds it from
-  /// the same recording as `graph`).
-  TDGraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
-                std::optional<BatchSpecialisation> specialisation, Graph runnable,
-                std::vector<NestedKey> input_keys);
+  /// A traced module of `pipeline`, whose graph's targets are paths from `root` (`pipeline`
+  /// or one of its modules, reached by `root_prefix`: "module" for a sequential's module
+  /// list). `graph` is the printed graph: it reads its keys with getitem(tensordict, key)
+  /// and calls leaves with call_module. `program` is what runs: the flat op-level graph of
+  /// the same recording, taking `input_keys` as positional inputs (symbolic_trace builds
+  /// both). `specialisation`: set for a static trace of an example with a batch.
+  TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
+                std::shared_ptr<torch::nn::Module> root, std::string root_prefix, Graph graph,
+                Graph program, std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
+                std::vector<ModuleBox> modules,
+                std::optional<BatchSpecialisation> specialisation,
+                std::vector<int64_t> recorded_batches);
 
   /// The graph as traced (and printed).
   const Graph& graph() const { return graph_; }
@@ -59,6 +58,13 @@ class TDGraphModule {
   std::vector<c10::IValue> graph_inputs(const TensorDict& td) const;
   /// The module the graph's call_module and get_attr targets name.
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
+  /// The traced pipeline, and the path of root() in it ("module", or "").
+  const std::shared_ptr<TensorDictModuleBase>& pipeline() const { return pipeline_; }
+  const std::string& root_prefix() const { return root_prefix_; }
+  /// What runs: the flat op-level program graph (every leaf's ops inline, each input key a
+  /// placeholder in input_keys() order, aten calls only), built from the same recording as
+  /// graph(), or from graph() by recompile(). export_program(const TDGraphModule&) exports it.
+  const Graph& program_graph() const;
   /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
   std::string code() const;
   /// The keys the graph reads from its input TensorDict, in order of first read.
@@ -68,9 +74,15 @@ class TDGraphModule {
   /// The TensorDictModules and nested TensorDictSequentials the trace went through, in run
   /// order, a sequential before its children (pipeline_modules).
   const std::vector<ModuleBox>& modules() const { return modules_; }
-  /// Set when the graph holds the traced batch size as a constant: every run
-  /// then checks its batch (ShapeError naming the node). Unset: any batch runs.
+  /// Set for a static trace (the default) of an example with a batch: every run checks that
+  /// its batch is the traced one (ShapeError naming it). Unset for a dynamic trace (its
+  /// inputs' batch dimensions may differ, the others not) and for an example without a
+  /// batch (every input dimension must be as traced).
   const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
+  /// The batch sizes the module was recorded at, the example's first: one for a static
+  /// trace, the example's and TraceOptions::batch_probes' for a dynamic one; empty when the
+  /// example has no batch.
+  const std::vector<int64_t>& recorded_batches() const { return recorded_batches_; }
 
   /// Runs the graph on `td`'s keys and writes the out keys into `td`. ShapeError when the
   /// graph is specialised to another batch, or a key's dimensions differ from the traced
@@ -83,15 +95,17 @@ class TDGraphModule {
   std::vector<at::Tensor> run(const TensorDict& td) const;
 
  private:
+  std::shared_ptr<TensorDictModuleBase> pipeline_;
   std::shared_ptr<torch::nn::Module> root_;
+  std::string root_prefix_;
   Graph graph_;
   std::vector<NestedKey> out_keys_;
   std::vector<ModuleBox> modules_;
   std::vector<NestedKey> input_keys_;
   std::optional<BatchSpecialisation> specialisation_;
-  /// What runs: the program of graph_ with leaf bodies inlined and each key
-  /// read a positional input (input_keys_ order), so a call builds no
-  /// dictionary and runs one flat plan.
+  std::vector<int64_t> recorded_batches_;
+  /// What runs: program_graph() compiled, so a call builds no dictionary and runs one flat
+  /// plan.
   std::unique_ptr<GraphModule> runner_;
   /// What each input key was traced with (runner_'s placeholders): a run checks its inputs
   /// against it (detail::check_input_shape).
@@ -121,20 +135,19 @@ class TDGraphModule {
   std::vector<at::Tensor> checked_inputs(const TensorDict& td) const;
 };
 
-/// Traces `module` run once on `example`. Neither changes: the module runs on
-/// copies of the example's tensors (an in-place op does not reach them), and
-/// its parameters and buffers are put back afterwards, also when tracing
-/// fails (BatchNorm's running statistics stay as they were). Key reads
-/// become `getitem(tensordict, key)` nodes, built-in torch::nn modules
-/// `call_module` nodes; the root is the wrapped module of a
-/// TensorDictModule, or the ModuleList of a TensorDictSequential, as in the
-/// tensordict prototype. Sizes the module reads as plain integers are
-/// constants of the recording; the module is recorded again at the next
-/// batch size, and a constant that is the batch becomes a size node
-/// (`size = x.size(0)`); a graph that still depends on the batch checks
-/// every input's batch (see batch_generalise.h). Throws KeyError for a
-/// missing key, TraceError naming the module for anything that cannot be
-/// recorded.
+/// Traces `module` run on `example`: once for a static trace (the default), once per
+/// recorded batch for a dynamic one (TraceOptions::dynamic_batch; batch_generalise.h says
+/// what is checked). Neither changes: the module runs on copies of the example's tensors
+/// (an in-place op does not reach them), and its parameters, buffers and the default
+/// generator's state are put back after each recording, also when tracing fails
+/// (BatchNorm's running statistics stay as they were). Key reads become
+/// `getitem(tensordict, key)` nodes, built-in torch::nn modules `call_module` nodes; the
+/// root is the wrapped module of a TensorDictModule, or the ModuleList of a
+/// TensorDictSequential, as in the tensordict prototype. Sizes the module reads as plain
+/// integers are constants of a static graph, which runs at the example's batch only; a
+/// dynamic trace turns those that are the batch into size nodes (`size = x.size(0)`) and
+/// refuses a module that records differently at another batch. Throws KeyError for a
+/// missing key, TraceError naming the module for anything that cannot be recorded.
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options = {});
 

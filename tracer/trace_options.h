@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 // is_builtin_leaf: what TraceOptions::is_leaf_module adds to, which a user's callback may ask.
 #include "tdfx/tracer/builtin_layers.h"
@@ -43,6 +44,18 @@ struct TraceOptions {
   /// user leaf therefore needs parameters, read once per call, unless a
   /// TensorDictModule wraps it directly.
   std::function<bool(const torch::nn::Module&, const std::string&)> is_leaf_module;
+  /// The batch contract (batch_generalise.h says exactly what is checked). false, the
+  /// default: a static trace, as torch.export's. The module is recorded once, and a run at
+  /// another batch size than the example's is a ShapeError naming the traced batch. true: a
+  /// dynamic batch. The module is also recorded at each of batch_probes; what follows the
+  /// batch becomes size nodes and prints as `s0`, and recordings that differ otherwise (a
+  /// branch on `x.size(0)`) are a TraceError naming the first op where they part.
+  bool dynamic_batch = false;
+  /// With dynamic_batch: the batch sizes recorded besides the example's batch B, in order;
+  /// empty: B + 1, 1 and 4B + 3 (2 and 7 when B is 1). The module runs once per batch;
+  /// TDGraphModule::recorded_batches() says which. A module that cannot run at one of them
+  /// (BatchNorm in training at batch 1) is a TraceError until the probes leave it out.
+  std::vector<int64_t> batch_probes;
 };
 
 namespace detail {

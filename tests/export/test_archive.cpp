@@ -508,9 +508,9 @@ TEST_CASE("archive: a loaded program that fails at run time raises RunError nami
   CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 3}, at::kDouble)}}),
                        doctest::Contains("%linear"), RunError);
   CHECK_THROWS_WITH_AS(loaded.module()({{"x", at::randn({1, 5})}}),
-                       "input x has shape [1, 5]; the graph was traced for [s0, 3], and only its "
-                       "batch dimensions (s0) may differ: sizes read as integers while tracing "
-                       "are constants of the graph",
+                       "input x has shape [1, 5]; the graph was traced with static shapes [1, 3]: "
+                       "trace with TraceOptions::dynamic_batch (export_program: "
+                       "ExportOptions::dynamic_batch) for a batch size that varies",
                        ShapeError);
 }
 

@@ -1,6 +1,11 @@
-// Batch sizes: a trace that holds its example's batch as a constant checks
-// every run's batch; one that does not runs at any batch, bit-equal to eager.
+// The batch contract: a static trace (the default) runs at its example's batch only and
+// refuses any other; a dynamic trace (TraceOptions::dynamic_batch) is recorded at several
+// batches and runs at any batch bit-equal to eager, or is refused where its recordings part.
+// Never a silently different answer.
 #include <doctest/doctest.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
 
 #include "samples/pipelines.h"
 #include "tdfx/codegen/python_code.h"
@@ -30,12 +35,60 @@ TensorDict batch_of(int64_t batch) {
   return TensorDict({{"obs", at::randn({batch, 2, 7})}}, {batch});
 }
 
+TraceOptions dynamic(std::vector<int64_t> probes = {}) {
+  TraceOptions options;
+  options.dynamic_batch = true;
+  options.batch_probes = std::move(probes);
+  return options;
+}
+
+const char* const kStaticRefusal =
+    "traced at batch 8 with a static batch; this input has batch {}: trace with "
+    "TraceOptions::dynamic_batch (export_program: ExportOptions::dynamic_batch) for a graph "
+    "that runs at other batch sizes";
+
+std::string static_refusal(int64_t batch) { return fmt::format(kStaticRefusal, batch); }
+
+// The two probes of the issue: branches on the batch size that no single recording shows.
+at::Tensor over_16(const at::Tensor& x) {
+  if (x.size(0) > 16) return at::relu(x);
+  return x * 2;
+}
+at::Tensor squeeze_single(const at::Tensor& x) {
+  if (x.size(0) == 1) return x.squeeze(0).unsqueeze(0) * 3;
+  return x + 1;
+}
+
 }  // namespace
 
-TEST_CASE("batch: a reshape by the batch size becomes a size node and runs at any batch") {
+TEST_CASE("batch: a static trace records once and refuses every other batch") {
   auto pipeline = flattening_pipeline();
   TDGraphModule gm = symbolic_trace(pipeline, batch_of(8));
+  REQUIRE(gm.batch_specialisation());
+  CHECK(gm.batch_specialisation()->traced_batch == 8);
+  CHECK(gm.recorded_batches() == std::vector<int64_t>{8});
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['obs'];  tensordict = None\n"
+        "    relu = torch.relu(getitem);  getitem = None\n"
+        "    reshape = torch.reshape(relu, shape = [8, -1])\n"
+        "    return (relu, reshape)\n"
+        "    ");
+  const auto eager = pipeline->call({batch_of(8).get("obs")}, {});
+  const auto traced = gm.run(batch_of(8));
+  CHECK(traced[1].equal(eager[1]));
+  for (const int64_t batch : {1, 7, 9, 32}) {
+    CAPTURE(batch);
+    CHECK_THROWS_WITH_AS(gm.run(batch_of(batch)), static_refusal(batch).c_str(), ShapeError);
+  }
+}
+
+TEST_CASE("batch: a dynamic trace turns a reshape by the batch size into a size node") {
+  auto pipeline = flattening_pipeline();
+  TDGraphModule gm = symbolic_trace(pipeline, batch_of(8), dynamic());
   CHECK_FALSE(gm.batch_specialisation());
+  CHECK(gm.recorded_batches() == std::vector<int64_t>{8, 9, 1, 35});
   CHECK(gm.code() ==
         "\n\n\n"
         "def forward(self, tensordict):\n"
@@ -59,7 +112,7 @@ TEST_CASE("batch: a reshape by the batch size becomes a size node and runs at an
         "        reshape: \"f32[s0, 14]\" = torch.reshape(relu, shape = [size, -1]);  size = None\n"
         "        return (relu, reshape)\n"
         "        ");
-  for (const int64_t batch : {1, 3, 8, 17}) {
+  for (const int64_t batch : {1, 3, 8, 17, 100}) {
     CAPTURE(batch);
     const auto eager = pipeline->call({batch_of(batch).get("obs")}, {});
     const auto traced = gm.run(batch_of(batch));
@@ -69,25 +122,122 @@ TEST_CASE("batch: a reshape by the batch size becomes a size node and runs at an
   }
 }
 
-TEST_CASE("batch: a size of a tensor the op does not take stays specialised, naming the node") {
-  auto pipeline = make_td_sequential({make_td_module(
-      [](const at::Tensor& h) {
-        return h.sum({1, 2}).unsqueeze(1) + at::ones({h.size(0), 1});
-      },
-      {"obs"}, {"total"})});
-  TDGraphModule gm = symbolic_trace(pipeline, batch_of(8));
-  REQUIRE(gm.batch_specialisation());
-  CHECK(gm.batch_specialisation()->node == "ones");
-  CHECK(gm.run(batch_of(8))[0].equal(pipeline->call({batch_of(8).get("obs")}, {})[0]));
+TEST_CASE("batch: a branch on x.size(0) > 16 is refused at other batches, or at the trace") {
+  auto module = make_td_module(&over_16, {"obs"}, {"y"});
+  TDGraphModule gm = symbolic_trace(module, batch_of(8));
+  CHECK(gm.run(batch_of(8))[0].equal(over_16(batch_of(8).get("obs"))));
+  CHECK_THROWS_WITH_AS(gm.run(batch_of(32)), static_refusal(32).c_str(), ShapeError);
+  // The probe at 4 * 8 + 3 = 35 takes the other branch.
   CHECK_THROWS_WITH_AS(
-      gm.run(batch_of(7)),
-      "traced at batch 8; this input has batch 7, and %ones (module 0) was specialised to it",
-      ShapeError);
+      symbolic_trace(module, batch_of(8), dynamic()),
+      "TensorDictModule(module=Callable(), in_keys=['obs'], out_keys=['y']): no dynamic batch: "
+      "the recordings at batch 8 and at batch 35 differ at %mul (another op), so the pipeline "
+      "branches or loops on the batch size there; trace with a static batch (the default), or "
+      "compute it with tensor ops",
+      TraceError);
+  // Export says the same.
+  CHECK_THROWS_AS(export_program(module, {{"obs", batch_of(8).get("obs")}}, {true, {}}),
+                  TraceError);
 }
 
-TEST_CASE("batch: a batch-generic pipeline runs at batches 1, 3 and 17 bit-equal to eager") {
+TEST_CASE("batch: a branch on x.size(0) == 1 is refused at other batches, or at the trace") {
+  auto module = make_td_module(&squeeze_single, {"obs"}, {"y"});
+  TDGraphModule gm = symbolic_trace(module, batch_of(8));
+  CHECK_THROWS_WITH_AS(gm.run(batch_of(1)), static_refusal(1).c_str(), ShapeError);
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(module, batch_of(8), dynamic()),
+      "TensorDictModule(module=Callable(), in_keys=['obs'], out_keys=['y']): no dynamic batch: "
+      "the recordings at batch 8 and at batch 1 differ at %add (another op), so the pipeline "
+      "branches or loops on the batch size there; trace with a static batch (the default), or "
+      "compute it with tensor ops",
+      TraceError);
+}
+
+TEST_CASE("batch: the module runs once per recording") {
+  int calls = 0;
+  auto module = make_td_module(
+      [&calls](const at::Tensor& x) {
+        ++calls;
+        return x * 2;
+      },
+      {"obs"}, {"y"});
+  symbolic_trace(module, batch_of(8));
+  CHECK(calls == 1);
+  calls = 0;
+  const TDGraphModule gm = symbolic_trace(module, batch_of(8), dynamic());
+  CHECK(calls == 4);
+  CHECK(static_cast<int>(gm.recorded_batches().size()) == calls);
+  calls = 0;
+  symbolic_trace(module, batch_of(8), dynamic({5}));
+  CHECK(calls == 2);
+  // Export from a trace records nothing more.
+  calls = 0;
+  const ExportedProgram program = export_program(gm);
+  CHECK(calls == 0);
+  CHECK(program.module()({{"obs", batch_of(3).get("obs")}})[0].equal(batch_of(3).get("obs") * 2));
+}
+
+TEST_CASE("batch: every recording starts from the module's state and the trace leaves it so") {
+  // BatchNorm in training updates its running statistics, Dropout draws from the default
+  // generator: neither may differ between recordings, nor after the trace.
+  torch::nn::Sequential net(torch::nn::Linear(7, 4), torch::nn::BatchNorm1d(4),
+                            torch::nn::Dropout(0.5));
+  net->train();
+  auto module = make_td_module(net, {"x"}, {"y"});
+  const TensorDict example({{"x", at::randn({8, 7})}}, {8});
+  const auto mean_before = net->named_buffers()["1.running_mean"].clone();
+  at::manual_seed(7);
+  const at::Tensor expected_draw = at::rand({3});
+  at::manual_seed(7);
+  const TDGraphModule gm = symbolic_trace(module, example, dynamic({9, 20}));
+  CHECK(at::rand({3}).equal(expected_draw));
+  CHECK(net->named_buffers()["1.running_mean"].equal(mean_before));
+  CHECK(gm.recorded_batches() == std::vector<int64_t>{8, 9, 20});
+  // The default probe at batch 1 is where BatchNorm in training refuses to run.
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, example, dynamic()),
+                       doctest::Contains("a dynamic batch is checked by recording the pipeline "
+                                         "at batches 9, 1, 35 besides the example's 8, and it "
+                                         "fails at batch 1: "),
+                       TraceError);
+}
+
+TEST_CASE("batch: probes and examples a dynamic trace cannot use are refused") {
+  auto pipeline = flattening_pipeline();
+  CHECK_THROWS_WITH_AS(symbolic_trace(pipeline, batch_of(8), dynamic({9, 8})),
+                       "TraceOptions::batch_probes: 8 is not a batch to probe: each must be "
+                       "positive, differ from the example's batch (8) and appear once",
+                       TraceError);
+  CHECK_THROWS_AS(symbolic_trace(pipeline, batch_of(8), dynamic({0})), TraceError);
+  CHECK_THROWS_AS(symbolic_trace(pipeline, batch_of(8), dynamic({3, 3})), TraceError);
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(pipeline, TensorDict({{"obs", at::randn({0, 2, 7})}}, {0}), dynamic()),
+      doctest::Contains("a dynamic batch was asked for, but the example has batch 0 (no row to "
+                        "repeat)"),
+      TraceError);
+  // Keys of different leading sizes and no batch size: the example has no batch.
+  auto two = make_td_module([](const at::Tensor& a, const at::Tensor& b) { return a.sum() + b.sum(); },
+                            {"a", "b"}, {"y"});
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(two, TensorDict({{"a", at::randn({2})}, {"b", at::randn({3})}}), dynamic()),
+      doctest::Contains("a dynamic batch was asked for, but the example has no batch size"),
+      TraceError);
+}
+
+TEST_CASE("batch: a static example of batch 0 runs at batch 0 only") {
+  auto pipeline = make_td_sequential(
+      {make_td_module([](const at::Tensor& x) { return at::relu(x); }, {"obs"}, {"hidden"})});
+  TDGraphModule gm = symbolic_trace(pipeline, TensorDict({{"obs", at::randn({0, 3})}}, {0}));
+  REQUIRE(gm.batch_specialisation());
+  CHECK_THROWS_WITH_AS(gm.run(TensorDict({{"obs", at::randn({2, 3})}}, {2})),
+                       "traced at batch 0 with a static batch; this input has batch 2: trace "
+                       "with TraceOptions::dynamic_batch (export_program: "
+                       "ExportOptions::dynamic_batch) for a graph that runs at other batch sizes",
+                       ShapeError);
+}
+
+TEST_CASE("batch: a dynamic pipeline runs at batches 1, 3 and 17 bit-equal to eager") {
   auto pipeline = samples::seed_sequential();
-  TDGraphModule gm = symbolic_trace(pipeline, samples::seed_sequential_input());
+  TDGraphModule gm = symbolic_trace(pipeline, samples::seed_sequential_input(), dynamic());
   CHECK_FALSE(gm.batch_specialisation());
   for (const int64_t batch : {1, 3, 17}) {
     TensorDict td(
@@ -101,11 +251,21 @@ TEST_CASE("batch: a batch-generic pipeline runs at batches 1, 3 and 17 bit-equal
   }
 }
 
-TEST_CASE(
-    "batch: an exported program prints its dynamic batch and keeps it through save and load") {
+TEST_CASE("batch: an exported program is static unless asked, and keeps its contract on disk") {
   auto pipeline = flattening_pipeline();
   const at::Tensor obs = batch_of(8).get("obs");
-  ExportedProgram program = export_program(pipeline, {{"obs", obs}});
+  const ExportedProgram fixed = export_program(pipeline, {{"obs", obs}});
+  REQUIRE(fixed.batch_specialisation());
+  CHECK(fixed.print_readable().find("obs: \"f32[8, 2, 7]\"") != std::string::npos);
+  const ExportedProgram fixed_loaded = load_bytes(archive_bytes(fixed), "fixed.pt2");
+  for (const ExportedProgram* p :
+       std::initializer_list<const ExportedProgram*>{&fixed, &fixed_loaded}) {
+    CHECK(p->module()({{"obs", obs}})[1].equal(obs.relu().reshape({8, -1})));
+    CHECK_THROWS_WITH_AS(p->module()({{"obs", batch_of(3).get("obs")}}),
+                         static_refusal(3).c_str(), ShapeError);
+  }
+
+  ExportedProgram program = export_program(pipeline, {{"obs", obs}}, {true, {}});
   CHECK_FALSE(program.batch_specialisation());
   const ExportedProgram loaded = load_bytes(archive_bytes(program), "flat.pt2");
   for (const ExportedProgram* p :
@@ -129,36 +289,37 @@ TEST_CASE(
     const at::Tensor three = batch_of(3).get("obs");
     CHECK(p->module()({{"obs", three}})[1].equal(three.relu().reshape({3, -1})));
   }
+  // Exporting the trace gives the same program as exporting the pipeline.
+  const ExportedProgram from_trace =
+      export_program(symbolic_trace(pipeline, batch_of(8), dynamic()));
+  CHECK(from_trace.print_readable() == program.print_readable());
+  CHECK(from_trace.graph_signature().str() == program.graph_signature().str());
   // Seed 000's model at batch 1: torch.export specialises a size of 1, and so does the print.
   const ExportedProgram seed =
-      export_program(samples::seed_000_model(), {{"x", at::randn({1, 3})}});
+      export_program(samples::seed_000_model(), {{"x", at::randn({1, 3})}}, {true, {}});
   CHECK_FALSE(seed.batch_specialisation());
   CHECK(seed.print_readable().find("x: \"f32[1, 3]\"") != std::string::npos);
 }
 
-TEST_CASE("batch: an exported program keeps its batch check through save and load") {
+TEST_CASE("batch: a size of a tensor the op does not take cannot be dynamic") {
   auto pipeline = make_td_sequential({make_td_module(
       [](const at::Tensor& h) {
         return h.sum({1, 2}).unsqueeze(1) + at::ones({h.size(0), 1});
       },
       {"obs"}, {"total"})});
-  const at::Tensor obs = batch_of(8).get("obs");
-  ExportedProgram program = export_program(pipeline, {{"obs", obs}});
-  REQUIRE(program.batch_specialisation());
-  CHECK(program.batch_specialisation()->node == "ones");
-  const ExportedProgram loaded = load_bytes(archive_bytes(program), "ones.pt2");
-  for (const ExportedProgram* p :
-       std::initializer_list<const ExportedProgram*>{&program, &loaded}) {
-    CHECK(p->module()({{"obs", obs}})[0].equal(pipeline->call({obs}, {})[0]));
-    // The program's module paths start at the exported module: `module.0`.
-    CHECK_THROWS_WITH_AS(p->module()({{"obs", batch_of(3).get("obs")}}),
-                         "traced at batch 8; this input has batch 3, and %ones (module "
-                         "module.0) was specialised to it",
-                         ShapeError);
-  }
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(pipeline, batch_of(8), dynamic()),
+      "TensorDictSequential(in_keys=['obs'], out_keys=['total']): no dynamic batch: the "
+      "recordings at batch 8 and at batch 9 differ at %ones (module 0): the batch is a size "
+      "there, but of no tensor the op takes, so no size node can stand for it; trace with a "
+      "static batch (the default), or compute it with tensor ops",
+      TraceError);
+  // Static, it runs at its batch.
+  const TDGraphModule gm = symbolic_trace(pipeline, batch_of(8));
+  CHECK(gm.run(batch_of(8))[0].equal(pipeline->call({batch_of(8).get("obs")}, {})[0]));
 }
 
-TEST_CASE("batch: a loop over the batch is specialised too") {
+TEST_CASE("batch: a loop over the batch cannot be dynamic") {
   auto pipeline = make_td_sequential({make_td_module(
       [](const at::Tensor& x) {
         at::Tensor total = at::zeros_like(x[0]);
@@ -166,14 +327,12 @@ TEST_CASE("batch: a loop over the batch is specialised too") {
         return x - total;
       },
       {"obs"}, {"sum"})});
-  TDGraphModule gm = symbolic_trace(pipeline, batch_of(4));
-  REQUIRE(gm.batch_specialisation());
-  // The first op where the two recordings part: the wider one runs the loop once more where
+  // The first op where the recordings part: the one at batch 5 runs the loop once more where
   // this one goes on to the sub.
-  CHECK_THROWS_WITH_AS(
-      gm.run(batch_of(5)),
-      "traced at batch 4; this input has batch 5, and %sub (module 0) was specialised to it",
-      ShapeError);
+  CHECK_THROWS_WITH_AS(symbolic_trace(pipeline, batch_of(4), dynamic()),
+                       doctest::Contains("no dynamic batch: the recordings at batch 4 and at "
+                                         "batch 5 differ at %sub (module 0) (another op)"),
+                       TraceError);
 }
 
 TEST_CASE("batch: a size of another dimension read as an integer is refused when it differs") {
@@ -182,8 +341,10 @@ TEST_CASE("batch: a size of another dimension read as an integer is refused when
       [](const at::Tensor& x) { return x - x.select(1, x.size(1) - 1).unsqueeze(1); }, {"x"},
       {"y"})});
   at::manual_seed(0);
-  TDGraphModule gm = symbolic_trace(pipeline, TensorDict({{"x", at::randn({2, 8, 4})}}, {2}));
-  const ExportedProgram program = export_program(pipeline, {{"x", at::randn({2, 8, 4})}});
+  TDGraphModule gm =
+      symbolic_trace(pipeline, TensorDict({{"x", at::randn({2, 8, 4})}}, {2}), dynamic());
+  const ExportedProgram program =
+      export_program(pipeline, {{"x", at::randn({2, 8, 4})}}, {true, {}});
   const at::Tensor five = at::randn({5, 8, 4});
   CHECK(gm.run(TensorDict({{"x", five}}, {5}))[0].equal(pipeline->call({five}, {})[0]));
   CHECK(program.module()({{"x", five}})[0].equal(pipeline->call({five}, {})[0]));
@@ -195,15 +356,14 @@ TEST_CASE("batch: a size of another dimension read as an integer is refused when
                        ShapeError);
   CHECK_THROWS_WITH_AS(program.module()({{"x", longer}}), ("input x " + refusal).c_str(),
                        ShapeError);
-}
-
-TEST_CASE("batch: an example without rows gives a graph for batch 0 only, and says why") {
-  auto pipeline = make_td_sequential(
-      {make_td_module([](const at::Tensor& x) { return at::relu(x); }, {"obs"}, {"hidden"})});
-  TDGraphModule gm = symbolic_trace(pipeline, TensorDict({{"obs", at::randn({0, 3})}}, {0}));
-  REQUIRE(gm.batch_specialisation());
-  CHECK_THROWS_WITH_AS(gm.run(TensorDict({{"obs", at::randn({2, 3})}}, {2})),
-                       "traced at batch 0; this input has batch 2, and an example without rows "
-                       "cannot show what depends on the batch: trace with at least one row",
+  // A static trace of an example without a batch checks every dimension.
+  auto plain = make_td_module([](const at::Tensor& x) { return x * 2; }, {"x"}, {"y"});
+  const TDGraphModule fixed =
+      symbolic_trace(plain, TensorDict({{"x", at::randn({3})}, {"z", at::randn({2, 2})}}));
+  CHECK_FALSE(fixed.batch_specialisation());
+  CHECK_THROWS_WITH_AS(fixed.run(TensorDict({{"x", at::randn({4})}})),
+                       "input 'x' has shape [4]; the graph was traced with static shapes [3]: "
+                       "trace with TraceOptions::dynamic_batch (export_program: "
+                       "ExportOptions::dynamic_batch) for a batch size that varies",
                        ShapeError);
 }

@@ -171,7 +171,7 @@ TEST_CASE("export: in keys that join to one input name are refused, naming both"
 
 TEST_CASE("export: an input key called self is renamed in the signature, as a Python parameter") {
   auto module = make_td_module([](const at::Tensor& x) { return x * 2; }, {"self"}, {"y"});
-  const ExportedProgram program = export_program(module, {{"self", at::ones({2, 3})}});
+  const ExportedProgram program = export_program(module, {{"self", at::ones({2, 3})}}, {true, {}});
   CHECK(program.graph_signature().str() ==
         "input user_input self_1 -> self (dim 0 is s0)\n"
         "output mul -> 'y'\n");

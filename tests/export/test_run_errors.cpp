@@ -31,9 +31,9 @@ TEST_CASE("run errors: a key whose other dimensions differ from the trace is a S
   TensorDict wrong({{{"input", "x"}, at::randn({32, 7})}, {{"input", "mask"}, at::ones({32, 10})}},
                    {32});
   CHECK_THROWS_WITH_AS(gm.run(wrong),
-                       "input ('input', 'x') has shape [32, 7]; the graph was traced for [s0, "
-                       "100], and only its batch dimensions (s0) may differ: sizes read as "
-                       "integers while tracing are constants of the graph",
+                       "input ('input', 'x') has shape [32, 7]; the graph was traced with static "
+                       "shapes [32, 100]: trace with TraceOptions::dynamic_batch (export_program: "
+                       "ExportOptions::dynamic_batch) for a batch size that varies",
                        ShapeError);
 }
 

@@ -71,14 +71,16 @@ void check_equal(const std::vector<at::Tensor>& got, const std::vector<at::Tenso
   }
 }
 
+// Dynamic programs: the TorchScript modules run at other batch sizes, which a static
+// program's module refuses and TorchScript would not check.
 ExportedProgram seed_000_program(const at::Tensor& x) {
-  return export_program(samples::seed_000_model(), {{"x", x}});
+  return export_program(samples::seed_000_model(), {{"x", x}}, {true, {}});
 }
 
 ExportedProgram loc_only_program(const at::Tensor& x) {
   auto model = samples::seed_000_model();
   model->select_out_keys(NestedKey("loc"));
-  return export_program(model, {{"x", x}});
+  return export_program(model, {{"x", x}}, {true, {}});
 }
 
 // Every kind of constant the printer writes: a number where the schema takes a

@@ -209,13 +209,20 @@ TEST_CASE("leaves: every common layer in a user module prints as torch.fx and ru
     CHECK(gm.code() == reference.at(c.name + " code"));
     check_bit_identical(module, gm, input);
     const TensorDict other = example(c, 3);
+    CHECK_THROWS_AS(gm.run(other), ShapeError);  // a static trace
+    // Probed at 3 and 11, not 1: batch_norm1d is in training.
+    TraceOptions options = tdfx::testing::dynamic_batch();
+    options.batch_probes = {3, 11};
     if (c.batch_specialised) {
-      CHECK_THROWS_WITH_AS(gm.run(other),
-                           doctest::Contains("traced at batch 2; this input has batch 3"),
-                           ShapeError);
+      CHECK_THROWS_WITH_AS(symbolic_trace(module, input, options),
+                           doctest::Contains("no dynamic batch: the recordings at batch 2 and at "
+                                             "batch 3 differ"),
+                           TraceError);
     } else {
-      CHECK_FALSE(gm.batch_specialisation().has_value());
-      check_bit_identical(module, gm, other);
+      const TDGraphModule dynamic = symbolic_trace(module, input, options);
+      CHECK(to_string(dynamic.graph()) == graph);
+      CHECK_FALSE(dynamic.batch_specialisation().has_value());
+      check_bit_identical(module, dynamic, other);
     }
   }
 }

@@ -95,9 +95,12 @@ TEST_CASE("trace: a nested sequential prints the golden graph and code and runs 
   check_bit_identical(module, gm, input);
 }
 
-TEST_CASE("trace: the graph module runs at another batch size and writes into tensordict_out") {
+TEST_CASE(
+    "trace: a dynamic trace runs at another batch size and writes into tensordict_out") {
   auto module = seed_sequential();
-  TDGraphModule gm = symbolic_trace(module, seed_sequential_input());
+  TraceOptions dynamic;
+  dynamic.dynamic_batch = true;
+  TDGraphModule gm = symbolic_trace(module, seed_sequential_input(), dynamic);
   TensorDict small({{{"input", "x"}, at::randn({3, 100})}, {{"input", "mask"}, at::ones({3, 10})}},
                    {3});
   TensorDict out({}, {3});

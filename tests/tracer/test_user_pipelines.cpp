@@ -1,7 +1,8 @@
 // Pipelines as LibTorch users write them (issue 11's suite): each is traced at batch 8 and
 // checked for its printed graph and code (golden files in tests/tracer/golden/, written by real
-// runs: see the README there), bit-equal outputs at batches 1, 3, 8 and 17 (or a refusal when
-// the graph holds the batch size), and its diagram's DOT text and SVG.
+// runs: see the README there), bit-equal outputs at batch 8 and a ShapeError at another batch
+// (a static trace), bit-equal outputs at batches 1, 3 and 17 of a dynamic trace (or the
+// TraceError refusing one), and its diagram's DOT text and SVG.
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -38,16 +39,8 @@ namespace {
 
 /// The batch size every pipeline is traced at.
 constexpr int64_t kTracedBatch = 8;
-/// The batch size a batch-specialised graph is run at, to be refused.
+/// The batch size a static graph is run at, to be refused.
 constexpr int64_t kOtherBatch = 7;
-
-/// A graph that holds its traced batch size: what it reports and how a run at kOtherBatch is
-/// refused.
-struct Specialised {
-  std::string node;
-  std::string module;
-  std::string message;
-};
 
 /// A pipeline and the inputs it is run on.
 struct Pipeline {
@@ -56,8 +49,9 @@ struct Pipeline {
   TensorDictModuleBasePtr module;
   /// A random input at a batch size.
   std::function<TensorDict(int64_t)> input;
-  /// Unset: the graph runs at any batch size, bit-equal to eager.
-  std::optional<Specialised> specialised;
+  /// Unset: a dynamic trace runs at any batch size, bit-equal to eager. Set: the TraceError
+  /// that refuses a dynamic trace.
+  std::optional<std::string> dynamic_refused;
 };
 
 /// Compares `actual` with tests/tracer/golden/<file>, or writes it there when updating.
@@ -72,25 +66,37 @@ void check_printed(const TDGraphModule& gm, const std::string& name) {
   check_golden(name + ".code.txt", gm.code());
 }
 
-/// Bit-equal to eager at the traced batch; at batches 1, 3 and 17 too, or refused at another
-/// batch with the expected ShapeError when the graph holds the traced batch size.
+/// The static trace `gm`: bit-equal to eager at the traced batch, refused at another. A
+/// dynamic trace: bit-equal at batches 1, 3 and 17 too, or refused with the expected
+/// TraceError; its code, where it differs from the static one's (size nodes), against the
+/// golden file `<name>.dynamic.code.txt`.
 void check_batches(const Pipeline& pipeline, const TDGraphModule& gm, const TensorDict& example) {
   check_runs_like_eager(pipeline.module, gm, example);
-  const auto& specialisation = gm.batch_specialisation();
-  if (!pipeline.specialised) {
-    CHECK_FALSE(specialisation.has_value());
-    for (int64_t batch : {1, 3, 17}) {
-      CAPTURE(batch);
-      check_runs_like_eager(pipeline.module, gm, pipeline.input(batch));
-    }
+  REQUIRE(gm.batch_specialisation().has_value());
+  CHECK(gm.batch_specialisation()->traced_batch == kTracedBatch);
+  CHECK(gm.recorded_batches() == std::vector<int64_t>{kTracedBatch});
+  CHECK_THROWS_WITH_AS(
+      gm.run(pipeline.input(kOtherBatch)),
+      "traced at batch 8 with a static batch; this input has batch 7: trace with "
+      "TraceOptions::dynamic_batch (export_program: ExportOptions::dynamic_batch) for a graph "
+      "that runs at other batch sizes",
+      ShapeError);
+  TraceOptions dynamic;
+  dynamic.dynamic_batch = true;
+  if (pipeline.dynamic_refused) {
+    CHECK_THROWS_WITH_AS(symbolic_trace(pipeline.module, example, dynamic),
+                         pipeline.dynamic_refused->c_str(), TraceError);
     return;
   }
-  REQUIRE(specialisation.has_value());
-  CHECK(specialisation->traced_batch == kTracedBatch);
-  CHECK(specialisation->node == pipeline.specialised->node);
-  CHECK(specialisation->module == pipeline.specialised->module);
-  CHECK_THROWS_WITH_AS(gm.run(pipeline.input(kOtherBatch)), pipeline.specialised->message.c_str(),
-                       ShapeError);
+  const TDGraphModule flexible = symbolic_trace(pipeline.module, example, dynamic);
+  flexible.graph().lint();
+  CHECK_FALSE(flexible.batch_specialisation().has_value());
+  CHECK(flexible.recorded_batches() == std::vector<int64_t>{8, 9, 1, 35});
+  if (flexible.code() != gm.code()) check_golden(pipeline.name + ".dynamic.code.txt", flexible.code());
+  for (int64_t batch : {1, 3, 8, 17}) {
+    CAPTURE(batch);
+    check_runs_like_eager(pipeline.module, flexible, pipeline.input(batch));
+  }
 }
 
 /// Whitespace at the end of `text` removed.
@@ -276,20 +282,23 @@ TEST_CASE("user pipelines: a reshape by the batch size read as an integer") {
   auto pipeline = make_td_sequential(
       {make_td_module(ConvHead(), {"pixels"}, {"logits"}),
        make_td_module([](const at::Tensor& x) { return x.softmax(-1); }, {"logits"}, {"probs"})});
-  // `x.reshape({x.size(0), -1})`: the batch constant becomes `size = x.size(0)`, and the graph
-  // runs at any batch.
-  std::optional<Specialised> specialised = std::nullopt;
-  check_pipeline({"reshape_by_batch", pipeline, normal("pixels", {3, 4, 4}), specialised});
+  // `x.reshape({x.size(0), -1})`: a constant 8 of the static graph; in a dynamic trace the
+  // batch constant becomes `size = x.size(0)`, and the graph runs at any batch.
+  check_pipeline({"reshape_by_batch", pipeline, normal("pixels", {3, 4, 4})});
 }
 
 TEST_CASE("user pipelines: a loop over the batch size read as an integer") {
   // The loop's length and select indices hold the batch size: no size node can stand for
-  // them. The refusal names %select, the first op whose arguments differ at another batch.
+  // them. A dynamic trace is refused at %select, the first op whose arguments differ at
+  // another batch.
   check_pipeline({"loop_over_batch", make_td_module(DiscountedReturn(), {"x"}, {"returns"}),
                   normal("x", {4}),
-                  Specialised{"select", "",
-                              "traced at batch 8; this input has batch 7, and %select was "
-                              "specialised to it"}});
+                  std::string("TensorDictModule(module=(anonymous namespace)::DiscountedReturnImpl, "
+                              "in_keys=['x'], out_keys=['returns']): no dynamic batch: the "
+                              "recordings at batch 8 and at batch 9 differ at %select (a "
+                              "constant), so the pipeline branches or loops on the batch size "
+                              "there; trace with a static batch (the default), or compute it "
+                              "with tensor ops")});
 }
 
 TEST_CASE("user pipelines: a function pointer as a TensorDictModule") {

@@ -50,6 +50,12 @@ inline void check_runs_like_eager(const std::shared_ptr<TensorDictModuleBase>& m
   }
 }
 
+/// The options of a dynamic trace (TraceOptions::dynamic_batch), with `base`'s others.
+inline TraceOptions dynamic_batch(TraceOptions base = {}) {
+  base.dynamic_batch = true;
+  return base;
+}
+
 /// A TensorDict of one key "x" holding `x`, with batch size x.size(0).
 inline TensorDict batch_of(const at::Tensor& x) { return TensorDict({{"x", x}}, {x.size(0)}); }
 
