@@ -23,7 +23,7 @@
 #include "tdfx/codegen/python_code.h"
 
 // Tracing TensorDict modules into graphs, and drawing them.
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/page.h"
 #include "tdfx/viz/render.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/chain_pipeline.h"
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/forked.h"

@@ -10,7 +10,7 @@
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
 

@@ -22,9 +22,19 @@ set_target_properties(tdfx PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS tdfx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Headers: include/tdfx/COMPONENT/*.h and the umbrella include/tdfx/tdfx.h, the layout
 # the build tree sees through <build>/include (cmake/tdfx.cmake).
+# The tracer's internal headers (the JIT recording and what is built from it) are not
+# installed: no public header includes them.
+set(TDFX_INTERNAL_HEADERS recorder.h graph_builder.h leaf_regions.h batch_generalise.h
+                          method_calls.h name_scopes.h)
 foreach(component ${TDFX_COMPONENTS})
+  set(excluded)
+  if(component STREQUAL "tracer")
+    foreach(header ${TDFX_INTERNAL_HEADERS})
+      list(APPEND excluded PATTERN ${header} EXCLUDE)
+    endforeach()
+  endif()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${component}
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx FILES_MATCHING PATTERN "*.h")
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx FILES_MATCHING PATTERN "*.h" ${excluded})
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/tdfx.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx)
 install(EXPORT tdfxTargets NAMESPACE tdfx:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tdfx)

@@ -6,7 +6,7 @@
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/tensordict/modules.h"
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx::samples {

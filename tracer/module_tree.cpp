@@ -130,13 +130,4 @@ std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
   return boxes;
 }
 
-RenderOptions module_view_options(const std::shared_ptr<TensorDictModuleBase>& module) {
-  if (!module) throw Error("module_view_options: the module is null");
-  RenderOptions options;
-  options.view = View::kModules;
-  options.modules = pipeline_modules(*module, detail::graph_root(module, TraceOptions{}).second);
-  options.output_keys = module->selected_out_keys();
-  return options;
-}
-
 }  // namespace tdfx

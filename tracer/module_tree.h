@@ -1,8 +1,8 @@
 #pragma once
 
 /// \file
-/// The TensorDictModules and nested TensorDictSequentials of a pipeline, as the diagrams
-/// show them: path, wrapped module, keys and parameter counts. Read from the modules
+/// The TensorDictModules and nested TensorDictSequentials of a pipeline, as traces keep them
+/// and diagrams show them: path, wrapped module, keys and parameter counts. Read from the modules
 /// themselves, without a trace, so that a pipeline's module view needs none, and an
 /// exported program can keep them.
 ///
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tdfx/tensordict/modules.h"
-#include "tdfx/viz/render.h"
+#include "tdfx/tensordict/module_box.h"
 
 namespace tdfx {
 
@@ -27,10 +27,6 @@ namespace tdfx {
 /// module's `label` is its wrapped module's configuration, `type` its short type name.
 std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
                                         const std::string& strip_prefix);
-
-/// The module view's options for `module`, drawn without tracing it: pipeline_modules
-/// (paths as symbolic_trace names them) and its selected out keys.
-RenderOptions module_view_options(const std::shared_ptr<TensorDictModuleBase>& module);
 
 namespace detail {
 /// `a.b`, or either alone when the other is "".

@@ -14,7 +14,7 @@
 #include "tdfx/debug/profile.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/golden.h"
 

@@ -3,7 +3,7 @@
 #include <torch/utils.h>
 
 #include "samples/pipelines.h"
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/golden.h"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "tdfx/core/error.h"
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tests/support/golden.h"
 #include "tests/tracer/tracer_test_support.h"
 

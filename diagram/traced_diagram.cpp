@@ -1,4 +1,7 @@
-#include "tdfx/tracer/diagram.h"
+#include "tdfx/diagram/traced_diagram.h"
+
+#include "tdfx/core/error.h"
+#include "tdfx/tracer/module_tree.h"
 
 #include <unordered_map>
 
@@ -58,6 +61,15 @@ RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters)
 
 void save_diagram(const TDGraphModule& module, const std::string& path, bool show_parameters) {
   save_diagram(module.graph(), path, diagram_options(module, show_parameters));
+}
+
+RenderOptions module_view_options(const std::shared_ptr<TensorDictModuleBase>& module) {
+  if (!module) throw Error("module_view_options: the module is null");
+  RenderOptions options;
+  options.view = View::kModules;
+  options.modules = pipeline_modules(*module, detail::graph_root(module, TraceOptions{}).second);
+  options.output_keys = module->selected_out_keys();
+  return options;
 }
 
 }  // namespace tdfx

@@ -1,9 +1,14 @@
 #pragma once
 
 /// \file
-/// Diagrams of traced pipelines: the render options that show a
-/// TDGraphModule's TensorDictModules, written keys and leaf modules.
+/// Diagrams of traced pipelines, the glue between the tracer and viz/: the render options
+/// that show a TDGraphModule's TensorDictModules, written keys and leaf modules, and a
+/// pipeline's module view without a trace.
 
+#include <memory>
+#include <string>
+
+#include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
 
@@ -23,5 +28,9 @@ RenderOptions diagram_options(const TDGraphModule& module, bool show_parameters 
 /// Draws `module` to `path` (.svg, .png, .pdf, .dot; .html: the interactive page), atomically.
 void save_diagram(const TDGraphModule& module, const std::string& path,
                   bool show_parameters = true);
+
+/// The module view's options for `module`, drawn without tracing it: pipeline_modules
+/// (paths as symbolic_trace names them) and its selected out keys.
+RenderOptions module_view_options(const std::shared_ptr<TensorDictModuleBase>& module);
 
 }  // namespace tdfx
