@@ -1,11 +1,13 @@
 // symbolic_trace's cost and the traced graph's run time.
 //
-// BM_TraceChain/N: trace time of a TensorDictSequential of N TensorDictModules, each a small
-// user module relu(fc(x)) with fc = Linear(64, 64), reading "h{i}" and writing "h{i+1}", on a
-// 16×64 input. Goal: linear in N ("us_per_module" stays flat).
+// BM_TraceChain/N: static trace time (one recording) of a TensorDictSequential of N
+// TensorDictModules, each a small user module relu(fc(x)) with fc = Linear(64, 64), reading
+// "h{i}" and writing "h{i+1}", on a 16×64 input. Goal: linear in N ("us_per_module" stays
+// flat), and at most 2× BM_EagerChain/N, measured beside it in the same run.
+// BM_TraceChainDynamic/N: the same with TraceOptions::dynamic_batch (four recordings).
 //
-// BM_EagerChain/1000, BM_JitTraceChain/1000: the same chain run eagerly, and recorded by
-// LibTorch's JIT tracer alone: the floor under BM_TraceChain, which records the chain twice.
+// BM_EagerChain/N, BM_JitTraceChain/1000: the same chain run eagerly, and recorded by
+// LibTorch's JIT tracer alone: the floor under BM_TraceChain's recording.
 //
 // BM_Seed002_*: seed 002's pipeline (Net then Masker) at batch 32, run three ways on the same
 // Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
@@ -49,11 +51,27 @@ void BM_TraceChain(benchmark::State& state) {
       static_cast<double>(length),
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_TraceChain)->Arg(10)->Arg(100)->Arg(1000)->Arg(2000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TraceChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+void BM_TraceChainDynamic(benchmark::State& state) {
+  const int64_t length = state.range(0);
+  const auto seq = chain(length);
+  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  tdfx::TraceOptions options;
+  options.dynamic_batch = true;
+  for (auto _ : state) {
+    auto gm = tdfx::symbolic_trace(seq, td, options);
+    benchmark::DoNotOptimize(gm);
+  }
+  state.counters["us_per_module"] = benchmark::Counter(
+      static_cast<double>(length),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TraceChainDynamic)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 // The same chain run eagerly, and recorded by LibTorch's JIT tracer alone (torch::jit::trace of
-// the sequential's forward, no tdfx graph): the floor under a trace, which runs the module
-// twice under that tracer.
+// the sequential's forward, no tdfx graph): the floor under a static trace, which runs the
+// module once under that tracer.
 void BM_EagerChain(benchmark::State& state) {
   const auto seq = chain(state.range(0));
   const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
@@ -63,7 +81,7 @@ void BM_EagerChain(benchmark::State& state) {
     benchmark::DoNotOptimize(work);
   }
 }
-BENCHMARK(BM_EagerChain)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EagerChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 void BM_JitTraceChain(benchmark::State& state) {
   const auto seq = chain(state.range(0));
