@@ -7,10 +7,10 @@
 
 // `tdfx demo` traces seed 002's pipeline, which the samples and tests share from here.
 #include "samples/pipelines.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
-#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
 

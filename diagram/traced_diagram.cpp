@@ -1,9 +1,9 @@
 #include "tdfx/diagram/traced_diagram.h"
 
+#include <unordered_map>
+
 #include "tdfx/core/error.h"
 #include "tdfx/tracer/module_tree.h"
-
-#include <unordered_map>
 
 namespace tdfx {
 namespace {

@@ -10,9 +10,9 @@
 #include <iostream>
 
 #include "samples/pipelines.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
-#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 int main(int argc, char** argv) try {

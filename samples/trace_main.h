@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "tdfx/codegen/python_code.h"
-#include "tdfx/tensordict/modules.h"
 #include "tdfx/diagram/traced_diagram.h"
+#include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx::samples {

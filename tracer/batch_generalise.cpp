@@ -1,11 +1,10 @@
 #include "tdfx/tracer/batch_generalise.h"
 
+#include <fmt/format.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
 #include <unordered_map>
-
-#include <fmt/format.h>
 
 #include "tdfx/core/error.h"
 
@@ -40,9 +39,7 @@ std::vector<int64_t> following_dims(const jit::Value* a, const jit::Value* b, in
 struct Patch {
   jit::Node* user;
   size_t input;
-  bool operator==(const Patch& other) const {
-    return user == other.user && input == other.input;
-  }
+  bool operator==(const Patch& other) const { return user == other.user && input == other.input; }
 };
 
 // Two recordings of one module, at batch A (`a`, the example's) and batch B, walked op by op.
@@ -82,7 +79,8 @@ class Aligner {
       const bool b_done = *b == b_.graph->return_node();
       if (a_done || b_done) {
         // One recording ran more ops (a loop over the batch): its last common op is where.
-        if (!(a_done && b_done)) return differs(a_done ? last : *a, a_done ? "more ops" : "fewer ops");
+        if (!(a_done && b_done))
+          return differs(a_done ? last : *a, a_done ? "more ops" : "fewer ops");
         break;
       }
       if (const char* what = mismatch(*a, *b)) return differs(*a, what);

@@ -12,9 +12,9 @@
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/debug/overlay.h"
 #include "tdfx/debug/profile.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"
-#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/golden.h"
 

@@ -122,35 +122,36 @@ TEST_CASE("batch: a dynamic trace turns a reshape by the batch size into a size 
   }
 }
 
-TEST_CASE("batch: a branch on x.size(0) > 16 is refused at other batches, or at the trace") {
-  auto module = make_td_module(&over_16, {"obs"}, {"y"});
+namespace {
+
+// `branch` traced at batch 8: bit-equal there; a static trace refuses `other`, and a dynamic
+// trace is refused at the probe `parts_at`, naming the node `%node`; export is refused too.
+void check_branch_on_batch(at::Tensor (*branch)(const at::Tensor&), int64_t other, int64_t parts_at,
+                           const std::string& node) {
+  auto module = make_td_module(branch, {"obs"}, {"y"});
   TDGraphModule gm = symbolic_trace(module, batch_of(8));
-  CHECK(gm.run(batch_of(8))[0].equal(over_16(batch_of(8).get("obs"))));
-  CHECK_THROWS_WITH_AS(gm.run(batch_of(32)), static_refusal(32).c_str(), ShapeError);
-  // The probe at 4 * 8 + 3 = 35 takes the other branch.
-  CHECK_THROWS_WITH_AS(
-      symbolic_trace(module, batch_of(8), dynamic()),
+  CHECK(gm.run(batch_of(8))[0].equal(branch(batch_of(8).get("obs"))));
+  CHECK_THROWS_WITH_AS(gm.run(batch_of(other)), static_refusal(other).c_str(), ShapeError);
+  const std::string refusal = fmt::format(
       "TensorDictModule(module=Callable(), in_keys=['obs'], out_keys=['y']): no dynamic batch: "
-      "the recordings at batch 8 and at batch 35 differ at %mul (another op), so the pipeline "
+      "the recordings at batch 8 and at batch {} differ at %{} (another op), so the pipeline "
       "branches or loops on the batch size there; trace with a static batch (the default), or "
       "compute it with tensor ops",
-      TraceError);
-  // Export says the same.
-  CHECK_THROWS_AS(export_program(module, {{"obs", batch_of(8).get("obs")}}, {true, {}}),
-                  TraceError);
+      parts_at, node);
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, batch_of(8), dynamic()), refusal.c_str(), TraceError);
+  CHECK_THROWS_WITH_AS(export_program(module, {{"obs", batch_of(8).get("obs")}}, {true, {}}),
+                       refusal.c_str(), TraceError);
+}
+
+}  // namespace
+
+TEST_CASE("batch: a branch on x.size(0) > 16 is refused at other batches, or at the trace") {
+  // The probe at 4 * 8 + 3 = 35 takes the other branch.
+  check_branch_on_batch(&over_16, 32, 35, "mul");
 }
 
 TEST_CASE("batch: a branch on x.size(0) == 1 is refused at other batches, or at the trace") {
-  auto module = make_td_module(&squeeze_single, {"obs"}, {"y"});
-  TDGraphModule gm = symbolic_trace(module, batch_of(8));
-  CHECK_THROWS_WITH_AS(gm.run(batch_of(1)), static_refusal(1).c_str(), ShapeError);
-  CHECK_THROWS_WITH_AS(
-      symbolic_trace(module, batch_of(8), dynamic()),
-      "TensorDictModule(module=Callable(), in_keys=['obs'], out_keys=['y']): no dynamic batch: "
-      "the recordings at batch 8 and at batch 1 differ at %add (another op), so the pipeline "
-      "branches or loops on the batch size there; trace with a static batch (the default), or "
-      "compute it with tensor ops",
-      TraceError);
+  check_branch_on_batch(&squeeze_single, 1, 1, "add");
 }
 
 TEST_CASE("batch: the module runs once per recording") {
@@ -215,8 +216,9 @@ TEST_CASE("batch: probes and examples a dynamic trace cannot use are refused") {
                         "repeat)"),
       TraceError);
   // Keys of different leading sizes and no batch size: the example has no batch.
-  auto two = make_td_module([](const at::Tensor& a, const at::Tensor& b) { return a.sum() + b.sum(); },
-                            {"a", "b"}, {"y"});
+  auto two =
+      make_td_module([](const at::Tensor& a, const at::Tensor& b) { return a.sum() + b.sum(); },
+                     {"a", "b"}, {"y"});
   CHECK_THROWS_WITH_AS(
       symbolic_trace(two, TensorDict({{"a", at::randn({2})}, {"b", at::randn({3})}}), dynamic()),
       doctest::Contains("a dynamic batch was asked for, but the example has no batch size"),
@@ -261,8 +263,8 @@ TEST_CASE("batch: an exported program is static unless asked, and keeps its cont
   for (const ExportedProgram* p :
        std::initializer_list<const ExportedProgram*>{&fixed, &fixed_loaded}) {
     CHECK(p->module()({{"obs", obs}})[1].equal(obs.relu().reshape({8, -1})));
-    CHECK_THROWS_WITH_AS(p->module()({{"obs", batch_of(3).get("obs")}}),
-                         static_refusal(3).c_str(), ShapeError);
+    CHECK_THROWS_WITH_AS(p->module()({{"obs", batch_of(3).get("obs")}}), static_refusal(3).c_str(),
+                         ShapeError);
   }
 
   ExportedProgram program = export_program(pipeline, {{"obs", obs}}, {true, {}});

@@ -213,8 +213,7 @@ TEST_CASE("pipelines: an unpacked output that is not selected leaves no getitem 
   tdfx::testing::check_runs_like_eager(model, gm, input);
   const TDGraphModule dynamic = symbolic_trace(model, input, testing::dynamic_batch());
   CHECK(to_string(dynamic.graph()) == to_string(gm.graph()));
-  tdfx::testing::check_runs_like_eager(model, dynamic,
-                                       TensorDict({{"x", at::randn({4, 3})}}, {4}));
+  tdfx::testing::check_runs_like_eager(model, dynamic, TensorDict({{"x", at::randn({4, 3})}}, {4}));
 }
 
 TEST_CASE("pipelines: the trace runs the modules' own forward, key semantics included") {

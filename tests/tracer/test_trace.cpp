@@ -95,8 +95,7 @@ TEST_CASE("trace: a nested sequential prints the golden graph and code and runs 
   check_bit_identical(module, gm, input);
 }
 
-TEST_CASE(
-    "trace: a dynamic trace runs at another batch size and writes into tensordict_out") {
+TEST_CASE("trace: a dynamic trace runs at another batch size and writes into tensordict_out") {
   auto module = seed_sequential();
   TraceOptions dynamic;
   dynamic.dynamic_batch = true;

@@ -92,7 +92,8 @@ void check_batches(const Pipeline& pipeline, const TDGraphModule& gm, const Tens
   flexible.graph().lint();
   CHECK_FALSE(flexible.batch_specialisation().has_value());
   CHECK(flexible.recorded_batches() == std::vector<int64_t>{8, 9, 1, 35});
-  if (flexible.code() != gm.code()) check_golden(pipeline.name + ".dynamic.code.txt", flexible.code());
+  if (flexible.code() != gm.code())
+    check_golden(pipeline.name + ".dynamic.code.txt", flexible.code());
   for (int64_t batch : {1, 3, 8, 17}) {
     CAPTURE(batch);
     check_runs_like_eager(pipeline.module, flexible, pipeline.input(batch));
@@ -291,14 +292,14 @@ TEST_CASE("user pipelines: a loop over the batch size read as an integer") {
   // The loop's length and select indices hold the batch size: no size node can stand for
   // them. A dynamic trace is refused at %select, the first op whose arguments differ at
   // another batch.
-  check_pipeline({"loop_over_batch", make_td_module(DiscountedReturn(), {"x"}, {"returns"}),
-                  normal("x", {4}),
-                  std::string("TensorDictModule(module=(anonymous namespace)::DiscountedReturnImpl, "
-                              "in_keys=['x'], out_keys=['returns']): no dynamic batch: the "
-                              "recordings at batch 8 and at batch 9 differ at %select (a "
-                              "constant), so the pipeline branches or loops on the batch size "
-                              "there; trace with a static batch (the default), or compute it "
-                              "with tensor ops")});
+  check_pipeline(
+      {"loop_over_batch", make_td_module(DiscountedReturn(), {"x"}, {"returns"}), normal("x", {4}),
+       std::string("TensorDictModule(module=(anonymous namespace)::DiscountedReturnImpl, "
+                   "in_keys=['x'], out_keys=['returns']): no dynamic batch: the "
+                   "recordings at batch 8 and at batch 9 differ at %select (a "
+                   "constant), so the pipeline branches or loops on the batch size "
+                   "there; trace with a static batch (the default), or compute it "
+                   "with tensor ops")});
 }
 
 TEST_CASE("user pipelines: a function pointer as a TensorDictModule") {
