@@ -4,6 +4,7 @@
 #include <ATen/core/function_schema.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -94,6 +95,7 @@ class TorchScriptPrinter {
     for (const Node* node : graph_.nodes()) {
       switch (node->op()) {
         case OpCode::kPlaceholder:
+          shape_guard(*node);
           break;
         case OpCode::kCallFunction:
           check_local_name(node->name());
@@ -118,6 +120,32 @@ class TorchScriptPrinter {
 
  private:
   void line(std::string text) { lines_.push_back(std::move(text)); }
+
+  // For a user input whose shape was traced: a refusal of any other rank or size, but in the
+  // dimensions that follow the batch (TensorMeta::batch_dims), as ExportedModule refuses
+  // them; TorchScript would otherwise run a static program at any batch.
+  void shape_guard(const Node& node) {
+    const TensorMeta& meta = node.meta().tensor;
+    const bool user_input = std::find(signature_.inputs.begin(), signature_.inputs.end(),
+                                      node.name()) != signature_.inputs.end();
+    if (!user_input || !meta.shape) return;
+    const std::vector<int64_t>& shape = *meta.shape;
+    std::vector<std::string> tests{fmt::format("{}.dim() == {}", node.name(), shape.size())};
+    std::vector<std::string> expected;
+    for (size_t i = 0; i < shape.size(); ++i) {
+      if (meta.follows_batch(i)) {
+        expected.push_back("s0");
+        continue;
+      }
+      tests.push_back(fmt::format("{}.size({}) == {}", node.name(), i, shape[i]));
+      expected.push_back(std::to_string(shape[i]));
+    }
+    const std::string message =
+        fmt::format("input {} has another shape than [{}], which the program was exported for{}",
+                    node.name(), fmt::join(expected, ", "),
+                    meta.batch_dims.empty() ? " (static shapes)" : " (s0: any batch size)");
+    line(fmt::format("assert {}, {}", fmt::join(tests, " and "), torchscript_string(message)));
+  }
 
   void check_local_name(const std::string& name) const {
     if (name == "self" || !is_python_identifier(name)) {

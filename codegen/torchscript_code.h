@@ -48,9 +48,13 @@ struct TorchScriptForward {
   std::vector<c10::OperatorName> overloads;
 };
 
-/// `graph` as TorchScript source calling each aten overload with every schema argument:
+/// `graph` as TorchScript source calling each aten overload with every schema argument, after
+/// an assert of each user input's traced rank and sizes (but for the dimensions that follow
+/// the batch, TensorMeta::batch_dims), so that a static program refuses another batch in
+/// TorchScript as ExportedModule does:
 ///
 ///     def forward(self, x: Tensor) -> Tuple[Tensor]:
+///         assert x.dim() == 2 and x.size(1) == 3, 'input x has another shape than [s0, 3], ...'
 ///         linear = torch.linear(x, self.p_fc_weight, self.p_fc_bias)
 ///         relu = torch.relu(linear)
 ///         return (relu,)

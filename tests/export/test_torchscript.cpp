@@ -211,6 +211,9 @@ TEST_CASE("torchscript: the nested-key model takes its input as some_key") {
   check_equal(run(module, {x}), program.module()({x}));
   CHECK(torchscript_code(program) ==
         "def forward(self, some_key: Tensor) -> Tuple[Tensor]:\n"
+        "    assert some_key.dim() == 2 and some_key.size(0) == 2 and some_key.size(1) == 3, "
+        "'input some_key has another shape than [2, 3], which the program was exported for "
+        "(static shapes)'\n"
         "    add = torch.add(some_key, 1, 1)\n"
         "    sub = torch.sub(add, 1, 1)\n"
         "    return (sub,)\n");
@@ -259,6 +262,9 @@ TEST_CASE("torchscript: memory formats and layouts pass as the ints TorchScript 
   const ExportedProgram program = tdfx::testing::memory_formats_program(x);
   CHECK(torchscript_code(program) ==
         "def forward(self, x: Tensor) -> Tuple[Tensor]:\n"
+        "    assert x.dim() == 4 and x.size(0) == 2 and x.size(1) == 3 and x.size(2) == 4 and "
+        "x.size(3) == 5, 'input x has another shape than [2, 3, 4, 5], which the program was "
+        "exported for (static shapes)'\n"
         "    clone = torch.clone(x, memory_format=2)\n"
         "    zeros_like = torch.zeros_like(clone, dtype=None, layout=0, device=None, "
         "pin_memory=None, memory_format=0)\n"
@@ -294,6 +300,26 @@ TEST_CASE("torchscript: a saved module loads with torch::jit::load and runs at b
   REQUIRE(outputs.size() == 4);
   for (const auto& out : outputs) CHECK(out.size(0) == 5);
   check_equal(outputs, program.module()({batch}));
+}
+
+TEST_CASE("torchscript: a static program's module refuses another batch, as the program does") {
+  const at::Tensor x = at::randn({2, 3});
+  const ExportedProgram program = export_program(samples::seed_000_model(), {{"x", x}});
+  REQUIRE(program.batch_specialisation());
+  torch::jit::Module module = to_torchscript(program);
+  check_equal(run(module, {x}), program.module()({x}));
+  CHECK_THROWS_WITH(run(module, {at::randn({5, 3})}),
+                    doctest::Contains("input x has another shape than [2, 3], which the program "
+                                      "was exported for (static shapes)"));
+  CHECK_THROWS_WITH(run(module, {at::randn({2, 4})}),
+                    doctest::Contains("input x has another shape than [2, 3]"));
+  CHECK_THROWS_AS(program.module()({{"x", at::randn({5, 3})}}), ShapeError);
+  // A dynamic one refuses only the other dimensions.
+  torch::jit::Module dynamic = to_torchscript(seed_000_program(x));
+  CHECK(run(dynamic, {at::randn({5, 3})}).size() == 4);
+  CHECK_THROWS_WITH(run(dynamic, {at::randn({5, 4})}),
+                    doctest::Contains("input x has another shape than [s0, 3], which the program "
+                                      "was exported for (s0: any batch size)"));
 }
 
 TEST_CASE("torchscript: Python's torch.jit.load runs the saved module with equal outputs") {
@@ -340,6 +366,8 @@ TEST_CASE("torchscript: the tuple default prints seed 000's forward as before") 
   const std::string code = torchscript_code(program);
   CHECK(code ==
         "def forward(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:\n"
+        "    assert x.dim() == 2 and x.size(1) == 3, 'input x has another shape than [s0, 3], "
+        "which the program was exported for (s0: any batch size)'\n"
         "    linear = torch.linear(x, self.p_module_0_module_weight, self.p_module_0_module_bias)\n"
         "    relu = torch.relu(linear)\n"
         "    linear_1 = torch.linear(relu, self.p_module_2_module_weight, "
@@ -376,6 +404,9 @@ TEST_CASE("torchscript: the nested-key model's dict holds some.output") {
       export_program(samples::seed_000_nested_model(), {{"some_key", x}});
   CHECK(torchscript_code(program, dict_options()) ==
         "def forward(self, some_key: Tensor) -> Dict[str, Tensor]:\n"
+        "    assert some_key.dim() == 2 and some_key.size(0) == 2 and some_key.size(1) == 3, "
+        "'input some_key has another shape than [2, 3], which the program was exported for "
+        "(static shapes)'\n"
         "    add = torch.add(some_key, 1, 1)\n"
         "    sub = torch.sub(add, 1, 1)\n"
         "    return {'some.output': sub}\n");
