@@ -164,6 +164,64 @@ void BM_Seed002_Direct(benchmark::State& state) {
 }
 BENCHMARK(BM_Seed002_Direct)->Unit(benchmark::kMicrosecond);
 
+// The traced chain run beside what it came from (issue 21 §4), on one chain and input:
+// the TDGraphModule writing every key into a copy of the TensorDict, the eager
+// TensorDictSequential doing the same, the traced plan alone (run(): tensors in, tensors
+// out), and the links called directly. Goals: GraphModule at most Eager; Run within 1.05× of
+// Direct.
+struct ChainRun {
+  explicit ChainRun(int64_t length)
+      : chain(tdfx::bench::chain(length)),
+        input(tdfx::bench::chain_input()),
+        gm(tdfx::symbolic_trace(chain.pipeline, input)) {}
+  tdfx::bench::Chain chain;
+  tdfx::TensorDict input;
+  tdfx::TDGraphModule gm;
+};
+
+void BM_ChainForward_GraphModule(benchmark::State& state) {
+  const ChainRun run(state.range(0));
+  for (auto _ : state) {
+    tdfx::TensorDict td(run.input);
+    run.gm.forward(td);
+    benchmark::DoNotOptimize(td);
+  }
+}
+BENCHMARK(BM_ChainForward_GraphModule)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+void BM_ChainForward_Eager(benchmark::State& state) {
+  const ChainRun run(state.range(0));
+  for (auto _ : state) {
+    tdfx::TensorDict td(run.input);
+    run.chain.pipeline->forward(td);
+    benchmark::DoNotOptimize(td);
+  }
+}
+BENCHMARK(BM_ChainForward_Eager)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+void BM_ChainForward_Run(benchmark::State& state) {
+  const ChainRun run(state.range(0));
+  for (auto _ : state) {
+    auto outputs = run.gm.run(run.input);
+    benchmark::DoNotOptimize(outputs);
+  }
+}
+BENCHMARK(BM_ChainForward_Run)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+void BM_ChainForward_Direct(benchmark::State& state) {
+  ChainRun run(state.range(0));
+  const at::Tensor h0 = run.input.get("h0");
+  for (auto _ : state) {
+    // Every intermediate kept, as the graph returns every key.
+    std::vector<at::Tensor> outputs;
+    outputs.reserve(run.chain.links.size());
+    at::Tensor h = h0;
+    for (auto& link : run.chain.links) outputs.push_back(h = link->forward(h));
+    benchmark::DoNotOptimize(outputs);
+  }
+}
+BENCHMARK(BM_ChainForward_Direct)->Arg(1000)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();
