@@ -25,7 +25,7 @@ class KeyError : public Error {
   using Error::Error;
 };
 
-/// A tensor whose shape does not fit (batch size, arity of inputs/outputs).
+/// A tensor whose shape or dtype does not fit (batch size, arity of inputs/outputs).
 class ShapeError : public Error {
  public:
   using Error::Error;

@@ -77,6 +77,9 @@ size_t canonicalize_scalar_overloads(Graph& graph) {
     }
     const std::string& op = node->target().op_name();
     if (op != "add" && op != "sub" && op != "mul" && op != "div") continue;
+    // A number computed by the graph (`x * x.size(0)`) stays on the Scalar overload: the
+    // runner wraps constants, not values, as tensors.
+    if (node->args().size() < 2 || node->args()[1].node() != nullptr) continue;
     Node* replacement;
     {
       auto guard = graph.inserting_before(node);

@@ -26,7 +26,9 @@ size_t fuse_linear(Graph& graph);
 ///
 ///     before: %add = aten.add.Scalar(%x, 0.5)     after: %add = aten.add.Tensor(%x, 0.5)
 ///
-/// Covers add, sub, mul and div. Returns the number of rewrites; lint()s the graph.
+/// Covers add, sub, mul and div with a constant number; a number the graph computes
+/// (`aten.mul.Scalar(%x, %size)`) stays as it is. Returns the number of rewrites; lint()s
+/// the graph.
 size_t canonicalize_scalar_overloads(Graph& graph);
 
 /// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)

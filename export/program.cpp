@@ -59,9 +59,7 @@ std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tens
   if (specialisation_) {
     if (const auto batch = detail::input_batch(args)) specialisation_->check(*batch);
   }
-  for (size_t i = 0; i < args.size() && i < input_meta_.size(); ++i) {
-    detail::check_input_shape(input_meta_[i], args[i], user_inputs_[i]);
-  }
+  detail::check_inputs(input_meta_, args, [this](size_t i) { return user_inputs_[i]; });
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());
   inputs.insert(inputs.end(), args.begin(), args.end());
   return inputs;

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
 
 namespace tdfx {
@@ -42,6 +43,12 @@ std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs) {
 }
 
 void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const std::string& name) {
+  if (traced.dtype && input.scalar_type() != *traced.dtype) {
+    fail<ShapeError>(
+        "input {} is {}; the graph was traced with {}, and the dtypes it computes in are "
+        "constants of the graph: convert the input, or trace with this dtype",
+        name, dtype_name(input.scalar_type()), dtype_name(*traced.dtype));
+  }
   if (!traced.shape) return;
   const std::vector<int64_t>& shape = *traced.shape;
   bool fits = static_cast<size_t>(input.dim()) == shape.size();
@@ -64,6 +71,28 @@ void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const 
       "input {} has shape [{}]; the graph was traced for [{}], and only its batch dimensions (s0) "
       "may differ: sizes read as integers while tracing are constants of the graph",
       name, fmt::format("{}", fmt::join(input.sizes(), ", ")), expected);
+}
+
+void check_inputs(const std::vector<TensorMeta>& traced, const std::vector<at::Tensor>& inputs,
+                  const std::function<std::string(size_t)>& name) {
+  // The first batch dimension seen: its size, and the input and dimension it is in.
+  std::optional<int64_t> batch;
+  size_t batch_input = 0;
+  for (size_t i = 0; i < inputs.size() && i < traced.size(); ++i) {
+    check_input_shape(traced[i], inputs[i], name(i));
+    for (const int64_t dim : traced[i].batch_dims) {
+      const int64_t size = inputs[i].size(dim);
+      if (!batch) {
+        batch = size;
+        batch_input = i;
+      } else if (size != *batch) {
+        fail<ShapeError>(
+            "input {} has batch size (s0) {} in dimension {}, and input {} has {}: the inputs "
+            "share one batch size",
+            name(i), size, dim, name(batch_input), *batch);
+      }
+    }
+  }
 }
 
 TensorDict resized(const TensorDict& example, int64_t batch, int64_t to) {

@@ -6,6 +6,7 @@
 /// whether it holds at other batches is in batch_generalise.h.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,9 +42,16 @@ std::optional<int64_t> example_batch(const TensorDict& example);
 std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs);
 
 /// ShapeError unless `input` fits `traced`, the metadata of the placeholder it is passed to:
-/// the same number of dimensions, and the traced size in each dimension that does not follow
-/// the batch (a sequence length the trace saw as a constant). `name` names the input.
+/// the traced dtype, the same number of dimensions, and the traced size in each dimension that
+/// does not follow the batch (a sequence length the trace saw as a constant). `name` names
+/// the input.
 void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const std::string& name);
+
+/// check_input_shape for each of `inputs` against `traced` (one per input, in order), and
+/// ShapeError unless every dimension that follows the batch has the same size in all of them
+/// (one s0). `name(i)` names input i; it is called only for a message.
+void check_inputs(const std::vector<TensorMeta>& traced, const std::vector<at::Tensor>& inputs,
+                  const std::function<std::string(size_t)>& name);
 
 /// `example` at batch `to`: every tensor whose leading size is `batch` gets rows 0, 1, ...
 /// of its own, repeated as often as needed (row r is row r % batch), and a declared batch

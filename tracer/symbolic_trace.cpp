@@ -50,7 +50,7 @@ Graph program_from_printed(const Graph& traced, std::vector<NestedKey>& input_ke
 // placeholder, aten calls only. Its nodes that differ from the printed ones (an op of a
 // call_module's body, a renamed one) name the printed node for errors.
 Graph program_graph(const detail::Recording& recording, const TraceOptions& options,
-                     const detail::BuiltGraph& printed, std::vector<NestedKey>& input_keys) {
+                    const detail::BuiltGraph& printed, std::vector<NestedKey>& input_keys) {
   TraceOptions flat = options;
   flat.key_style = KeyStyle::kPlaceholder;
   flat.outline_leaves = false;
@@ -224,9 +224,7 @@ std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) cons
         td.batch_size().empty() ? detail::input_batch(tensors_in) : td.batch_size()[0];
     if (batch) specialisation_->check(*batch);
   }
-  for (size_t i = 0; i < tensors_in.size() && i < input_meta_.size(); ++i) {
-    detail::check_input_shape(input_meta_[i], tensors_in[i], input_keys_[i].repr());
-  }
+  detail::check_inputs(input_meta_, tensors_in, [this](size_t i) { return input_keys_[i].repr(); });
   return tensors_in;
 }
 

@@ -369,3 +369,38 @@ TEST_CASE("batch: a size of another dimension read as an integer is refused when
                        "ExportOptions::dynamic_batch) for a batch size that varies",
                        ShapeError);
 }
+
+TEST_CASE("batch: the inputs of a dynamic graph share one batch size") {
+  auto module = make_td_module(
+      [](const at::Tensor& a, const at::Tensor& b) {
+        return a.reshape({b.size(0), -1});
+      },
+      {"a", "b"}, {"y"});
+  const TensorDict example({{"a", at::randn({8, 6})}, {"b", at::randn({8, 6})}});
+  const TDGraphModule gm = symbolic_trace(module, example, dynamic());
+  const ExportedProgram program = export_program(gm);
+  const at::Tensor a = at::randn({4, 6});
+  const at::Tensor b = at::randn({4, 6});
+  CHECK(gm.run(TensorDict({{"a", a}, {"b", b}}))[0].equal(module->call({a, b}, {})[0]));
+  CHECK_THROWS_WITH_AS(gm.run(TensorDict({{"a", a}, {"b", at::randn({2, 6})}})),
+                       "input 'b' has batch size (s0) 2 in dimension 0, and input 'a' has 4: the "
+                       "inputs share one batch size",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(program.module()({{"a", a}, {"b", at::randn({2, 6})}}),
+                       "input b has batch size (s0) 2 in dimension 0, and input a has 4: the "
+                       "inputs share one batch size",
+                       ShapeError);
+}
+
+TEST_CASE("batch: a dynamic program multiplies by the batch size it computes") {
+  // `x * x.size(0)`: the number is a value of the graph, which stays on the Scalar overload.
+  auto module = make_td_module([](const at::Tensor& x) { return x * x.size(0); }, {"x"}, {"y"});
+  const ExportedProgram program = export_program(module, {{"x", at::randn({8, 6})}}, {true, {}});
+  const ExportedProgram loaded = load_bytes(archive_bytes(program), "scaled.pt2");
+  for (const int64_t batch : {1, 8, 17}) {
+    CAPTURE(batch);
+    const at::Tensor x = at::randn({batch, 6});
+    CHECK(program.module()({{"x", x}})[0].equal(x * batch));
+    CHECK(loaded.module()({{"x", x}})[0].equal(x * batch));
+  }
+}

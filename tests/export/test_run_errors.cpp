@@ -10,19 +10,22 @@
 using namespace tdfx;
 
 TEST_CASE("run errors: a failure inside an outlined leaf names the call_module node") {
-  TDGraphModule gm = symbolic_trace(samples::seed_sequential(), samples::seed_sequential_input());
-  // The traced shape but not the traced dtype: fc1's matmul fails.
-  TensorDict wrong({{{"input", "x"}, at::randn({32, 100}, at::kDouble)},
-                    {{"input", "mask"}, at::ones({32, 10})}},
-                   {32});
+  auto pipeline = samples::seed_sequential();
+  TDGraphModule gm = symbolic_trace(pipeline, samples::seed_sequential_input());
+  // fc1's weight made double after the trace: the inputs are as traced, fc1's matmul fails.
+  {
+    at::NoGradGuard no_grad;
+    at::Tensor weight = pipeline->named_parameters()["module.0.module.fc1.weight"];
+    weight.set_data(weight.to(at::kDouble));
+  }
   std::string message;
   try {
-    gm.run(wrong);
+    gm.run(samples::seed_sequential_input());
   } catch (const RunError& e) {
     message = e.what();
   }
   CHECK(message ==
-        "while executing %_0_fc1 = call_module[0.module.fc1](%getitem,): mat1 and mat2 must "
+        "while executing %_0_fc1 = call_module[0.module.fc1](%getitem,): self and mat2 must "
         "have the same dtype");
 }
 
@@ -34,6 +37,20 @@ TEST_CASE("run errors: a key whose other dimensions differ from the trace is a S
                        "input ('input', 'x') has shape [32, 7]; the graph was traced with static "
                        "shapes [32, 100]: trace with TraceOptions::dynamic_batch (export_program: "
                        "ExportOptions::dynamic_batch) for a batch size that varies",
+                       ShapeError);
+}
+
+TEST_CASE("run errors: an input of another dtype than traced is a ShapeError naming it") {
+  // The graph holds the traced dtype in its constants (`ones(..., x.options())`): a half
+  // input would compute in float32, unlike eager.
+  TDGraphModule gm = symbolic_trace(samples::seed_sequential(), samples::seed_sequential_input());
+  TensorDict wrong(
+      {{{"input", "x"}, at::randn({32, 100}, at::kHalf)}, {{"input", "mask"}, at::ones({32, 10})}},
+      {32});
+  CHECK_THROWS_WITH_AS(gm.run(wrong),
+                       "input ('input', 'x') is float16; the graph was traced with float32, and "
+                       "the dtypes it computes in are constants of the graph: convert the input, "
+                       "or trace with this dtype",
                        ShapeError);
 }
 
