@@ -404,3 +404,25 @@ TEST_CASE("batch: a dynamic program multiplies by the batch size it computes") {
     CHECK(loaded.module()({{"x", x}})[0].equal(x * batch));
   }
 }
+
+TEST_CASE("batch: an edited trace exports its edit after recompile(), and is refused before") {
+  auto pipeline = flattening_pipeline();
+  TDGraphModule gm = symbolic_trace(pipeline, batch_of(8));
+  Node* relu = nullptr;
+  for (Node* node : gm.mutable_graph().nodes()) {
+    if (node->name() == "relu") relu = node;
+  }
+  REQUIRE(relu != nullptr);
+  relu->set_target(Target::aten("aten::sigmoid"));
+  CHECK_THROWS_AS(export_program(gm), GraphError);
+  gm.recompile();
+  const ExportedProgram program = export_program(gm);
+  const at::Tensor obs = batch_of(8).get("obs");
+  const auto outputs = program.module()({{"obs", obs}});
+  CHECK(outputs[0].equal(obs.sigmoid()));
+  CHECK(outputs[1].equal(obs.sigmoid().reshape({8, -1})));
+  CHECK(program.graph_signature().str() ==
+        "input user_input obs -> obs\n"
+        "output relu -> 'hidden'\n"  // set_target keeps the node's name
+        "output reshape -> 'flat'\n");
+}
