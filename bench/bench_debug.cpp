@@ -47,15 +47,7 @@ void BM_ReluChain_Interpreter(benchmark::State& state) {
 }
 BENCHMARK(BM_ReluChain_Interpreter);
 
-struct TracedChain {
-  explicit TracedChain(int64_t length)
-      : chain(tdfx::bench::chain(length)),
-        input(tdfx::bench::chain_input()),
-        gm(tdfx::symbolic_trace(chain.pipeline, input)) {}
-  tdfx::bench::Chain chain;
-  tdfx::TensorDict input;
-  tdfx::TDGraphModule gm;
-};
+using tdfx::bench::TracedChain;
 
 void BM_Chain_Direct(benchmark::State& state) {
   TracedChain c(state.range(0));

@@ -169,18 +169,8 @@ BENCHMARK(BM_Seed002_Direct)->Unit(benchmark::kMicrosecond);
 // TensorDictSequential doing the same, the traced plan alone (run(): tensors in, tensors
 // out), and the links called directly. Goals: GraphModule at most Eager; Run within 1.05× of
 // Direct.
-struct ChainRun {
-  explicit ChainRun(int64_t length)
-      : chain(tdfx::bench::chain(length)),
-        input(tdfx::bench::chain_input()),
-        gm(tdfx::symbolic_trace(chain.pipeline, input)) {}
-  tdfx::bench::Chain chain;
-  tdfx::TensorDict input;
-  tdfx::TDGraphModule gm;
-};
-
 void BM_ChainForward_GraphModule(benchmark::State& state) {
-  const ChainRun run(state.range(0));
+  const tdfx::bench::TracedChain run(state.range(0));
   for (auto _ : state) {
     tdfx::TensorDict td(run.input);
     run.gm.forward(td);
@@ -190,7 +180,7 @@ void BM_ChainForward_GraphModule(benchmark::State& state) {
 BENCHMARK(BM_ChainForward_GraphModule)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 void BM_ChainForward_Eager(benchmark::State& state) {
-  const ChainRun run(state.range(0));
+  const tdfx::bench::TracedChain run(state.range(0));
   for (auto _ : state) {
     tdfx::TensorDict td(run.input);
     run.chain.pipeline->forward(td);
@@ -200,7 +190,7 @@ void BM_ChainForward_Eager(benchmark::State& state) {
 BENCHMARK(BM_ChainForward_Eager)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 void BM_ChainForward_Run(benchmark::State& state) {
-  const ChainRun run(state.range(0));
+  const tdfx::bench::TracedChain run(state.range(0));
   for (auto _ : state) {
     auto outputs = run.gm.run(run.input);
     benchmark::DoNotOptimize(outputs);
@@ -209,7 +199,7 @@ void BM_ChainForward_Run(benchmark::State& state) {
 BENCHMARK(BM_ChainForward_Run)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 void BM_ChainForward_Direct(benchmark::State& state) {
-  ChainRun run(state.range(0));
+  tdfx::bench::TracedChain run(state.range(0));
   const at::Tensor h0 = run.input.get("h0");
   for (auto _ : state) {
     // Every intermediate kept, as the graph returns every key.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx::bench {
 
@@ -43,5 +44,16 @@ inline Chain chain(int64_t length) {
 
 /// The chain's input: "h0", 16×64.
 inline TensorDict chain_input() { return TensorDict({{"h0", at::randn({16, 64})}}, {16}); }
+
+/// A chain, its input and its static trace on that input.
+struct TracedChain {
+  explicit TracedChain(int64_t length)
+      : chain(bench::chain(length)),
+        input(chain_input()),
+        gm(symbolic_trace(chain.pipeline, input)) {}
+  Chain chain;
+  TensorDict input;
+  TDGraphModule gm;
+};
 
 }  // namespace tdfx::bench
