@@ -17,7 +17,10 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/softmax.h>
 #include <benchmark/benchmark.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/library.h>
 #include <torch/nn/modules/linear.h>
 
 #include <memory>
@@ -102,6 +105,56 @@ void BM_JitTraceChain(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_JitTraceChain)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// The floor of a recorder of tdfx's own on the dispatcher: a boxed fallback on a mode key
+// that sees each top-level op once (nested calls run below it), keeps its schema and the
+// identities of its tensor arguments and results, and redispatches. No graph is built.
+struct DispatchRecord {
+  const c10::OperatorHandle* op;
+  std::vector<const c10::TensorImpl*> tensors;
+};
+thread_local std::vector<DispatchRecord>* dispatch_records = nullptr;
+
+void record_op(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
+  DispatchRecord record{&op, {}};
+  const size_t args = op.schema().arguments().size();
+  for (size_t i = stack->size() - args; i < stack->size(); ++i) {
+    if ((*stack)[i].isTensor()) record.tensors.push_back((*stack)[i].toTensor().unsafeGetTensorImpl());
+  }
+  {
+    c10::impl::ExcludeDispatchKeyGuard below(c10::DispatchKey::TESTING_ONLY_GenericMode);
+    op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
+                                                  c10::DispatchKey::TESTING_ONLY_GenericMode),
+                       stack);
+  }
+  for (const c10::IValue& value : *stack) {
+    if (value.isTensor()) record.tensors.push_back(value.toTensor().unsafeGetTensorImpl());
+  }
+  dispatch_records->push_back(std::move(record));
+}
+
+TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&record_op>());
+}
+
+void BM_DispatchRecordChain(benchmark::State& state) {
+  const auto seq = chain(state.range(0));
+  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  std::vector<DispatchRecord> records;
+  for (auto _ : state) {
+    records.clear();
+    dispatch_records = &records;
+    tdfx::TensorDict work(td);
+    {
+      c10::impl::IncludeDispatchKeyGuard mode(c10::DispatchKey::TESTING_ONLY_GenericMode);
+      seq->forward(work);
+    }
+    dispatch_records = nullptr;
+    benchmark::DoNotOptimize(records);
+  }
+  state.counters["ops"] = static_cast<double>(records.size());
+}
+BENCHMARK(BM_DispatchRecordChain)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 /// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
 struct Seed002 {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <string_view>
 #include <unordered_set>
 
 #include "tdfx/core/error.h"
@@ -214,21 +215,37 @@ size_t Graph::eliminate_dead_code() {
   return erased;
 }
 
+namespace {
+constexpr size_t kLinearSearch = 16;
+}  // namespace
+
 void Graph::lint() const {
   // Each node's inputs, computed once: checking users against them stays
   // linear in the number of edges even for very wide nodes.
+  // Most nodes read a few others: a set is built only for wide ones.
   struct Inputs {
     std::vector<Node*> ordered;  // for deterministic messages
     std::unordered_set<const Node*> set;
+    bool contains(const Node* node) const {
+      if (ordered.size() <= kLinearSearch) {
+        return std::find(ordered.begin(), ordered.end(), node) != ordered.end();
+      }
+      return set.count(node) != 0;
+    }
   };
   std::unordered_map<const Node*, Inputs> inputs_of;
+  inputs_of.reserve(nodes_.size());
   for (const auto& owned : nodes_) {
     Inputs& inputs = inputs_of[owned];
     inputs.ordered = owned->input_nodes();
-    inputs.set.insert(inputs.ordered.begin(), inputs.ordered.end());
+    if (inputs.ordered.size() > kLinearSearch) {
+      inputs.set.insert(inputs.ordered.begin(), inputs.ordered.end());
+    }
   }
   std::unordered_map<const Node*, size_t> position;
-  std::unordered_set<std::string> names;
+  position.reserve(nodes_.size());
+  std::unordered_set<std::string_view> names;  // views of the names, which outlive lint
+  names.reserve(nodes_.size());
   size_t index = 0;
   for (const auto& owned : nodes_) {
     const Node* node = owned;
@@ -263,7 +280,7 @@ void Graph::lint() const {
     for (Node* user : node->users_) {
       auto user_inputs = inputs_of.find(user);
       if (user->graph_ != this || user_inputs == inputs_of.end() ||
-          user_inputs->second.set.count(node) == 0) {
+          !user_inputs->second.contains(node)) {
         fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,
                          user->name_, user->name_);
       }

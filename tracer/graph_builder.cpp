@@ -175,7 +175,7 @@ class Builder {
       const ModuleCall& c = recording_.calls[call];
       node->meta().td_module = c.td_path;
       node->meta().module_path = c.inner_path;
-      node->meta().module_type = describe_module(*c.module->inner_ptr());
+      node->meta().module_type = c.module_type;
     }
   }
 

@@ -13,12 +13,15 @@ namespace jit = torch::jit;
 
 ParameterUpdates::ParameterUpdates(const Recording& recording) {
   for (const jit::Node* node : recording.graph->nodes()) {
+    if (node->inputs().empty() || node->outputs().size() != 1) continue;
+    const jit::Value* root = parameter_of(node->input(0));
+    if (!recording.parameters.count(root)) continue;
+    // The schema lookup is the costly test: made only for ops on a parameter.
     const c10::FunctionSchema* schema = node->maybeSchema();
-    if (!schema || node->inputs().empty() || node->outputs().size() != 1) continue;
+    if (!schema) continue;
     const auto& self = schema->arguments();
     if (self.empty() || !self[0].alias_info() || !self[0].alias_info()->isWrite()) continue;
-    const jit::Value* root = parameter_of(node->input(0));
-    if (recording.parameters.count(root)) updates_[node->output()] = root;
+    updates_[node->output()] = root;
   }
 }
 

@@ -359,6 +359,7 @@ class Recorder : public KeyAccessHook {
       call.module = td_module;
       call.td_path = place.path;
       call.inner_path = place.inner_path;
+      call.module_type = describe_module(*td_module->inner_ptr());
       call.levels = place.levels;
       planned_[td_module].push_back(std::move(call));
     });

@@ -28,6 +28,8 @@ struct ModuleCall {
   std::string td_path;
   /// Path of the wrapped module from the graph root ("0.module"), "" when it is the root.
   std::string inner_path;
+  /// The wrapped module as printed (`Linear(in_features=4, …)`), every node's module_type.
+  std::string module_type;
   /// For each enclosing TensorDictSequential, innermost first: its index and child index.
   std::vector<std::pair<int, int>> levels;
   /// The jit nodes its wrapped module recorded that something needs, in order (key reads
