@@ -387,7 +387,8 @@ GraphSignature signature_from_json(const json& value, const std::string& where) 
       fail<ArchiveError>("{}: unknown input kind {}", where, python_repr(kind));
     }
     signature.inputs.push_back(
-        {k, text(in, "name", where), printable(text(in, "target", where), "input target", where)});
+        {k, text(in, "name", where), printable(text(in, "target", where), "input target", where),
+         {}});
   }
   for (const json& out : array(value, "outputs", where)) {
     const bool is_tuple =

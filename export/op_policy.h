@@ -20,6 +20,10 @@ namespace tdfx {
 /// allowed when their functional form is.
 bool is_allowed_operator(std::string_view name);
 
+/// Why an operator that is pure math is still refused (an index ATen does not check), or
+/// null when there is no particular reason.
+const char* refusal_reason(std::string_view name);
+
 /// The allowlist itself (functional names, sorted), for tools and fuzzers.
 std::vector<std::string_view> allowed_operators();
 

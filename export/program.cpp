@@ -245,7 +245,8 @@ ExportedProgram export_program(const TDGraphModule& traced) {
     const auto* param = parameters.find(path);
     const bool is_param = param != nullptr;
     const at::Tensor tensor = is_param ? *param : *module.named_buffers(true).find(path);
-    signature.inputs.push_back({is_param ? InputKind::kParameter : InputKind::kBuffer, name, path});
+    signature.inputs.push_back(
+        {is_param ? InputKind::kParameter : InputKind::kBuffer, name, path, {}});
     state[name] = tensor;
   }
   // User placeholders come in the order their keys were read; each is
@@ -259,7 +260,7 @@ ExportedProgram export_program(const TDGraphModule& traced) {
       throw InternalError("export_program: more user placeholders than keys read");
     }
     signature.inputs.push_back(
-        {InputKind::kUserInput, node->name(), input_keys[next_key++].joined("_")});
+        {InputKind::kUserInput, node->name(), input_keys[next_key++].joined("_"), {}});
   }
   const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
   for (size_t i = 0; i < results.size(); ++i) {

@@ -445,6 +445,17 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
     } catch (const Error&) {
       throw;  // already names what failed (a ShapeError, or a RunError from a body)
     } catch (const std::exception& e) {
+      const Target& target = step.node->target();
+      if (target.is_aten() && target.op_name() == "_assert_async") {
+        // A guard of the trace (tracer/recorder.cpp): a comparison inside a layer came out
+        // otherwise than when it was traced, so eager would take another path here.
+        throw RunError(fmt::format(
+            "while executing {}: the guard %{} failed: a comparison of tensors inside this layer "
+            "(attention's query, key and value) comes out otherwise for these inputs than when "
+            "the graph was traced, so they take another path through it; trace with inputs "
+            "like these",
+            shown_node(*step.node), step.node->name()));
+      }
       throw RunError(
           fmt::format("while executing {}: {}", shown_node(*step.node), library_message(e)));
     }

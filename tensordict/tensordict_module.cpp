@@ -183,6 +183,10 @@ std::vector<c10::IValue> detail::any_value_results(torch::nn::AnyValue value) {
     return to_ivalues(std::move(*v));
   }
   if (auto* v = value.try_get<std::pair<Tensor, Tensor>>()) return to_ivalues(std::move(*v));
+  // LSTM's (output, (h, c)).
+  if (auto* v = value.try_get<std::tuple<Tensor, std::tuple<Tensor, Tensor>>>()) {
+    return to_ivalues(std::move(*v));
+  }
   if (auto* v = value.try_get<c10::IValue>()) return to_ivalues(std::move(*v));
   throw UnsupportedResult(c10::demangle(value.type_info().name()));
 }
@@ -194,7 +198,7 @@ void detail::fail_tensor_count(size_t given, uint32_t accepted) {
 
 void detail::append_ivalue(c10::IValue value, std::vector<c10::IValue>& out) {
   if (value.isTuple()) {
-    for (const c10::IValue& element : value.toTupleRef().elements()) out.push_back(element);
+    for (const c10::IValue& element : value.toTupleRef().elements()) append_ivalue(element, out);
   } else if (value.isTensorList()) {
     for (const at::Tensor& element : value.toTensorVector()) out.emplace_back(element);
   } else if (value.isList()) {
@@ -275,7 +279,25 @@ void TensorDictModule::run(TensorDict& td) {
     // its backtrace, under the name of the module the user wrote.
     fail<RunError>("{}: the wrapped module failed: {}", describe(), library_message(e));
   }
-  for (size_t i = 0; i < outputs.size(); ++i) td.set(out_keys_[i], std::move(outputs[i]));
+  for (size_t i = 0; i < outputs.size(); ++i) set_output(td, i, std::move(outputs[i]));
+}
+
+void TensorDictModule::set_output(TensorDict& td, size_t index, at::Tensor value) const {
+  const NestedKey& key = out_keys_[index];
+  const auto batch = td.batch_size();
+  const auto sizes = value.sizes();
+  const bool fits = sizes.size() >= batch.size() &&
+                    std::equal(batch.begin(), batch.end(), sizes.begin());
+  if (!fits) {
+    // A recurrent layer's state is [layers, batch, hidden]: the batch is not first.
+    fail<ShapeError>(
+        "{}: out key {} has shape {}, which does not start with the TensorDict's batch size {}; "
+        "put the batch first (a recurrent state [layers, batch, hidden]: h.transpose(0, 1)) or "
+        "use a TensorDict with no batch dimensions",
+        describe(), key.repr(), fmt::format("[{}]", fmt::join(sizes, ", ")),
+        fmt::format("[{}]", fmt::join(batch, ", ")));
+  }
+  td.set(key, std::move(value));
 }
 
 std::string TensorDictModule::describe() const {

@@ -163,14 +163,19 @@ inline void append_result(std::vector<c10::IValue> values, std::vector<c10::IVal
 inline void append_result(c10::IValue value, std::vector<c10::IValue>& out) {
   append_ivalue(std::move(value), out);
 }
+// Tuples and pairs flatten, nested ones too: LSTM's `(output, (h, c))` is three results.
+template <typename... T>
+void append_result(std::tuple<T...> values, std::vector<c10::IValue>& out);
+template <typename A, typename B>
+void append_result(std::pair<A, B> values, std::vector<c10::IValue>& out);
 template <typename... T>
 void append_result(std::tuple<T...> values, std::vector<c10::IValue>& out) {
-  std::apply([&](auto&... v) { (out.emplace_back(std::move(v)), ...); }, values);
+  std::apply([&](auto&... v) { (append_result(std::move(v), out), ...); }, values);
 }
 template <typename A, typename B>
 void append_result(std::pair<A, B> values, std::vector<c10::IValue>& out) {
-  out.emplace_back(std::move(values.first));
-  out.emplace_back(std::move(values.second));
+  append_result(std::move(values.first), out);
+  append_result(std::move(values.second), out);
 }
 
 /// Converts any supported result (Tensor, tuple, vector of Tensor or IValue, IValue) to a list.
@@ -182,7 +187,7 @@ std::vector<c10::IValue> to_ivalues(R&& result) {
 }
 
 /// The results of an AnyModule or a Sequential: a Tensor, a std::vector of them, a std::tuple
-/// or std::pair of 2 to 4 of them, or an IValue. Error naming the type for anything else.
+/// or std::pair of 2 to 4 of them, LSTM's `(output, (h, c))`, or an IValue. Error naming the type for anything else.
 std::vector<c10::IValue> any_value_results(torch::nn::AnyValue value);
 
 /// Throws ShapeError: `given` tensors for a callable that takes the counts in `accepted`.
@@ -222,6 +227,15 @@ CallableModule::Fn tensor_fn(F f) {
   };
 }
 
+/// True when `Impl::forward` takes three tensors.
+template <typename Impl, typename = void>
+constexpr bool kForwardsThree = false;
+template <typename Impl>
+constexpr bool kForwardsThree<
+    Impl, std::void_t<decltype(std::declval<Impl&>().forward(
+              std::declval<const at::Tensor&>(), std::declval<const at::Tensor&>(),
+              std::declval<const at::Tensor&>()))>> = true;
+
 /// Calls `impl->forward`, whichever of its overloads or instantiations takes the tensors.
 template <typename Impl>
 struct ForwardCall {
@@ -231,6 +245,14 @@ struct ForwardCall {
   template <typename... A, typename I = Impl>
   auto operator()(A&&... args) -> decltype(std::declval<I&>().forward(std::forward<A>(args)...)) {
     return impl->forward(std::forward<A>(args)...);
+  }
+  // A recurrent layer with a two-tensor state, LSTM or LSTMCell: `forward(x, (h, c))` is
+  // called with the three tensors x, h and c, when the module has no forward of three.
+  template <typename I = Impl,
+            typename = std::enable_if_t<!kForwardsThree<I>>>
+  auto operator()(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c)
+      -> decltype(std::declval<I&>().forward(x, std::make_tuple(h, c))) {
+    return impl->forward(x, std::make_tuple(h, c));
   }
 };
 
@@ -362,6 +384,9 @@ class TensorDictModule : public TensorDictModuleBase {
  private:
   TensorDictModule(detail::WrappedModule wrapped, std::vector<NestedKey> in_keys,
                    std::vector<NestedKey> out_keys);
+  /// Writes output `index` to its out key; ShapeError naming this module when its shape
+  /// does not start with the TensorDict's batch size.
+  void set_output(TensorDict& td, size_t index, at::Tensor value) const;
 
   std::shared_ptr<torch::nn::Module> inner_;
   CallableModule::Fn run_;

@@ -163,8 +163,9 @@ class Builder {
     return node;
   }
 
+  // `value` may be null: a node without a result.
   void set_meta(Node* node, const jit::Value* value, size_t call) {
-    if (auto type = value->type()->cast<c10::TensorType>()) {
+    if (auto type = value ? value->type()->cast<c10::TensorType>() : nullptr) {
       if (auto dtype = type->scalarType()) node->meta().tensor.dtype = *dtype;
       if (auto shape = type->sizes().concrete_sizes()) node->meta().tensor.shape = *shape;
       if (auto device = type->device()) node->meta().tensor.device = *device;
@@ -231,7 +232,10 @@ class Builder {
             ? create_method(target, args)
             : create(OpCode::kCallFunction, target, args, current_call_, fx_name(target, args, {}));
     if (!body_) out_.origin[node] = created;
-    if (node->outputs().size() == 1) {
+    if (node->outputs().empty()) {
+      // Called for its effect (a guard's `_assert_async`): no value, no tensor metadata.
+      set_meta(created, nullptr, current_call_);
+    } else if (node->outputs().size() == 1) {
       set_meta(created, node->output(), current_call_);
       env_[node->output()] = created;
     } else {

@@ -8,10 +8,16 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/csrc/jit/ir/constants.h>
 
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
@@ -123,6 +129,47 @@ class StateSnapshot {
 
 namespace {
 
+// The LibTorch layer (`MultiheadAttention`) whose forward is running on this thread, found
+// by the names of the frames on the stack, the outermost when one runs in another; "" when
+// the code running is the user's. Containers run user code, so they do not count.
+std::string builtin_layer_on_stack() {
+  static const std::set<std::string_view> containers = {
+      "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Functional"};
+  constexpr std::string_view kNamespace = "torch::nn::";
+  constexpr std::string_view kForward = "Impl::forward(";
+  void* frames[256];
+  const int count = backtrace(frames, 256);
+  std::string layer;
+  for (int i = 0; i < count; ++i) {
+    Dl_info info;
+    if (dladdr(frames[i], &info) == 0 || info.dli_sname == nullptr) continue;
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> name(
+        abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status), std::free);
+    if (status != 0 || !name) continue;
+    const std::string_view text(name.get());
+    if (text.substr(0, kNamespace.size()) != kNamespace) continue;
+    const size_t forward = text.find(kForward);
+    if (forward == std::string_view::npos) continue;
+    const std::string_view type = text.substr(kNamespace.size(), forward - kNamespace.size());
+    if (type.find(':') != std::string_view::npos || containers.count(type) != 0) continue;
+    layer = std::string(type);
+  }
+  return layer;
+}
+
+// A traced tensor turned into a C++ value (`aten::item`, `aten::equal`) by the module's own
+// code while it was traced.
+struct ValueRead {
+  std::string op;
+  /// The built-in layer whose forward made the call, "" for user code.
+  std::string layer;
+  /// The op's tensor arguments.
+  std::vector<at::Tensor> tensors;
+  /// The last node recorded before the call.
+  jit::Node* after = nullptr;
+};
+
 // Catches a module turning a traced tensor into a C++ value while it is traced. The JIT
 // tracer records none of these ops (their results are not tensors), so a branch on the value,
 // or the value used as a number, would become one fixed path or constant of the graph with
@@ -131,10 +178,11 @@ namespace {
 // (repeat_interleave sizing its result) is recorded as that op and runs again with the graph.
 class ValueReadWatch {
  public:
-  ValueReadWatch() : previous_(active_) {
+  explicit ValueReadWatch(const jit::Graph& graph) : graph_(graph), previous_(active_) {
     active_ = this;
-    handle_ = at::addThreadLocalCallback(
-        at::RecordFunctionCallback(&on_start, &on_end).scopes({at::RecordScope::FUNCTION}));
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                             .needsInputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
   }
   ~ValueReadWatch() {
     at::removeCallback(handle_);
@@ -143,8 +191,15 @@ class ValueReadWatch {
   ValueReadWatch(const ValueReadWatch&) = delete;
   ValueReadWatch& operator=(const ValueReadWatch&) = delete;
 
-  /// The first op that read a value ("aten::item"), or "" when none did.
-  const std::string& op() const { return op_; }
+  /// The reads, in order.
+  const std::vector<ValueRead>& reads() const { return reads_; }
+  /// The first read by user code ("aten::item"), or "" when none did.
+  std::string user_read() const {
+    for (const ValueRead& read : reads_) {
+      if (read.layer.empty()) return read.op;
+    }
+    return "";
+  }
 
  private:
   static bool reads_value(std::string_view op) {
@@ -155,8 +210,15 @@ class ValueReadWatch {
   }
   static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     ValueReadWatch* watch = active_;
-    if (watch && watch->depth_++ == 0 && watch->op_.empty() && reads_value(fn.name())) {
-      watch->op_ = fn.name();
+    if (watch && watch->depth_++ == 0 && reads_value(fn.name())) {
+      ValueRead read;
+      read.op = fn.name();
+      read.layer = builtin_layer_on_stack();
+      for (const c10::IValue& input : fn.inputs()) {
+        if (input.isTensor()) read.tensors.push_back(input.toTensor());
+      }
+      read.after = watch->graph_.block()->return_node()->prev();
+      watch->reads_.push_back(std::move(read));
     }
     return nullptr;
   }
@@ -165,12 +227,13 @@ class ValueReadWatch {
   }
 
   static thread_local ValueReadWatch* active_;
+  const jit::Graph& graph_;
   ValueReadWatch* previous_;
   // Observers only run where RecordFunction is enabled; a caller may have disabled it.
   at::RecordFunctionGuard enabled_{true};
   at::CallbackHandle handle_ = 0;
   int depth_ = 0;
-  std::string op_;
+  std::vector<ValueRead> reads_;
 };
 
 thread_local ValueReadWatch* ValueReadWatch::active_ = nullptr;
@@ -182,7 +245,8 @@ thread_local ValueReadWatch* ValueReadWatch::active_ = nullptr;
 bool has_effect(const jit::Node* node) {
   if (node->hasSideEffects() || node->isNondeterministic()) return true;
   const c10::FunctionSchema* schema = node->maybeSchema();
-  if (schema && schema->is_mutable()) return true;
+  // An op with no results (`_assert_async`, a guard) is called for its effect.
+  if (schema && (schema->is_mutable() || schema->returns().empty())) return true;
   const c10::Symbol kind = node->kind();
   const bool norm = kind == c10::aten::batch_norm || kind == c10::aten::instance_norm ||
                     kind == c10::aten::native_batch_norm ||
@@ -200,6 +264,69 @@ bool has_effect(const jit::Node* node) {
       "used as inputs to control flow, and the graph would keep only what this trace saw. "
       "Compute it with tensor ops instead (at::where for a branch)",
       module.describe(), path.empty() ? "" : fmt::format(" at '{}'", path), op);
+}
+
+// The path of the `layer` module (a type name, `MultiheadAttention`) in `module`'s wrapped
+// module, from the graph root, when there is one such module; else the type's name.
+std::string layer_path(const TensorDictModule& module, const std::string& inner_path,
+                       const std::string& layer) {
+  std::string found;
+  int count = 0;
+  for (const auto& item : module.inner_ptr()->named_modules("", true)) {
+    if (short_type(*item.value()) != layer) continue;
+    ++count;
+    found = item.key();
+  }
+  if (count != 1) return "torch::nn::" + layer;
+  std::string path = inner_path;
+  if (!found.empty()) path += (path.empty() ? "" : ".") + found;
+  return path.empty() ? "torch::nn::" + layer : "'" + path + "' (" + layer + ")";
+}
+
+// A traced tensor turned into a C++ value by a built-in layer's forward. LibTorch's attention
+// compares query, key and value with `equal` to choose its fused self-attention path: the
+// recording holds the path taken, and a guard node follows that checks on every run that the
+// comparison comes out as it did here (`eq`, `all`, `logical_not` when it was false,
+// `_assert_async`), so that another path is never silently replaced by this one. Tensors that
+// are one traced value, or differ in shape, need no guard. Other reads are refused.
+void guard_layer_read(const ValueRead& read, const TensorDictModule& module,
+                      const std::string& inner_path, jit::Graph& graph) {
+  const std::string where = layer_path(module, inner_path, read.layer);
+  auto* state = tracer::getTracingState().get();
+  if (read.op != "aten::equal" || read.tensors.size() != 2) {
+    fail<TraceError>(
+        "{}: LibTorch's {} turns a traced tensor into a C++ value ({}) in its forward; tdfx "
+        "guards only the query/key/value comparisons of attention. Call its ops in a module of "
+        "your own instead",
+        module.describe(), where, read.op);
+  }
+  const at::Tensor& a = read.tensors[0];
+  const at::Tensor& b = read.tensors[1];
+  if (!state->hasValue(a) || !state->hasValue(b)) {
+    fail<TraceError>("{}: {} compares a tensor that the trace does not follow (aten::equal)",
+                     module.describe(), where);
+  }
+  jit::Value* va = tracer::getValueTrace(a);
+  jit::Value* vb = tracer::getValueTrace(b);
+  if (va == vb || a.sizes() != b.sizes()) return;
+  at::Tensor same, all, differ;
+  {
+    PauseTracing pause;
+    same = at::eq(a, b);
+    all = same.all();
+    differ = all.logical_not();
+  }
+  const bool equal_now = all.item<bool>();
+  jit::WithInsertPoint point(read.after->next());
+  jit::Value* eq = graph.insert(c10::aten::eq, {va, vb});
+  eq->inferTypeFrom(same);
+  jit::Value* cond = graph.insert(c10::aten::all, {eq});
+  cond->inferTypeFrom(all);
+  if (!equal_now) {
+    cond = graph.insert(c10::aten::logical_not, {cond});
+    cond->inferTypeFrom(differ);
+  }
+  graph.insert(c10::Symbol::fromQualString("aten::_assert_async"), {cond});
 }
 
 // Called inside a catch block: rethrows the wrapped module's failure as a tdfx::Error.
@@ -298,16 +425,21 @@ class Recorder : public KeyAccessHook {
     jit::Node* before = last_node();
     std::vector<at::Tensor> outputs;
     {
-      ValueReadWatch watch;
+      ValueReadWatch watch(*recording_.graph);
       try {
         outputs = run();
       } catch (...) {
         // A module that failed after reading a value most likely failed because of it (a
         // branch taken for other tensors), so that is what it is told.
-        if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
+        const std::string read = watch.user_read();
+        if (!read.empty()) fail_value_read(module, record.td_path, read);
         rethrow_module_failure(module);
       }
-      if (!watch.op().empty()) fail_value_read(module, record.td_path, watch.op());
+      const std::string read = watch.user_read();
+      if (!read.empty()) fail_value_read(module, record.td_path, read);
+      for (const ValueRead& layer_read : watch.reads()) {
+        guard_layer_read(layer_read, module, record.inner_path, *recording_.graph);
+      }
     }
     for (jit::Node* node = before->next(); node != end_node(); node = node->next()) {
       record.nodes.push_back(node);
@@ -355,6 +487,7 @@ class Recorder : public KeyAccessHook {
             "TensorDictSequential",
             m.describe());
       }
+      refuse_untraceable_layers(*td_module, place.inner_path);
       ModuleCall call;
       call.module = td_module;
       call.td_path = place.path;
@@ -363,6 +496,22 @@ class Recorder : public KeyAccessHook {
       call.levels = place.levels;
       planned_[td_module].push_back(std::move(call));
     });
+  }
+
+  // LibTorch's CrossMapLRN2d runs as a custom autograd function whose forward makes tensors
+  // of its own, which the JIT tracer would keep as constants of the traced batch.
+  static void refuse_untraceable_layers(const TensorDictModule& module, const std::string& path) {
+    for (const auto& item : module.inner_ptr()->named_modules("", true)) {
+      if (item.value()->name() != "torch::nn::CrossMapLRN2dImpl") continue;
+      std::string at = path;
+      if (!item.key().empty()) at += (at.empty() ? "" : ".") + item.key();
+      fail<TraceError>(
+          "{}: torch::nn::CrossMapLRN2d{} cannot be traced: LibTorch computes it in a custom "
+          "autograd function whose forward creates tensors the trace cannot follow. Write the "
+          "normalisation with tensor ops in a module of your own (torch::nn::LocalResponseNorm "
+          "is a traceable cross-channel normalisation, with a different scaling)",
+          module.describe(), at.empty() ? "" : " at '" + at + "'");
+    }
   }
 
   // True when the graph builder shows the whole call as one call_module node, which then has

@@ -305,16 +305,59 @@ TEST_CASE("leaves: an LSTM's call returns (output, (h, c)) and its users pick wi
   CHECK(body.substr(body.rfind('\n') + 1) == "    return (getitem, (getitem_1, getitem_2))");
 }
 
-TEST_CASE("leaves: a layer that branches on tensor values (MultiheadAttention) is a TraceError") {
+TEST_CASE("leaves: attention's comparison of key and value is a guard checked on every run") {
+  // LibTorch's MultiheadAttention compares query, key and value with aten::equal to pick its
+  // fused path. Traced with distinct key and value, the graph holds the separate path and a
+  // guard; a run where key equals value, which eager runs on the other path, is refused.
+  auto module = make_td_module(nn::MultiheadAttention(4, 2), {"q", "k", "v"}, {"y", "w"});
+  module->eval();
+  at::manual_seed(0);
+  const TensorDict td({{"q", at::randn({3, 2, 4})}, {"k", at::randn({5, 2, 4})},
+                       {"v", at::randn({5, 2, 4})}});
+  TDGraphModule gm = symbolic_trace(module, td);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=3] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "q), kwargs = {})\n"
+        "    %getitem_1 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%tensordict, k), kwargs = {})\n"
+        "    %getitem_2 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%tensordict, v), kwargs = {})\n"
+        "    %multihead_attention : [#users=2] = call_module[target=module](args = (%getitem, "
+        "%getitem_1, %getitem_2), kwargs = {})\n"
+        "    %getitem_3 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%multihead_attention, 0), kwargs = {})\n"
+        "    %getitem_4 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%multihead_attention, 1), kwargs = {})\n"
+        "    return (getitem_3, getitem_4)");
+  TensorDict same(td);
+  CHECK_NOTHROW(gm.forward(same));
+  TensorDict shared({{"q", td.get("q")}, {"k", td.get("k")}, {"v", td.get("k").clone()}});
+  try {
+    gm.forward(shared);
+    FAIL("ran");
+  } catch (const RunError& e) {
+    CHECK(std::string(e.what()) ==
+          "while executing %multihead_attention = call_module[module](%getitem, %getitem_1, "
+          "%getitem_2): the guard %_assert_async failed: a comparison of tensors inside this "
+          "layer (attention's query, key and value) comes out otherwise for these inputs than "
+          "when the graph was traced, so they take another path through it; trace with inputs "
+          "like these");
+  }
+}
+
+TEST_CASE("leaves: a value read by user code stays a TraceError beside a built-in layer") {
   auto module = make_td_module(
       Holder(nn::MultiheadAttention(4, 2).ptr(),
              [](nn::Module* layer, const at::Tensor& x) {
-               return std::get<0>(
-                   dynamic_cast<nn::MultiheadAttentionImpl&>(*layer).forward(x, x, x));
+               auto& attention = dynamic_cast<nn::MultiheadAttentionImpl&>(*layer);
+               if (x.sum().item<float>() > 0) return std::get<0>(attention.forward(x, x, x));
+               return x;
              }),
       {"x"}, {"y"});
   CHECK_THROWS_WITH_AS(symbolic_trace(module, TensorDict({{"x", at::randn({2, 5, 4})}}, {2})),
-                       doctest::Contains("aten::equal turns a traced tensor into a C++ value"),
+                       doctest::Contains("aten::item turns a traced tensor into a C++ value"),
                        TraceError);
 }
 
