@@ -6,6 +6,7 @@
 /// tensors between a TensorDict and its arguments and results.
 
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -99,9 +100,20 @@ namespace detail {
 /// The most tensors a wrapped module or callable may take.
 inline constexpr size_t kMaxTensorArgs = 16;
 
+/// True for a result with a tensor `output` and a number `loss`, as
+/// AdaptiveLogSoftmaxWithLoss's ASMoutput.
+template <typename R, typename = void>
+struct HasOutputAndLoss : std::false_type {};
+template <typename R>
+struct HasOutputAndLoss<
+    R, std::enable_if_t<
+           std::is_same_v<std::decay_t<decltype(std::declval<R&>().output)>, at::Tensor> &&
+           std::is_arithmetic_v<std::decay_t<decltype(std::declval<R&>().loss)>>>>
+    : std::true_type {};
+
 /// True for the result types a TensorDictModule splits into its outputs.
 template <typename R>
-struct IsModuleResult : std::false_type {};
+struct IsModuleResult : HasOutputAndLoss<R> {};
 template <>
 struct IsModuleResult<at::Tensor> : std::true_type {};
 template <>
@@ -163,6 +175,14 @@ inline void append_result(std::vector<c10::IValue> values, std::vector<c10::IVal
 inline void append_result(c10::IValue value, std::vector<c10::IValue>& out) {
   append_ivalue(std::move(value), out);
 }
+/// A result with a tensor `output` and a number `loss` (AdaptiveLogSoftmaxWithLoss's ASMoutput):
+/// two results, the loss as a 0-dim float64 tensor.
+template <typename R, typename = std::enable_if_t<HasOutputAndLoss<R>::value>>
+void append_result(R value, std::vector<c10::IValue>& out) {
+  out.emplace_back(std::move(value.output));
+  out.emplace_back(at::scalar_tensor(static_cast<double>(value.loss), at::kDouble));
+}
+
 // Tuples and pairs flatten, nested ones too: LSTM's `(output, (h, c))` is three results.
 template <typename... T>
 void append_result(std::tuple<T...> values, std::vector<c10::IValue>& out);

@@ -1,5 +1,6 @@
 #include "tdfx/tracer/batch_generalise.h"
 
+#include <ATen/ops/equal.h>
 #include <fmt/format.h>
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -139,6 +140,15 @@ class Aligner {
       if (value_a.isInt() && value_b.isInt() && value_a.toInt() == batch_a_ &&
           value_b.toInt() == batch_b_) {
         out_.patches.push_back({a, i});
+        continue;
+      }
+      if (value_a.isTensor() && value_b.isTensor()) {
+        // IValue's == on tensors asks for one bool of their elementwise comparison.
+        const at::Tensor& ta = value_a.toTensor();
+        const at::Tensor& tb = value_b.toTensor();
+        if (ta.sizes() != tb.sizes() || ta.scalar_type() != tb.scalar_type() || !at::equal(ta, tb)) {
+          return "a constant";
+        }
         continue;
       }
       if (value_a.tagKind() != value_b.tagKind() || !(value_a == value_b)) return "a constant";

@@ -1,5 +1,6 @@
 #include "tdfx/tracer/graph_builder.h"
 
+#include <fmt/format.h>
 #include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/schema_arguments.h"
@@ -119,7 +121,7 @@ class Builder {
   }
 
   Argument constant_argument(const c10::IValue& value, const c10::TypePtr& type,
-                             const jit::Value* source) {
+                             const jit::Value* /*source*/) {
     if (value.isNone()) return None{};
     if (value.isBool()) return value.toBool();
     // A dtype, memory format or layout is an int in the trace; the schema says which.
@@ -143,10 +145,13 @@ class Builder {
       return list(std::move(items));
     }
     if (value.isTensor()) {
+      const at::Tensor& tensor = value.toTensor();
       fail<TraceError>(
-          "{}: the module uses a tensor constant {}; register it as a buffer so the "
-          "graph can name it",
-          describe_call(current_call_), source ? source->debugName() : "");
+          "{}: the module uses a tensor the trace does not follow ({} {}, not a parameter, a "
+          "buffer or computed from its inputs: a tensor a lambda captured, say); register it "
+          "as a buffer so the graph can name it",
+          describe_call(current_call_), dtype_name(tensor.scalar_type()),
+          fmt::format("[{}]", fmt::join(tensor.sizes(), ", ")));
     }
     fail<TraceError>("{}: cannot record a constant of kind {}", describe_call(current_call_),
                      value.tagKind());

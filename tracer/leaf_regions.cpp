@@ -1,6 +1,7 @@
 #include "tdfx/tracer/leaf_regions.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 #include "tdfx/graph/namespace.h"
@@ -158,7 +159,9 @@ class LeafRegionFinder {
       region.nodes.insert(region.nodes.end(), call.nodes.begin() + static_cast<long>(first),
                           call.nodes.begin() + static_cast<long>(last) + 1);
       previous_end = last + 1;
+      absorb_list_inputs(region);
       find_boundary(region, params);
+      order_as_called(region);
       const bool tensors_in =
           std::all_of(region.inputs.begin(), region.inputs.end(),
                       [](const jit::Value* v) { return v->type()->cast<c10::TensorType>(); });
@@ -246,6 +249,62 @@ class LeafRegionFinder {
         return Locality::kReadsOutside;
     }
     return Locality::kLocal;
+  }
+
+  // A list or tuple of tensors built just for the call from values outside it, as LSTM's given
+  // state `(h, c)` is (`prim::ListConstruct(h, c)`), is part of the call: the call then takes
+  // the tensors themselves.
+  static void absorb_list_inputs(LeafRegion& region) {
+    std::unordered_set<const jit::Node*> members(region.nodes.begin(), region.nodes.end());
+    std::vector<jit::Node*> lists;
+    for (jit::Node* node : region.nodes) {
+      for (jit::Value* input : node->inputs()) {
+        jit::Node* list = input->node();
+        const auto kind = list->kind();
+        if (members.count(list) ||
+            (kind != c10::prim::ListConstruct && kind != c10::prim::TupleConstruct)) {
+          continue;
+        }
+        const bool only_here = std::all_of(input->uses().begin(), input->uses().end(),
+                                           [&](const jit::Use& use) {
+                                             return members.count(use.user) > 0;
+                                           });
+        const bool of_tensors = std::all_of(
+            list->inputs().begin(), list->inputs().end(),
+            [](const jit::Value* item) { return item->type()->cast<c10::TensorType>(); });
+        if (only_here && of_tensors && !list->inputs().empty()) {
+          members.insert(list);
+          lists.push_back(list);
+        }
+      }
+    }
+    if (lists.empty()) return;
+    region.nodes.insert(region.nodes.end(), lists.begin(), lists.end());
+    std::sort(region.nodes.begin(), region.nodes.end(),
+              [](const jit::Node* a, const jit::Node* b) { return a->isBefore(b); });
+  }
+
+  // The region's inputs in the order its last op takes them, through the region's own nodes:
+  // LSTM's (x, h, c), not the order the recording made them in (h and c's list first).
+  static void order_as_called(LeafRegion& region) {
+    std::unordered_set<const jit::Node*> members(region.nodes.begin(), region.nodes.end());
+    std::vector<jit::Value*> ordered;
+    std::unordered_set<const jit::Value*> seen;
+    std::function<void(jit::Node*)> visit = [&](jit::Node* node) {
+      for (jit::Value* input : node->inputs()) {
+        if (!seen.insert(input).second) continue;
+        if (std::find(region.inputs.begin(), region.inputs.end(), input) != region.inputs.end()) {
+          ordered.push_back(input);
+        } else if (members.count(input->node())) {
+          visit(input->node());
+        }
+      }
+    };
+    visit(region.nodes.back());
+    for (jit::Value* input : region.inputs) {
+      if (std::find(ordered.begin(), ordered.end(), input) == ordered.end()) ordered.push_back(input);
+    }
+    region.inputs = std::move(ordered);
   }
 
   // The values `region` reads from outside (parameters and constants aside) and those read

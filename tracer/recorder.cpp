@@ -294,11 +294,15 @@ void guard_layer_read(const ValueRead& read, const TensorDictModule& module,
   const std::string where = layer_path(module, inner_path, read.layer);
   auto* state = tracer::getTracingState().get();
   if (read.op != "aten::equal" || read.tensors.size() != 2) {
+    const std::string advice =
+        read.layer == "AdaptiveLogSoftmaxWithLoss"
+            ? "Trace a module that calls its log_prob(input) instead (and computes the loss "
+              "from it with at::nll_loss)"
+            : "Call its ops in a module of your own instead";
     fail<TraceError>(
         "{}: LibTorch's {} turns a traced tensor into a C++ value ({}) in its forward; tdfx "
-        "guards only the query/key/value comparisons of attention. Call its ops in a module of "
-        "your own instead",
-        module.describe(), where, read.op);
+        "guards only the query/key/value comparisons of attention. {}",
+        module.describe(), where, read.op, advice);
   }
   const at::Tensor& a = read.tensors[0];
   const at::Tensor& b = read.tensors[1];

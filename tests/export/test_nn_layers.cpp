@@ -38,6 +38,17 @@ struct UserModule : nn::Module {
   Layer layer;
 };
 
+/// A user module calling AdaptiveLogSoftmaxWithLoss::log_prob.
+struct LogProbImpl : nn::Module {
+  LogProbImpl()
+      : softmax(register_module(
+            "softmax", nn::AdaptiveLogSoftmaxWithLoss(
+                           nn::AdaptiveLogSoftmaxWithLossOptions(6, 8, {4}).div_value(2.)))) {}
+  at::Tensor forward(const at::Tensor& x) { return softmax->log_prob(x); }
+  nn::AdaptiveLogSoftmaxWithLoss softmax;
+};
+TORCH_MODULE(LogProb);
+
 /// One input of a case: its key and its value at a batch size.
 struct Input {
   std::string key;
@@ -93,8 +104,13 @@ class Cases {
              std::vector<std::string> outputs = {"y"}, bool batched = true) {
     std::vector<std::string> in;
     for (const Input& input : inputs) in.push_back(input.key);
-    cases_.push_back({name, wrap<Layer>(std::function<Layer()>(make), in, outputs), inputs,
-                      outputs, batched, false});
+    LayerCase layer;
+    layer.name = name;
+    layer.module = wrap<Layer>(std::function<Layer()>(make), in, outputs);
+    layer.inputs = std::move(inputs);
+    layer.outputs = std::move(outputs);
+    layer.batched = batched;
+    cases_.push_back(std::move(layer));
     return *this;
   }
   /// As add, in train mode and in eval mode.
@@ -140,10 +156,6 @@ Input classes(const std::string& key, int64_t count, std::vector<int64_t> rest =
 }
 Input signs(const std::string& key) {
   return {key, [](int64_t batch) { return at::randint(2, {batch}).mul(2).sub(1).to(at::kFloat); }};
-}
-/// Input that does not follow the batch.
-Input fixed(const std::string& key, std::function<at::Tensor()> make) {
-  return {key, [make](int64_t) { return make(); }};
 }
 /// A sequence-first input `[length, batch, rest…]`.
 Input sequence_first(const std::string& key, int64_t length, std::vector<int64_t> rest) {
@@ -455,6 +467,21 @@ std::vector<LayerCase> layer_cases() {
                "{name}.pt2: node %ctc_loss calls aten::ctc_loss.Tensor, which a loaded program "
                "may not run: ATen does not check its target classes or lengths against "
                "log_probs, so a file could make it read outside them");
+  // AdaptiveLogSoftmaxWithLoss: its forward computes the loss as a C++ double, so it is
+  // refused; a module calling its log_prob traces.
+  c.add<nn::AdaptiveLogSoftmaxWithLoss>(
+       "AdaptiveLogSoftmaxWithLoss",
+       [] {
+         return nn::AdaptiveLogSoftmaxWithLoss(
+             nn::AdaptiveLogSoftmaxWithLossOptions(6, 8, {4}).div_value(2.));
+       },
+       {flat, classes("t", 8)}, {"y", "loss"}, false)
+      .refused(LayerCase::Refused::kAtTrace,
+               "{module}: LibTorch's {where} turns a traced tensor into a C++ value "
+               "(aten::item) in its forward; tdfx guards only the query/key/value comparisons "
+               "of attention. Trace a module that calls its log_prob(input) instead (and "
+               "computes the loss from it with at::nll_loss)");
+  c.add<LogProb>("AdaptiveLogSoftmaxWithLoss log_prob", [] { return LogProb(); }, {flat});
   // Containers with a forward.
   c.add<nn::Sequential>("Sequential", [] { return nn::Sequential(nn::Linear(6, 4), nn::ReLU()); },
                         {flat});
@@ -525,6 +552,8 @@ std::string expected_refusal(const LayerCase& layer, const TensorDictModuleBase&
   replace("{module}", seq ? seq->children_modules().at(0)->describe() : module.describe());
   replace("{name}", layer.name);
   replace("{at}", in_user_module ? " at '0.module.layer'" : " at 'module'");
+  replace("{where}", in_user_module ? "'0.module.layer' (AdaptiveLogSoftmaxWithLoss)"
+                                    : "'module' (AdaptiveLogSoftmaxWithLoss)");
   return text;
 }
 

@@ -104,7 +104,8 @@ ExportedProgram constants_program() {
   Node* mean = g.call_function(Target::aten("aten::mean.dim"), {second, list({1}), true});
   g.output(tuple({total, picked, ones, mean}));
   GraphSignature signature;
-  signature.inputs = {{InputKind::kUserInput, "x", "x"}, {InputKind::kUserInput, "index", "index"}};
+  signature.inputs = {{InputKind::kUserInput, "x", "x", {}},
+                      {InputKind::kUserInput, "index", "index", {}}};
   signature.outputs = {{"sum_1", NestedKey("sum")},
                        {"index_1", NestedKey("picked")},
                        {"ones", NestedKey("ones")},
@@ -354,7 +355,7 @@ TEST_CASE("torchscript: a call_module node is rejected by name") {
   fc->set_body(body);
   g.output(tuple({fc}));
   GraphSignature signature;
-  signature.inputs = {{InputKind::kUserInput, "x", "x"}};
+  signature.inputs = {{InputKind::kUserInput, "x", "x", {}}};
   signature.outputs = {{"fc", NestedKey("y")}};
   const ExportedProgram program(std::move(g), std::move(signature), {});
   CHECK_THROWS_WITH_AS(to_torchscript(program), doctest::Contains("%fc is a call_module"),

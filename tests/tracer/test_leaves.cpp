@@ -414,3 +414,46 @@ TEST_CASE("leaves: a layer's weight read after a call of the layer is a get_attr
         "    ");
   check_bit_identical(module, gm, input);
 }
+
+TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c") {
+  struct StatefulImpl : nn::Module {
+    StatefulImpl() : lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)))) {}
+    std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& h,
+                                                           const at::Tensor& c) {
+      auto [y, state] = lstm->forward(x, std::make_tuple(h, c));
+      return {y, std::get<0>(state), std::get<1>(state)};
+    }
+    nn::LSTM lstm{nullptr};
+  };
+  auto module = make_td_module(std::make_shared<StatefulImpl>(), {"x", "h0", "c0"}, {"y", "h", "c"});
+  const TensorDict td({{"x", at::randn({2, 5, 4})}, {"h0", at::randn({1, 2, 3})},
+                       {"c0", at::randn({1, 2, 3})}});
+  TDGraphModule gm = symbolic_trace(module, td);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=3] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "x), kwargs = {})\n"
+        "    %getitem_1 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%tensordict, h0), kwargs = {})\n"
+        "    %getitem_2 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%tensordict, c0), kwargs = {})\n"
+        "    %lstm : [#users=2] = call_module[target=lstm](args = (%getitem, %getitem_1, "
+        "%getitem_2), kwargs = {})\n"
+        "    %getitem_3 : [#users=1] = call_function[target=operator.getitem](args = (%lstm, 0), "
+        "kwargs = {})\n"
+        "    %getitem_4 : [#users=2] = call_function[target=operator.getitem](args = (%lstm, 1), "
+        "kwargs = {})\n"
+        "    %getitem_5 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%getitem_4, 0), kwargs = {})\n"
+        "    %getitem_6 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%getitem_4, 1), kwargs = {})\n"
+        "    return (getitem_3, getitem_5, getitem_6)");
+  // The printed graph runs too, its call_module through its body, as the eager module does.
+  TensorDict eager(td), traced(td);
+  module->forward(eager);
+  const auto outputs = gm.graph_module().run(gm.graph_inputs(td));
+  REQUIRE(outputs.size() == 3);
+  CHECK(at::equal(outputs[0].toTensor(), eager.get("y")));
+  CHECK(at::equal(outputs[2].toTensor(), eager.get("c")));
+}

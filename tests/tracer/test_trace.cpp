@@ -178,11 +178,39 @@ TEST_CASE("trace: a captured tensor is refused and the next trace works") {
   auto module =
       make_td_module([captured](const at::Tensor& x) { return x * captured; }, {"x"}, {"y"});
   TensorDict input({{"x", at::randn({2})}});
-  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("tensor constant"),
+  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("does not follow"),
                        TraceError);
   CHECK_FALSE(torch::jit::tracer::isTracing());
   TDGraphModule gm = symbolic_trace(seed_module(), seed_module_input());
   check_golden(gm, "seed_module");
+}
+
+TEST_CASE("trace: a captured tensor of any size is one TraceError, static or dynamic") {
+  // A dynamic trace compares the recordings' constants: a tensor of several elements once
+  // escaped from that comparison as LibTorch's "Boolean value of Tensor" error.
+  for (const at::Tensor& captured : {at::ones({3}), at::ones({}), at::ones({1, 3})}) {
+    CAPTURE(captured.sizes());
+    auto module = make_td_module([captured](const at::Tensor& x) { return x * captured + 1; },
+                                 {"x"}, {"y"});
+    const TensorDict input({{"x", at::randn({2, 3})}}, {2});
+    const std::string expected = fmt::format(
+        "TensorDictModule(module=Callable(), in_keys=['x'], out_keys=['y']): the module uses a "
+        "tensor the trace does not follow (float32 [{}], not a parameter, a buffer or computed "
+        "from its inputs: a tensor a lambda captured, say); register it as a buffer so the graph "
+        "can name it",
+        fmt::join(captured.sizes(), ", "));
+    for (bool dynamic : {false, true}) {
+      CAPTURE(dynamic);
+      TraceOptions options;
+      options.dynamic_batch = dynamic;
+      try {
+        symbolic_trace(module, input, options);
+        FAIL("traced");
+      } catch (const TraceError& e) {
+        CHECK(std::string(e.what()) == expected);
+      }
+    }
+  }
 }
 
 TEST_CASE("trace: two threads trace different pipelines at the same time") {
