@@ -129,14 +129,26 @@ class StateSnapshot {
 
 namespace {
 
-// The LibTorch layer (`MultiheadAttention`) whose forward is running on this thread, found
-// by the names of the frames on the stack, the outermost when one runs in another; "" when
-// the code running is the user's. Containers run user code, so they do not count.
-std::string builtin_layer_on_stack() {
+// The built-in layer whose forward a demangled frame name is (`MultiheadAttention` for
+// `torch::nn::MultiheadAttentionImpl::forward(…)`), or "". Containers run user code, so they
+// are none.
+std::string_view layer_of_frame(std::string_view frame) {
   static const std::set<std::string_view> containers = {
       "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Functional"};
   constexpr std::string_view kNamespace = "torch::nn::";
   constexpr std::string_view kForward = "Impl::forward(";
+  if (frame.substr(0, kNamespace.size()) != kNamespace) return {};
+  const size_t forward = frame.find(kForward);
+  if (forward == std::string_view::npos) return {};
+  const std::string_view type = frame.substr(kNamespace.size(), forward - kNamespace.size());
+  if (type.find(':') != std::string_view::npos || containers.count(type) != 0) return {};
+  return type;
+}
+
+// The LibTorch layer whose forward is running on this thread, found by the names of the
+// frames on the stack, the outermost when one runs in another (the layer the user called);
+// "" when the code running is the user's.
+std::string builtin_layer_on_stack() {
   void* frames[256];
   const int count = backtrace(frames, 256);
   std::string layer;
@@ -147,15 +159,28 @@ std::string builtin_layer_on_stack() {
     std::unique_ptr<char, void (*)(void*)> name(
         abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status), std::free);
     if (status != 0 || !name) continue;
-    const std::string_view text(name.get());
-    if (text.substr(0, kNamespace.size()) != kNamespace) continue;
-    const size_t forward = text.find(kForward);
-    if (forward == std::string_view::npos) continue;
-    const std::string_view type = text.substr(kNamespace.size(), forward - kNamespace.size());
-    if (type.find(':') != std::string_view::npos || containers.count(type) != 0) continue;
-    layer = std::string(type);
+    const std::string_view type = layer_of_frame(name.get());
+    if (!type.empty()) layer = std::string(type);
   }
   return layer;
+}
+
+// The innermost built-in layer in a LibTorch error's backtrace (`frame #3: torch::nn::…`), the
+// one that failed, or "".
+std::string failed_layer(const c10::Error& error) {
+  const std::string& text = error.backtrace();
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    if (end == std::string::npos) end = text.size();
+    std::string_view frame(text.data() + line, end - line);
+    const size_t colon = frame.find(": ");
+    if (frame.rfind("frame #", 0) == 0 && colon != std::string_view::npos) {
+      const std::string_view type = layer_of_frame(frame.substr(colon + 2));
+      if (!type.empty()) return std::string(type);
+    }
+    line = end + 1;
+  }
+  return "";
 }
 
 // A traced tensor turned into a C++ value (`aten::item`, `aten::equal`) by the module's own
@@ -333,14 +358,25 @@ void guard_layer_read(const ValueRead& read, const TensorDictModule& module,
   graph.insert(c10::Symbol::fromQualString("aten::_assert_async"), {cond});
 }
 
-// Called inside a catch block: rethrows the wrapped module's failure as a tdfx::Error.
-[[noreturn]] void rethrow_module_failure(const TensorDictModule& module) {
+// Called inside a catch block: rethrows the wrapped module's failure as a tdfx::Error, naming
+// the built-in layer it failed in when LibTorch's backtrace shows one.
+[[noreturn]] void rethrow_module_failure(const TensorDictModule& module,
+                                         const std::string& inner_path) {
   try {
     throw;
   } catch (const InternalError&) {
     throw;  // a bug in tdfx: never dressed as the user's error
   } catch (const Error&) {
     throw;
+  } catch (const c10::Error& e) {
+    const std::string layer = failed_layer(e);
+    if (!layer.empty()) {
+      fail<TraceError>("{}: the wrapped module failed while tracing, in {}: {}",
+                       module.describe(), layer_path(module, inner_path, layer),
+                       library_message(e));
+    }
+    fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
+                     library_message(e));
   } catch (const std::exception& e) {
     // LibTorch's message without its backtrace or the values of a tensor it names.
     fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
@@ -437,7 +473,7 @@ class Recorder : public KeyAccessHook {
         // branch taken for other tensors), so that is what it is told.
         const std::string read = watch.user_read();
         if (!read.empty()) fail_value_read(module, record.td_path, read);
-        rethrow_module_failure(module);
+        rethrow_module_failure(module, record.inner_path);
       }
       const std::string read = watch.user_read();
       if (!read.empty()) fail_value_read(module, record.td_path, read);

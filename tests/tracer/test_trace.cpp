@@ -349,3 +349,26 @@ TEST_CASE("trace: a trace that fails puts the module's buffers back") {
     CHECK(bit_equal(before, buffers_before.at(name)));
   }
 }
+
+/// relu(fc(x)) with fc a Linear(4, 3).
+struct LinearNetImpl : torch::nn::Module {
+  LinearNetImpl() : fc(register_module("fc", torch::nn::Linear(4, 3))) {}
+  at::Tensor forward(const at::Tensor& x) { return at::relu(fc(x)); }
+  torch::nn::Linear fc{nullptr};
+};
+
+TEST_CASE("trace: a failure inside a built-in layer names the layer's path") {
+  auto module = make_td_sequential(
+      {make_td_module(std::make_shared<LinearNetImpl>(), {"x"}, {"y"})});
+  const TensorDict input({{"x", at::randn({2, 5})}}, {2});
+  try {
+    symbolic_trace(module, input);
+    FAIL("traced");
+  } catch (const TraceError& e) {
+    CHECK(std::string(e.what()) ==
+          "TensorDictModule(module=LinearNetImpl, in_keys=['x'], out_keys=['y']): the wrapped "
+          "module "
+          "failed while tracing, in '0.module.fc' (Linear): mat1 and mat2 shapes cannot be "
+          "multiplied (2x5 and 4x3)");
+  }
+}
