@@ -37,6 +37,7 @@
 
 // Looking inside a run: statistics, NaN/Inf origin, profiles, diagram overlays.
 #include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/debug/overlay.h"
 #include "tdfx/debug/profile.h"

@@ -15,6 +15,7 @@ Debuggee debuggee(const TDGraphModule& gm, const TensorDict& td) {
   d.inputs = gm.graph_inputs(td);
   d.output_keys = gm.out_keys();
   d.code = gm.code();
+  d.parameter_prefix = gm.root_prefix();
   return d;
 }
 
@@ -25,6 +26,10 @@ Debuggee debuggee(const ExportedProgram& program, const std::vector<at::Tensor>&
   d.inputs = module.graph_inputs(user_inputs);
   for (const auto& out : program.graph_signature().outputs) d.output_keys.push_back(out.key);
   d.code = program.code();
+  const auto& inputs = program.graph_signature().inputs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].kind != InputKind::kUserInput) d.state_inputs.emplace_back(i, inputs[i].target);
+  }
   return d;
 }
 

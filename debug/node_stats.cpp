@@ -30,7 +30,7 @@ template <typename T>
 void accumulate(const T* data, int64_t n, TensorStats& s) {
   double min = std::numeric_limits<double>::infinity();
   double max = -min;
-  double sum = 0;
+  double sum = 0, sum_of_squares = 0;
   bool saw_nan = false;
   int64_t zeros = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -45,6 +45,7 @@ void accumulate(const T* data, int64_t n, TensorStats& s) {
     min = v < min ? v : min;
     max = v > max ? v : max;
     sum += v;
+    sum_of_squares += v * v;
   }
   const double mean = sum / static_cast<double>(n);
   double squares = 0;
@@ -56,16 +57,9 @@ void accumulate(const T* data, int64_t n, TensorStats& s) {
   s.min = saw_nan ? nan : min;
   s.max = saw_nan ? nan : max;
   s.mean = mean;
+  s.norm = std::sqrt(sum_of_squares);
   s.std = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : nan;
   s.zero_fraction = static_cast<double>(zeros) / static_cast<double>(n);
-}
-
-std::string describe_op(const Node& node) {
-  return fmt::format("{} {}", to_string(node.op()), node.target().str());
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
 // What a value is, as a Python user names it.
@@ -98,6 +92,14 @@ class StatsInterpreter : public Interpreter {
 
 }  // namespace
 
+std::string describe_op(const Node& node) {
+  return fmt::format("{} {}", to_string(node.op()), node.target().str());
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
 TensorStats tensor_stats(const at::Tensor& t) {
   if (!t.defined()) fail<Error>("tensor_stats: the tensor is undefined");
   if (t.is_meta() || t.is_quantized() || t.is_sparse()) {
@@ -112,6 +114,7 @@ TensorStats tensor_stats(const at::Tensor& t) {
   s.numel = t.numel();
   if (s.numel == 0) {
     s.min = s.max = s.mean = s.std = s.zero_fraction = std::numeric_limits<double>::quiet_NaN();
+    s.norm = 0;
     return s;
   }
   const at::Tensor data = t.device().is_cpu() ? t.contiguous() : t.to(at::kCPU).contiguous();

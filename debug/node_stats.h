@@ -30,6 +30,8 @@ struct TensorStats {
   double min = 0, max = 0, mean = 0;
   /// The unbiased standard deviation (at::std's default); NaN below two elements.
   double std = 0;
+  /// The L2 norm, the square root of the sum of squares (in double); 0 when empty.
+  double norm = 0;
   int64_t nan_count = 0;
   int64_t inf_count = 0;
   /// The fraction of elements equal to zero.
@@ -41,6 +43,11 @@ struct TensorStats {
 /// The statistics of `t`, in one pass over its elements (on the CPU). tdfx::Error for an
 /// undefined, meta, quantized or sparse tensor.
 TensorStats tensor_stats(const at::Tensor& t);
+
+/// A node's opcode and target as the tables print them (`call_module 0.module.fc1`).
+std::string describe_op(const Node& node);
+/// A shape as the tables print it (`[2, 3]`).
+std::string shape_text(const std::vector<int64_t>& shape);
 
 /// One node of a run and what it produced.
 struct NodeStats {

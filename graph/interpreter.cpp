@@ -41,7 +41,11 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
       fail<GraphError>("the graph was edited during the run; recompile it and run again");
     }
     if (step.kind == detail::Step::Kind::kOutput) {
-      env_.clear();
+      // Without garbage collection every value stays readable after the run (value()).
+      if (options_.garbage_collect_values) {
+        env_.clear();
+        computed_.clear();
+      }
       inputs_.clear();
       return value;
     }

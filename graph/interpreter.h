@@ -43,7 +43,8 @@ struct Step;
 class Interpreter {
  public:
   struct Options {
-    /// Release each value after its last reader (FX's garbage_collect_values).
+    /// Release each value after its last reader (FX's garbage_collect_values). When false,
+    /// every value stays readable through value() after the run, until the next run.
     bool garbage_collect_values = true;
   };
 

@@ -292,8 +292,8 @@ void TensorDictModule::set_output(TensorDict& td, size_t index, at::Tensor value
     // A recurrent layer's state is [layers, batch, hidden]: the batch is not first.
     fail<ShapeError>(
         "{}: out key {} has shape {}, which does not start with the TensorDict's batch size {}; "
-        "put the batch first (a recurrent state [layers, batch, hidden]: h.transpose(0, 1)) or "
-        "use a TensorDict with no batch dimensions",
+        "use a TensorDict with no batch dimensions, or put the batch first in a module of your "
+        "own (a recurrent state [layers, batch, hidden]: h.transpose(0, 1))",
         describe(), key.repr(), fmt::format("[{}]", fmt::join(sizes, ", ")),
         fmt::format("[{}]", fmt::join(batch, ", ")));
   }

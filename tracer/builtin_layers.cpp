@@ -59,6 +59,13 @@ bool records_its_op(const torch::nn::Module& module, const std::vector<torch::ji
   return false;
 }
 
+bool reads_parameters_repeatedly(const torch::nn::Module& module) {
+  static const std::set<std::string> types = {
+      "MultiheadAttention",      "TransformerEncoderLayer", "TransformerDecoderLayer",
+      "TransformerEncoder",      "TransformerDecoder",      "Transformer"};
+  return is_torch_nn(module) && types.count(short_type(module)) != 0;
+}
+
 int ops_before_parameters(const torch::nn::Module& module) {
   auto pads = [](const auto* conv) {
     return conv && !c10::holds_alternative<torch::enumtype::kZeros>(conv->options.padding_mode());

@@ -37,6 +37,10 @@ bool is_torch_nn(const torch::nn::Module& module);
 /// modules that are not torch::nn's.
 bool records_its_op(const torch::nn::Module& module, const std::vector<torch::jit::Node*>& nodes);
 
+/// True for the built-in layers whose one call reads a parameter more than once: attention
+/// (its packed in_proj_weight, once each for query, key and value) and the transformer layers.
+bool reads_parameters_repeatedly(const torch::nn::Module& module);
+
 /// How many ops the leaf `module` runs on its input before it reads a parameter: 1 for a Conv
 /// whose padding mode is not zeros (it pads its input first, `_pad_enum`), else 0.
 int ops_before_parameters(const torch::nn::Module& module);

@@ -108,7 +108,8 @@ class LeafRegionFinder {
  private:
   // The calls of the leaf `sub` of `call`, found from the nodes that read its parameters: each
   // call is a contiguous run of them, and a parameter read again starts the next call (C++
-  // runs a call's ops one after another, and no built-in layer reads a parameter twice). A
+  // runs a call's ops one after another, and but for attention no built-in layer reads a
+  // parameter twice). A
   // run becomes a region when it takes at least one tensor from outside, gives at least one
   // value, and holds the op its layer records (records_its_op); others stay inline as the ops
   // they are (a weight read by user code, `torch.t(self.emb.weight)`).
@@ -130,6 +131,20 @@ class LeafRegionFinder {
     // for them: their readers are part of the call. Reading one again is no new call.
     // A parameter updated in place (BatchNorm's num_batches_tracked += 1) is still that
     // parameter: reading it again starts the next call too.
+    // A parameter read again starts the next call; in attention (and the transformer layers
+    // built on it), which reads its packed in_proj_weight once each for query, key and value
+    // before its out_proj, only once the call has read every parameter of the layer.
+    std::unordered_set<const jit::Value*> required;
+    if (reads_parameters_repeatedly(module)) {
+      for (const auto& item : module.named_parameters(true)) {
+        auto it = parameters_by_path_.find(join_path(target, item.key()));
+        if (it != parameters_by_path_.end()) required.insert(it->second);
+      }
+    }
+    auto complete = [&](const std::unordered_set<const jit::Value*>& read) {
+      return std::all_of(required.begin(), required.end(),
+                         [&](const jit::Value* p) { return read.count(p) > 0; });
+    };
     std::unordered_set<const jit::Value*> derived, read;
     for (size_t i = 0; i < call.nodes.size(); ++i) {
       const jit::Node* node = call.nodes[i];
@@ -137,7 +152,7 @@ class LeafRegionFinder {
       for (const jit::Value* input : node->inputs()) {
         const bool parameter = params.count(updates_.parameter_of(input)) > 0;
         reads |= parameter || derived.count(input);
-        again |= parameter && read.count(updates_.parameter_of(input));
+        again |= parameter && read.count(updates_.parameter_of(input)) && complete(read);
         only_parameters &= parameter || derived.count(input) || is_constant_expression(input);
       }
       if (!reads) continue;

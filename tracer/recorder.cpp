@@ -216,8 +216,8 @@ class ValueReadWatch {
   ValueReadWatch(const ValueReadWatch&) = delete;
   ValueReadWatch& operator=(const ValueReadWatch&) = delete;
 
-  /// The reads, in order.
-  const std::vector<ValueRead>& reads() const { return reads_; }
+  /// The reads, in order, taken out of the watch.
+  std::vector<ValueRead> take_reads() { return std::move(reads_); }
   /// The first read by user code ("aten::item"), or "" when none did.
   std::string user_read() const {
     for (const ValueRead& read : reads_) {
@@ -464,6 +464,7 @@ class Recorder : public KeyAccessHook {
     const size_t index = recording_.calls.size();
     jit::Node* before = last_node();
     std::vector<at::Tensor> outputs;
+    std::vector<ValueRead> reads;
     {
       ValueReadWatch watch(*recording_.graph);
       try {
@@ -477,9 +478,11 @@ class Recorder : public KeyAccessHook {
       }
       const std::string read = watch.user_read();
       if (!read.empty()) fail_value_read(module, record.td_path, read);
-      for (const ValueRead& layer_read : watch.reads()) {
-        guard_layer_read(layer_read, module, record.inner_path, *recording_.graph);
-      }
+      reads = watch.take_reads();
+    }
+    // After the watch: making a guard reads values itself.
+    for (const ValueRead& layer_read : reads) {
+      guard_layer_read(layer_read, module, record.inner_path, *recording_.graph);
     }
     for (jit::Node* node = before->next(); node != end_node(); node = node->next()) {
       record.nodes.push_back(node);

@@ -669,8 +669,9 @@ TEST_CASE("nn layers: a recurrent state under a batch-[B] TensorDict is refused 
     CHECK(std::string(e.what()) ==
           lstm->describe() +
               ": out key 'h' has shape [1, 4, 3], which does not start with the TensorDict's "
-              "batch size [4]; put the batch first (a recurrent state [layers, batch, hidden]: "
-              "h.transpose(0, 1)) or use a TensorDict with no batch dimensions");
+              "batch size [4]; use a TensorDict with no batch dimensions, or put the batch first "
+              "in a module of your own (a recurrent state [layers, batch, hidden]: "
+              "h.transpose(0, 1))");
   }
 }
 
@@ -711,4 +712,41 @@ TEST_CASE("nn layers: loaded programs refuse out-of-range indices of the layers 
     CHECK_NOTHROW(loaded.module()(probe.good));
     CHECK_THROWS_AS(loaded.module()(probe.bad), RunError);
   }
+}
+
+TEST_CASE("nn layers: cross-attention in a user module is one call_module, and traces when q and k "
+          "have one shape") {
+  // Attention reads its packed in_proj_weight once each for query, key and value: one call.
+  // Query and key of one shape (and other values) are compared with aten::equal, and the guard
+  // that follows made the trace read values while it watched for reads (it crashed).
+  struct CrossImpl : nn::Module {
+    CrossImpl() : attn(register_module("attn", nn::MultiheadAttention(8, 2))) {}
+    at::Tensor forward(const at::Tensor& q, const at::Tensor& kv) {
+      return std::get<0>(attn(q, kv, kv));
+    }
+    nn::MultiheadAttention attn{nullptr};
+  };
+  auto module = make_td_module(std::make_shared<CrossImpl>(), {"q", "kv"}, {"o"});
+  const TensorDict td({{"q", at::randn({5, 3, 8})}, {"kv", at::randn({5, 3, 8})}});
+  TDGraphModule gm = symbolic_trace(module, td);
+  size_t call_modules = 0, guards = 0;
+  for (const Node* node : gm.graph().nodes()) {
+    if (node->op() == OpCode::kCallModule) ++call_modules;
+    if (node->op() == OpCode::kGetAttr) FAIL("a get_attr outside the call: " << node->name());
+  }
+  for (const Node* node : gm.program_graph().nodes()) {
+    guards += node->target().is_aten() && node->target().op_name() == "_assert_async";
+  }
+  CHECK(call_modules == 1);
+  CHECK(guards == 1);
+  TensorDict eager(td), traced(td);
+  module->forward(eager);
+  gm.forward(traced);
+  CHECK(at::equal(eager.get("o"), traced.get("o")));
+  // q equal to kv takes the fused path in eager: refused, also by the exported program.
+  const TensorDict same({{"q", td.get("kv").clone()}, {"kv", td.get("kv")}});
+  TensorDict work(same);
+  CHECK_THROWS_AS(gm.forward(work), RunError);
+  const ExportedProgram program = export_program(gm);
+  CHECK_THROWS_AS(program.module()({{"q", same.get("q")}, {"kv", same.get("kv")}}), RunError);
 }

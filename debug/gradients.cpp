@@ -1,0 +1,372 @@
+#include "tdfx/debug/gradients.h"
+
+#include <ATen/ops/isfinite.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/function.h>
+
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/interpreter.h"
+
+namespace tdfx {
+
+// ---- Loss ----------------------------------------------------------------------------------
+
+Loss Loss::sum() { return Loss(); }
+
+Loss Loss::output(std::string name, Reduction reduction) {
+  Loss loss;
+  loss.kind_ = Kind::kOutput;
+  loss.output_ = std::move(name);
+  loss.reduction_ = reduction;
+  return loss;
+}
+
+Loss Loss::of(std::function<at::Tensor(const std::vector<at::Tensor>&)> fn) {
+  if (!fn) fail<Error>("Loss::of: the function is empty");
+  Loss loss;
+  loss.kind_ = Kind::kFunction;
+  loss.fn_ = std::move(fn);
+  return loss;
+}
+
+std::string Loss::describe() const {
+  switch (kind_) {
+    case Kind::kSum:
+      return "sum of every output";
+    case Kind::kOutput:
+      return fmt::format("{} of {}", reduction_ == Reduction::kSum ? "sum" : "mean", output_);
+    case Kind::kFunction:
+      return "a function of the outputs";
+  }
+  return "";
+}
+
+at::Tensor Loss::compute(const std::vector<at::Tensor>& outputs,
+                         const std::vector<std::vector<std::string>>& names) const {
+  auto floating = [](const at::Tensor& t) {
+    return t.defined() && at::isFloatingType(t.scalar_type());
+  };
+  switch (kind_) {
+    case Kind::kSum: {
+      at::Tensor total;
+      for (const at::Tensor& out : outputs) {
+        if (!floating(out)) continue;
+        total = total.defined() ? total + out.sum() : out.sum();
+      }
+      if (!total.defined()) fail<Error>("loss: the graph has no floating output to sum");
+      return total;
+    }
+    case Kind::kOutput:
+      for (size_t i = 0; i < outputs.size() && i < names.size(); ++i) {
+        for (const std::string& name : names[i]) {
+          if (name != output_) continue;
+          if (!floating(outputs[i])) {
+            fail<Error>("loss: output {} is not a floating tensor", output_);
+          }
+          return reduction_ == Reduction::kSum ? outputs[i].sum() : outputs[i].mean();
+        }
+      }
+      {
+        std::vector<std::string> known;
+        for (const auto& n : names) known.push_back(n.empty() ? "?" : n.front());
+        fail<Error>("loss: no output is named {}; the outputs are {}", output_,
+                    fmt::join(known, ", "));
+      }
+    case Kind::kFunction: {
+      at::Tensor loss = fn_(outputs);
+      if (!loss.defined() || loss.numel() != 1) {
+        fail<Error>("loss: the loss function must return a tensor with one element");
+      }
+      return loss.reshape({});
+    }
+  }
+  fail<InternalError>("loss: unknown kind");
+}
+
+namespace {
+
+// ---- One forward and backward pass ---------------------------------------------------------
+
+// Runs the graph keeping every value, hooks the gradient of each value that requires grad
+// (not leaves: a hook on a parameter would stay on it), and notes the order autograd reaches
+// them in.
+class GradRun : public Interpreter {
+ public:
+  explicit GradRun(const GraphModule& module) : Interpreter(module, Options{false}) {}
+
+  std::unordered_map<const Node*, at::Tensor> grads;
+  std::vector<const Node*> order;
+
+  c10::IValue run_node(const Node& node) override {
+    c10::IValue value = Interpreter::run_node(node);
+    if (node.op() == OpCode::kOutput || !value.isTensor()) return value;
+    const at::Tensor& t = value.toTensor();
+    if (!t.requires_grad() || t.is_leaf()) return value;
+    const Node* hooked = &node;
+    t.register_hook([this, hooked](const at::Tensor& grad) {
+      if (grads.emplace(hooked, grad).second) order.push_back(hooked);
+    });
+    return value;
+  }
+};
+
+// The traced module's parameters that require grad, named from the pipeline.
+std::vector<std::pair<std::string, at::Tensor>> root_parameters(const Debuggee& debuggee) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  const auto& root = debuggee.module->root();
+  if (!root) return out;
+  const std::string prefix =
+      debuggee.parameter_prefix.empty() ? "" : debuggee.parameter_prefix + ".";
+  for (const auto& item : root->named_parameters(true)) {
+    if (item.value().requires_grad()) out.emplace_back(prefix + item.key(), item.value());
+  }
+  return out;
+}
+
+struct Pass {
+  std::unique_ptr<GradRun> run;
+  at::Tensor loss;
+  /// What the gradients were taken with respect to, with their names, and the gradients
+  /// (undefined for one the loss does not reach).
+  std::vector<std::pair<std::string, at::Tensor>> wrt;
+  std::vector<at::Tensor> wrt_grads;
+};
+
+std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
+  std::vector<at::Tensor> out;
+  if (value.isTensor()) {
+    out.push_back(value.toTensor());
+  } else if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) {
+      out.push_back(item.isTensor() ? item.toTensor() : at::Tensor());
+    }
+  } else if (value.isList()) {
+    for (const auto& item : value.toListRef()) {
+      out.push_back(item.isTensor() ? item.toTensor() : at::Tensor());
+    }
+  }
+  return out;
+}
+
+Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
+  Pass pass;
+  pass.run = std::make_unique<GradRun>(*debuggee.module);
+  std::vector<c10::IValue> inputs = debuggee.inputs;
+  // An exported program's state: floating tensors become leaves that require grad, on copies.
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& [index, name] : debuggee.state_inputs) {
+    if (index >= inputs.size() || !inputs[index].isTensor()) continue;
+    const at::Tensor& t = inputs[index].toTensor();
+    if (!at::isFloatingType(t.scalar_type())) continue;
+    at::Tensor leaf = t.detach().clone().requires_grad_(true);
+    inputs[index] = leaf;
+    state.emplace_back(name, leaf);
+  }
+  c10::IValue result;
+  {
+    at::AutoGradMode grad_mode(true);
+    result = pass.run->run(std::move(inputs));
+    const std::vector<at::Tensor> outputs = tensors_of(result);
+    std::vector<std::vector<std::string>> names(outputs.size());
+    const std::vector<Node*> returned = output_values(debuggee.module->graph());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (i < debuggee.output_keys.size()) names[i].push_back(debuggee.output_keys[i].joined("_"));
+      if (i < returned.size() && returned[i]) names[i].push_back(returned[i]->name());
+    }
+    pass.loss = loss.compute(outputs, names);
+  }
+  if (!pass.loss.requires_grad()) {
+    fail<Error>("loss ({}) does not require grad: nothing it depends on has a gradient",
+                loss.describe());
+  }
+  pass.wrt = std::move(state);
+  if (debuggee.state_inputs.empty()) pass.wrt = root_parameters(debuggee);
+  std::vector<at::Tensor> wrt;
+  for (const auto& [name, t] : pass.wrt) wrt.push_back(t);
+  if (wrt.empty()) {
+    // Gradients of intermediate values only (inputs that require grad): hooks see them.
+    torch::autograd::backward({pass.loss}, {}, /*retain_graph=*/false);
+    return pass;
+  }
+  pass.wrt_grads = torch::autograd::grad({pass.loss}, wrt, {}, /*retain_graph=*/false,
+                                         /*create_graph=*/false, /*allow_unused=*/true);
+  return pass;
+}
+
+std::vector<std::string> user_grad_fns(const GradRun& run, const Node& node) {
+  std::vector<std::string> names;
+  for (const Node* user : node.users()) {
+    if (!run.has_value(*user) || !run.value(*user).isTensor()) continue;
+    const auto& fn = run.value(*user).toTensor().grad_fn();
+    if (!fn) continue;
+    const std::string name = fn->name();
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
+GradReport grad_stats(const Debuggee& debuggee, const Loss& loss) {
+  Pass pass = forward_backward(debuggee, loss);
+  GradReport report;
+  report.loss_name = loss.describe();
+  report.loss = pass.loss.item<double>();
+  report.loss_finite = std::isfinite(report.loss);
+  for (const Node* node : pass.run->order) {
+    NodeGrad entry;
+    entry.node = node->name();
+    entry.op = describe_op(*node);
+    entry.grad = tensor_stats(pass.run->grads.at(node));
+    entry.grad_fns = user_grad_fns(*pass.run, *node);
+    entry.module_path = node->meta().module_path;
+    entry.td_module = node->meta().td_module;
+    report.nodes.push_back(std::move(entry));
+  }
+  for (size_t i = 0; i < pass.wrt_grads.size(); ++i) {
+    if (!pass.wrt_grads[i].defined()) continue;
+    ParameterGrad entry;
+    entry.name = pass.wrt[i].first;
+    entry.gradient = pass.wrt_grads[i];
+    entry.grad = tensor_stats(pass.wrt_grads[i]);
+    entry.value_norm = tensor_stats(pass.wrt[i].second.detach()).norm;
+    entry.ratio = entry.value_norm == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                        : entry.grad.norm / entry.value_norm;
+    report.parameters.push_back(std::move(entry));
+  }
+  return report;
+}
+
+Table grad_table(const GradReport& report, size_t width) {
+  Table table({{"node", 0},
+               {"dtype", 5},
+               {"shape", 12},
+               {"norm", kNumberWidth, true},
+               {"min", kNumberWidth, true},
+               {"max", kNumberWidth, true},
+               {"mean", kNumberWidth, true},
+               {"nan", 6, true},
+               {"inf", 6, true},
+               {"zeros", 5, true}},
+              width);
+  for (const NodeGrad& entry : report.nodes) {
+    const TensorStats& s = entry.grad;
+    table.add_row({entry.node, dtype_short(s.dtype), shape_text(s.shape), table_number(s.norm),
+                   table_number(s.min), table_number(s.max), table_number(s.mean),
+                   std::to_string(s.nan_count), std::to_string(s.inf_count),
+                   fmt::format("{:.0f}%", 100 * s.zero_fraction)});
+  }
+  return table;
+}
+
+Table parameter_grad_table(const GradReport& report, size_t width) {
+  Table table({{"parameter", 0},
+               {"shape", 12},
+               {"grad norm", kNumberWidth, true},
+               {"value norm", 10, true},
+               {"ratio", kNumberWidth, true},
+               {"nan", 6, true},
+               {"inf", 6, true},
+               {"zeros", 5, true}},
+              width);
+  for (const ParameterGrad& entry : report.parameters) {
+    const TensorStats& s = entry.grad;
+    table.add_row({entry.name, shape_text(s.shape), table_number(s.norm),
+                   table_number(entry.value_norm), table_number(entry.ratio),
+                   std::to_string(s.nan_count), std::to_string(s.inf_count),
+                   fmt::format("{:.0f}%", 100 * s.zero_fraction)});
+  }
+  return table;
+}
+
+// ---- The first non-finite gradient ---------------------------------------------------------
+
+std::string NonFiniteGrad::str() const {
+  if (loss_nonfinite) {
+    return fmt::format(
+        "the loss is not finite ({}): every gradient from it is; look at the forward values "
+        "(first_nonfinite, tdfx run --find-nonfinite)\n",
+        loss);
+  }
+  std::string out = fmt::format("first non-finite gradient: %{} ({} NaN, {} Inf of {} values)\n",
+                                node, grad.nan_count, grad.inf_count, grad.numel);
+  out += fmt::format("  node:     {}\n", description);
+  if (!td_module.empty()) out += fmt::format("  in:       TensorDictModule {}\n", td_module);
+  if (!module_path.empty()) out += fmt::format("  module:   {}\n", module_path);
+  if (key) out += fmt::format("  feeds:    {}\n", key->repr());
+  if (!code_line.empty()) out += fmt::format("  code:     {}\n", code_line);
+  if (!grad_fns.empty()) out += fmt::format("  from:     {}\n", fmt::join(grad_fns, ", "));
+  auto summary = [](const TensorStats& s) {
+    return fmt::format("{} {} min {} max {} mean {}, {} NaN, {} Inf, {:.0f}% zeros",
+                       dtype_short(s.dtype), shape_text(s.shape), table_number(s.min),
+                       table_number(s.max), table_number(s.mean), s.nan_count, s.inf_count,
+                       100 * s.zero_fraction);
+  };
+  if (value) out += fmt::format("  value:    {}\n", summary(*value));
+  for (const auto& [name, stats] : inputs) {
+    out += fmt::format("  input %{}: {}\n", name, summary(stats));
+  }
+  if (row_count > 0) {
+    out += fmt::format("  rows:     {} of dim 0 ({}{})\n", row_count, fmt::join(rows, ", "),
+                       row_count > static_cast<int64_t>(rows.size()) ? ", …" : "");
+  }
+  return out;
+}
+
+std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, const Loss& loss) {
+  Pass pass = forward_backward(debuggee, loss);
+  const double loss_value = pass.loss.item<double>();
+  if (!std::isfinite(loss_value)) {
+    NonFiniteGrad out;
+    out.loss_nonfinite = true;
+    out.loss = loss_value;
+    return out;
+  }
+  const GradRun& run = *pass.run;
+  auto finite = [](const at::Tensor& g) { return at::isfinite(g).all().item<bool>(); };
+  for (const Node* node : run.order) {
+    const at::Tensor& grad = run.grads.at(node);
+    if (finite(grad)) continue;
+    bool from_finite = true;
+    for (const Node* user : node->users()) {
+      auto it = run.grads.find(user);
+      if (it != run.grads.end() && !finite(it->second)) from_finite = false;
+    }
+    if (!from_finite) continue;
+    NonFiniteGrad out;
+    out.loss = loss_value;
+    out.node = node->name();
+    out.description = describe(*node);
+    out.module_path = node->meta().module_path;
+    out.td_module = node->meta().td_module;
+    out.key = key_fed(debuggee, *node);
+    out.code_line = code_line(debuggee.code, *node);
+    out.grad_fns = user_grad_fns(run, *node);
+    out.grad = tensor_stats(grad);
+    if (run.value(*node).isTensor()) out.value = tensor_stats(run.value(*node).toTensor().detach());
+    for (const Node* input : node->input_nodes()) {
+      if (run.has_value(*input) && run.value(*input).isTensor()) {
+        out.inputs.emplace_back(input->name(), tensor_stats(run.value(*input).toTensor().detach()));
+      }
+    }
+    if (grad.dim() > 0 && grad.size(0) > 0) {
+      const at::Tensor bad = at::isfinite(grad).logical_not().reshape({grad.size(0), -1}).any(1);
+      const at::Tensor indices = bad.nonzero().reshape({-1});
+      out.row_count = indices.numel();
+      const int64_t shown = std::min<int64_t>(out.row_count, 8);
+      for (int64_t i = 0; i < shown; ++i) out.rows.push_back(indices[i].item<int64_t>());
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace tdfx

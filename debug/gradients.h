@@ -1,0 +1,139 @@
+#pragma once
+
+/// \file
+/// Gradients of a training step through the graph: run forward and backward once and report
+/// each node's output gradient and each parameter's gradient (grad_stats), or find the first
+/// node, in backward order, whose gradient is NaN or Inf while the gradients flowing into it
+/// are finite (first_nonfinite_grad).
+///
+///     auto report = grad_stats(debuggee(gm, td), Loss::output("loss"));
+///     std::cout << grad_table(report).str();
+///     if (auto bad = first_nonfinite_grad(debuggee(gm, td), Loss::sum())) std::cout << bad->str();
+///
+/// The gradients are taken with torch::autograd::grad: nothing accumulates into the
+/// parameters' `.grad`, and the module is left as it was. Hooks go on the values the graph
+/// produces, not into the graph.
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tdfx/core/text_table.h"
+#include "tdfx/debug/debuggee.h"
+#include "tdfx/debug/node_stats.h"
+
+namespace tdfx {
+
+/// The loss that backward starts from.
+class Loss {
+ public:
+  enum class Reduction { kSum, kMean };
+  /// The sum of every floating output's sum (the default).
+  static Loss sum();
+  /// The sum, or mean, of one output, named by its key joined with "_" (`loc`, `agents_action`)
+  /// or by the output node's name in the graph (`getitem_3`).
+  static Loss output(std::string name, Reduction reduction = Reduction::kSum);
+  /// A function of the outputs, in output order; it must return a tensor with one element.
+  static Loss of(std::function<at::Tensor(const std::vector<at::Tensor>&)> fn);
+
+  /// The loss for `outputs` (keys and output node names in `names`, in output order).
+  /// tdfx::Error naming the output when it is unknown or not a floating tensor.
+  at::Tensor compute(const std::vector<at::Tensor>& outputs,
+                     const std::vector<std::vector<std::string>>& names) const;
+  /// What it is, for a report: `sum of every output`, `mean of loc`, `a function of the outputs`.
+  std::string describe() const;
+
+ private:
+  enum class Kind { kSum, kOutput, kFunction } kind_ = Kind::kSum;
+  std::string output_;
+  Reduction reduction_ = Reduction::kSum;
+  std::function<at::Tensor(const std::vector<at::Tensor>&)> fn_;
+};
+
+/// The gradient of one node's output.
+struct NodeGrad {
+  std::string node;
+  /// The node's opcode and target (`call_module 0.module.fc1`).
+  std::string op;
+  /// The gradient's statistics (its norm among them).
+  TensorStats grad;
+  /// The autograd functions of the node's users that produced its gradient (`SqrtBackward0`),
+  /// those of the users that require grad, in user order.
+  std::vector<std::string> grad_fns;
+  /// The node's module path and TensorDictModule, as its meta records them.
+  std::string module_path, td_module;
+};
+
+/// The gradient of one parameter or buffer.
+struct ParameterGrad {
+  /// Its path (`module.0.module.weight`).
+  std::string name;
+  /// The gradient itself, and its statistics.
+  at::Tensor gradient;
+  TensorStats grad;
+  /// The norm of its value, and grad norm / value norm (NaN for a zero value).
+  double value_norm = 0;
+  double ratio = 0;
+};
+
+/// One forward and backward pass.
+struct GradReport {
+  std::string loss_name;
+  double loss = 0;
+  bool loss_finite = true;
+  /// The nodes whose output required grad and got a gradient, in backward order (the order
+  /// autograd reached them).
+  std::vector<NodeGrad> nodes;
+  /// The parameters and buffers that got a gradient, in graph order.
+  std::vector<ParameterGrad> parameters;
+};
+
+/// Runs `debuggee` forward and backward once from `loss`. The traced module's parameters keep
+/// their `.grad`; an exported program's floating parameters and buffers are given gradients
+/// on copies. tdfx::Error when the loss does not require grad (nothing it depends on does).
+GradReport grad_stats(const Debuggee& debuggee, const Loss& loss = Loss::sum());
+
+/// Node gradients as a table at most `width` wide: node, dtype, shape, norm, min, max, mean,
+/// nan, inf, zeros.
+Table grad_table(const GradReport& report, size_t width = kTerminalWidth);
+/// Parameter gradients as a table: parameter, shape, grad norm, value norm, ratio, nan, inf,
+/// zeros.
+Table parameter_grad_table(const GradReport& report, size_t width = kTerminalWidth);
+
+/// Where a non-finite gradient started.
+struct NonFiniteGrad {
+  /// Set when the loss itself is NaN or Inf; then no node is named.
+  bool loss_nonfinite = false;
+  double loss = 0;
+  std::string node;
+  /// As printed (`%mean = torch.mean(%pow_1, [-1], True)`).
+  std::string description;
+  std::string module_path, td_module;
+  /// The first output key its value flows into.
+  std::optional<NestedKey> key;
+  std::string code_line;
+  /// The autograd functions of its users, which produced the gradient (`SqrtBackward0`).
+  std::vector<std::string> grad_fns;
+  /// The gradient's statistics, and the forward value's of the node and of its inputs.
+  TensorStats grad;
+  std::optional<TensorStats> value;
+  std::vector<std::pair<std::string, TensorStats>> inputs;
+  /// The rows (indices along dim 0) of the gradient that hold NaN or Inf: the first few, and
+  /// how many there are.
+  std::vector<int64_t> rows;
+  int64_t row_count = 0;
+  /// A few lines for a person.
+  std::string str() const;
+};
+
+/// Runs `debuggee` forward and backward once from `loss`, and returns the first node, in
+/// backward order, whose output gradient holds NaN or Inf while the gradients of its users'
+/// outputs are finite; a report of the loss alone when the loss is not finite; nullopt when
+/// every gradient is finite.
+std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee,
+                                                  const Loss& loss = Loss::sum());
+
+}  // namespace tdfx

@@ -1,0 +1,178 @@
+// Gradients of a training step through the traced graph: parameter gradients bit-equal to
+// eager's, the first non-finite gradient found where it starts (golden reports from real
+// runs), a NaN loss said first, exploding and vanishing gradients visible in the tables.
+#include <doctest/doctest.h>
+#include <torch/nn/modules/linear.h>
+
+#include <cmath>
+
+#include "tdfx/core/error.h"
+#include "tdfx/debug/gradients.h"
+#include "tdfx/export/program.h"
+#include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/symbolic_trace.h"
+#include "tests/support/golden.h"
+
+using namespace tdfx;
+
+namespace {
+
+/// An RMS normaliser with its epsilon outside the sqrt: x / (sqrt(mean(x²)) + eps) * gain.
+/// A row of zeros gives a finite forward and a NaN gradient: sqrt's derivative at 0 is Inf.
+struct RmsNormImpl : torch::nn::Module {
+  RmsNormImpl() : gain(register_parameter("gain", at::ones({4}))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    return x / (at::sqrt(x.pow(2).mean(-1, true)) + 1e-6) * gain;
+  }
+  at::Tensor gain;
+};
+TORCH_MODULE(RmsNorm);
+
+std::shared_ptr<TensorDictSequential> rms_pipeline() {
+  at::manual_seed(0);
+  return make_td_sequential({make_td_module(torch::nn::Linear(3, 4), {"obs"}, {"hidden"}),
+                             make_td_module(RmsNorm(), {"hidden"}, {"normed"}),
+                             make_td_module(torch::nn::Linear(4, 2), {"normed"}, {"action"})});
+}
+
+/// Row 1 of `obs` is zero, so "hidden" row 1 is the Linear's bias; zeroed too.
+TensorDict rms_input(const TensorDictSequential& pipeline) {
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : pipeline.named_parameters(true)) {
+      if (item.key().find("0.module.bias") != std::string::npos) item.value().zero_();
+    }
+  }
+  at::Tensor obs = at::randn({3, 3});
+  obs[1].zero_();
+  return TensorDict({{"obs", obs}}, {3});
+}
+
+std::shared_ptr<TensorDictSequential> chain(int64_t depth, double scale, bool sigmoid) {
+  at::manual_seed(1);
+  std::vector<TensorDictModuleBasePtr> modules;
+  for (int64_t i = 0; i < depth; ++i) {
+    torch::nn::Linear fc(8, 8);
+    {
+      torch::NoGradGuard no_grad;
+      fc->weight.mul_(scale);
+    }
+    const std::string in = "h" + std::to_string(i), out = "h" + std::to_string(i + 1);
+    modules.push_back(make_td_module(fc, {in}, {"z" + std::to_string(i)}));
+    if (sigmoid) {
+      modules.push_back(make_td_module([](const at::Tensor& z) { return at::sigmoid(z); },
+                                       {"z" + std::to_string(i)}, {out}));
+    } else {
+      modules.push_back(make_td_module([](const at::Tensor& z) { return z * 1; },
+                                       {"z" + std::to_string(i)}, {out}));
+    }
+  }
+  auto seq = make_td_sequential(modules);
+  seq->select_out_keys(std::vector<NestedKey>{NestedKey("h" + std::to_string(depth))});
+  return seq;
+}
+
+}  // namespace
+
+TEST_CASE("gradients: parameter gradients are bit-equal to an eager backward") {
+  const auto pipeline = rms_pipeline();
+  TensorDict td({{"obs", at::randn({5, 3})}}, {5});
+  TDGraphModule gm = symbolic_trace(pipeline, td);
+  const GradReport report = grad_stats(debuggee(gm, td), Loss::output("action", Loss::Reduction::kMean));
+  // No parameter's .grad was touched by the report.
+  for (const auto& parameter : pipeline->parameters()) CHECK_FALSE(parameter.grad().defined());
+  TensorDict eager(td);
+  pipeline->forward(eager);
+  eager.get("action").mean().backward();
+  const auto named = pipeline->named_parameters(true);
+  REQUIRE(report.parameters.size() == named.size());
+  for (const ParameterGrad& entry : report.parameters) {
+    CAPTURE(entry.name);
+    const at::Tensor* parameter = named.find(entry.name);
+    REQUIRE(parameter != nullptr);
+    CHECK(at::equal(entry.gradient, parameter->grad()));
+  }
+  // The same from the exported program, on copies of its state.
+  const ExportedProgram program = export_program(gm);
+  const GradReport exported = grad_stats(debuggee(program, {td.get("obs")}),
+                                         Loss::output("action", Loss::Reduction::kMean));
+  REQUIRE(exported.parameters.size() == named.size());
+  for (const ParameterGrad& entry : exported.parameters) {
+    CAPTURE(entry.name);
+    CHECK(at::equal(entry.gradient, named.find(entry.name)->grad()));
+  }
+  for (auto& parameter : pipeline->parameters()) parameter.mutable_grad().reset();
+}
+
+TEST_CASE("gradients: the RMS normaliser's NaN gradient starts at the sqrt's input") {
+  const auto pipeline = rms_pipeline();
+  const TensorDict td = rms_input(*pipeline);
+  TDGraphModule gm = symbolic_trace(pipeline, td);
+  const auto bad = first_nonfinite_grad(debuggee(gm, td), Loss::output("action"));
+  REQUIRE(bad.has_value());
+  CHECK(bad->node == "mean");
+  CHECK(bad->grad_fns == std::vector<std::string>{"SqrtBackward0"});
+  CHECK(bad->rows == std::vector<int64_t>{1});
+  testing::check_golden("tests/debug/golden", "rms_nonfinite_grad.txt", bad->str());
+  // From the exported program too, at the same node.
+  const ExportedProgram program = export_program(gm);
+  const auto from_program = first_nonfinite_grad(debuggee(program, {td.get("obs")}));
+  REQUIRE(from_program.has_value());
+  CHECK(from_program->grad_fns == std::vector<std::string>{"SqrtBackward0"});
+}
+
+TEST_CASE("gradients: a NaN loss is said first") {
+  auto module = make_td_sequential(
+      {make_td_module(torch::nn::Linear(2, 2), {"x"}, {"h"}),
+       make_td_module([](const at::Tensor& h) { return at::log(h - 100); }, {"h"}, {"y"})});
+  const TensorDict td({{"x", at::randn({2, 2})}}, {2});
+  TDGraphModule gm = symbolic_trace(module, td);
+  const auto bad = first_nonfinite_grad(debuggee(gm, td));
+  REQUIRE(bad.has_value());
+  CHECK(bad->loss_nonfinite);
+  CHECK(bad->str() ==
+        "the loss is not finite (nan): every gradient from it is; look at the forward values "
+        "(first_nonfinite, tdfx run --find-nonfinite)\n");
+  // A loss that masks the NaN has finite gradients everywhere.
+  CHECK_FALSE(first_nonfinite_grad(debuggee(gm, td), Loss::of([](const auto& outputs) {
+                return outputs.at(0).nan_to_num().sum();
+              })).has_value());
+}
+
+TEST_CASE("gradients: exploding and vanishing gradients show in the tables") {
+  const TensorDict td({{"h0", at::randn({4, 8})}}, {4});
+  SUBCASE("exploding: a deep chain with large weights") {
+    TDGraphModule gm = symbolic_trace(chain(6, 4.0, false), td);
+    const GradReport report = grad_stats(debuggee(gm, td));
+    // In backward order the linear layers' output gradients grow at every step.
+    std::vector<double> norms;
+    for (const NodeGrad& entry : report.nodes) {
+      if (entry.op.rfind("call_module", 0) == 0) norms.push_back(entry.grad.norm);
+    }
+    REQUIRE(norms.size() == 6);
+    for (size_t i = 1; i < norms.size(); ++i) CHECK(norms[i] > norms[i - 1]);
+    testing::check_golden("tests/debug/golden", "exploding_grad_table.txt",
+                          grad_table(report, 100).str() + "\n" +
+                              parameter_grad_table(report, 100).str());
+  }
+  SUBCASE("vanishing: a sigmoid chain") {
+    TDGraphModule gm = symbolic_trace(chain(6, 1.0, true), td);
+    const GradReport report = grad_stats(debuggee(gm, td));
+    std::vector<double> norms;
+    for (const NodeGrad& entry : report.nodes) {
+      if (entry.op.rfind("call_module", 0) == 0) norms.push_back(entry.grad.norm);
+    }
+    REQUIRE(norms.size() == 6);
+    for (size_t i = 1; i < norms.size(); ++i) CHECK(norms[i] < norms[i - 1]);
+    testing::check_golden("tests/debug/golden", "vanishing_grad_table.txt",
+                          grad_table(report, 100).str());
+  }
+}
+
+TEST_CASE("gradients: a loss that names no output is an Error listing the outputs") {
+  auto module = make_td_module(torch::nn::Linear(2, 2), {"x"}, {"y"});
+  const TensorDict td({{"x", at::randn({2, 2})}}, {2});
+  TDGraphModule gm = symbolic_trace(module, td);
+  CHECK_THROWS_WITH_AS(grad_stats(debuggee(gm, td), Loss::output("z")),
+                       "loss: no output is named z; the outputs are y", Error);
+}
