@@ -20,6 +20,8 @@ namespace tdfx::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;
 inline constexpr int kExitFile = 2;
+/// `tdfx run --find-nonfinite` or `--find-nonfinite-grad` found a NaN or Inf.
+inline constexpr int kExitNonFinite = 3;
 
 /// Which text `tdfx show` prints.
 enum class ShowWhat { kReadable, kGraph, kCode, kSignature };

@@ -7,6 +7,7 @@
 //               [--max-nodes N]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}] [--save RUN.pt]
+//            [--backward [--loss sum|OUTPUT] [--grad-stats] [--find-nonfinite-grad]]
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -174,6 +175,22 @@ int main(int argc, char** argv) {
       ->needs(profile);
   run->add_flag("--find-nonfinite", reports.find_nonfinite,
                 "Print the first node whose output holds NaN or Inf from finite inputs");
+  CLI::Option* backward = run->add_flag(
+      "--backward", reports.backward,
+      "Run backward from --loss after the forward pass and print the loss");
+  run->add_option("--loss", reports.loss,
+                  "What backward starts from: sum (of every output) or one output by key or "
+                  "node name (its sum)")
+      ->capture_default_str()
+      ->needs(backward);
+  run->add_flag("--grad-stats", reports.grad_stats,
+                "With --backward: print every node's and parameter's gradient norm, min, max, "
+                "mean, NaN/Inf counts and zeros")
+      ->needs(backward);
+  run->add_flag("--find-nonfinite-grad", reports.find_nonfinite_grad,
+                "With --backward: print the first node, in backward order, whose gradient holds "
+                "NaN or Inf from finite ones")
+      ->needs(backward);
   run->add_option("-o,--output", reports.overlay,
                   "Draw the graph with what --stats, --profile and --find-nonfinite found "
                   "(.svg, .png, .pdf, .dot, .html)")
@@ -207,7 +224,7 @@ int main(int argc, char** argv) {
     } else if (run->parsed()) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));
-      run_program(run_file, inputs, seed, reports);
+      if (run_program(run_file, inputs, seed, reports)) return finish(kExitNonFinite);
     }
     return finish(kExitOk);
   } catch (const tdfx::FileError& e) {

@@ -14,6 +14,7 @@
 #include "tdfx/core/python_repr.h"
 #include "tdfx/core/text_table.h"
 #include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/debug/overlay.h"
 #include "tdfx/debug/profile.h"
@@ -249,8 +250,9 @@ constexpr size_t kReportWidth = 100;
 
 }  // namespace
 
-void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
+bool run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
                  const RunReports& reports) {
+  bool nonfinite = false;
   if (!reports.save.empty() && reports.save == reports.overlay) {
     fail<Error>("--save and -o name the same file, {}: give them different files", reports.save);
   }
@@ -282,12 +284,32 @@ void run_program(const std::string& path, const std::vector<InputArgument>& give
     const auto found = first_nonfinite(run);
     std::cout << "\n" << (found ? found->str() : "every node's values are finite\n");
     if (found) mark_nonfinite(overlay, *found);
+    nonfinite |= found.has_value();
+  }
+  if (reports.backward) {
+    const Loss loss = reports.loss == "sum" ? Loss::sum() : Loss::output(reports.loss);
+    if (reports.grad_stats || !reports.find_nonfinite_grad) {
+      const GradReport grads = grad_stats(run, loss);
+      std::cout << fmt::format("\nbackward from the {}: loss {}\n", grads.loss_name,
+                               table_number(grads.loss));
+      if (reports.grad_stats) {
+        std::cout << "\ngradient per node (backward order):\n"
+                  << grad_table(grads, kReportWidth).str() << "\ngradient per parameter:\n"
+                  << parameter_grad_table(grads, kReportWidth).str();
+      }
+    }
+    if (reports.find_nonfinite_grad) {
+      const auto found = first_nonfinite_grad(run, loss);
+      std::cout << "\n" << (found ? found->str() : "every node's gradient is finite\n");
+      nonfinite |= found.has_value();
+    }
   }
   if (!reports.overlay.empty()) {
     RenderOptions options = program_render_options(program, kDefaultMaxNodes);
     options.overlay = std::move(overlay);
     writing(reports.overlay, [&] { save_diagram(program.graph(), reports.overlay, options); });
   }
+  return nonfinite;
 }
 
 }  // namespace tdfx::cli

@@ -74,6 +74,14 @@ struct RunReports {
   size_t repeats = 20;
   /// `--find-nonfinite`: the first node whose output holds NaN or Inf from finite inputs.
   bool find_nonfinite = false;
+  /// `--backward`: a backward pass from `loss` after the forward one; with it,
+  /// `--grad-stats` prints each node's and parameter's gradient and `--find-nonfinite-grad`
+  /// the first node whose gradient holds NaN or Inf from finite ones.
+  bool backward = false;
+  /// `--loss`: "sum" (of every output, the default), or an output named by its key or node.
+  std::string loss = "sum";
+  bool grad_stats = false;
+  bool find_nonfinite_grad = false;
   /// `-o FILE`: the graph drawn with what the reports found (.svg, .png, .pdf, .dot, .html).
   std::string overlay;
   /// `--save FILE.pt`: the inputs and outputs of the run, as a dict Python's torch.load reads:
@@ -83,8 +91,9 @@ struct RunReports {
 };
 
 /// `tdfx run`: loads `path`, prepares its inputs, prints print_run's tables and the reports
-/// asked for, and writes the overlay drawing.
-void run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
+/// asked for, and writes the overlay drawing. Returns true when a `--find-nonfinite*` report
+/// found a non-finite value or gradient (the command then exits kExitNonFinite).
+bool run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
                  const RunReports& reports = {});
 
 }  // namespace tdfx::cli

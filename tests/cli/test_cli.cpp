@@ -323,13 +323,32 @@ TEST_CASE("cli: run --stats, --find-nonfinite and -o report what each node produ
 
   const Run found = tdfx::testing::run_command(
       in_dir + "run p.pt2 --input input_x=x.pt --find-nonfinite --stats -o overlay.dot 2>&1");
-  CHECK(found.status == 0);
+  CHECK(found.status == 3);  // found: a status scripts can test
   check_golden("run_find_nonfinite.txt", found.out);
   check_golden("run_overlay.dot", tdfx::testing::read_text((dir / "overlay.dot").string()));
 
   const Run finite = tdfx::testing::run_command(in_dir + "run p.pt2 --find-nonfinite 2>&1");
   CHECK(finite.status == 0);
   check_golden("run_finite.txt", finite.out);
+
+  // Backward: gradient tables, and the non-finite loss of the overflowing input said first.
+  const Run grads = tdfx::testing::run_command(
+      in_dir + "run p.pt2 --seed 0 --backward --grad-stats --find-nonfinite-grad 2>&1");
+  CHECK(grads.status == 0);
+  check_golden("run_backward.txt", grads.out);
+  const Run nan_saved = tdfx::testing::run_command(
+      "/usr/bin/python3 -c \"import sys, torch; torch.manual_seed(0); x = torch.randn(32, 100); "
+      "x[5, 7] = float('nan'); torch.save({'input_x': x}, sys.argv[1])\" " +
+      quoted(dir / "nan.pt") + " 2>&1");
+  REQUIRE(nan_saved.status == 0);
+  const Run bad_grad = tdfx::testing::run_command(
+      in_dir + "run p.pt2 --input input_x=nan.pt --backward --loss output_probabilities "
+               "--find-nonfinite-grad 2>&1");
+  CHECK(bad_grad.status == 3);
+  check_golden("run_backward_nonfinite.txt", bad_grad.out);
+  const Run no_backward =
+      tdfx::testing::run_command(in_dir + "run p.pt2 --grad-stats 2>&1");
+  CHECK(no_backward.status == 1);
 }
 
 TEST_CASE("cli: run draws the inputs not given at the given inputs' batch size, and refuses two") {
