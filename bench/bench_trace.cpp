@@ -13,11 +13,11 @@
 // Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
 // ops called directly on tensors. Goal: GraphModule no slower than Eager, within 1.1× Direct.
 // GraphModule and Eager each write into a fresh shallow copy of the input per iteration.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/softmax.h>
 #include <benchmark/benchmark.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/library.h>
@@ -119,7 +119,8 @@ void record_op(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::j
   DispatchRecord record{&op, {}};
   const size_t args = op.schema().arguments().size();
   for (size_t i = stack->size() - args; i < stack->size(); ++i) {
-    if ((*stack)[i].isTensor()) record.tensors.push_back((*stack)[i].toTensor().unsafeGetTensorImpl());
+    if ((*stack)[i].isTensor())
+      record.tensors.push_back((*stack)[i].toTensor().unsafeGetTensorImpl());
   }
   {
     c10::impl::ExcludeDispatchKeyGuard below(c10::DispatchKey::TESTING_ONLY_GenericMode);

@@ -49,8 +49,7 @@ std::string whole_number(const std::string& text) {
 /// Says on stderr what was wrong with the command line, as `tdfx: ...` or
 /// `tdfx COMMAND: ...`, and where the help is. CLI11 alone reports an unknown command
 /// or a top-level option as "A subcommand is required", so those are told here.
-void report_usage_error(const CLI::App& app, const CLI::ParseError& error, int argc,
-                        char** argv) {
+void report_usage_error(const CLI::App& app, const CLI::ParseError& error, int argc, char** argv) {
   std::vector<std::string> commands;
   for (const CLI::App* command : app.get_subcommands({})) commands.push_back(command->get_name());
   std::string list;
@@ -62,8 +61,8 @@ void report_usage_error(const CLI::App& app, const CLI::ParseError& error, int a
   if (first.empty()) {
     std::cerr << "tdfx: a command is required: " << list << "\n";
   } else if (!known && first[0] == '-') {
-    std::cerr << "tdfx: unknown option '" << first << "' (options come after the command: "
-              << list << ")\n";
+    std::cerr << "tdfx: unknown option '" << first << "' (options come after the command: " << list
+              << ")\n";
   } else if (!known) {
     std::cerr << "tdfx: unknown command '" << first << "' (the commands: " << list << ")\n";
   } else {
@@ -175,9 +174,9 @@ int main(int argc, char** argv) {
       ->needs(profile);
   run->add_flag("--find-nonfinite", reports.find_nonfinite,
                 "Print the first node whose output holds NaN or Inf from finite inputs");
-  CLI::Option* backward = run->add_flag(
-      "--backward", reports.backward,
-      "Run backward from --loss after the forward pass and print the loss");
+  CLI::Option* backward =
+      run->add_flag("--backward", reports.backward,
+                    "Run backward from --loss after the forward pass and print the loss");
   run->add_option("--loss", reports.loss,
                   "What backward starts from: sum (of every output) or one output by key or "
                   "node name (its sum)")

@@ -386,9 +386,10 @@ GraphSignature signature_from_json(const json& value, const std::string& where) 
     } else {
       fail<ArchiveError>("{}: unknown input kind {}", where, python_repr(kind));
     }
-    signature.inputs.push_back(
-        {k, text(in, "name", where), printable(text(in, "target", where), "input target", where),
-         {}});
+    signature.inputs.push_back({k,
+                                text(in, "name", where),
+                                printable(text(in, "target", where), "input target", where),
+                                {}});
   }
   for (const json& out : array(value, "outputs", where)) {
     const bool is_tuple =

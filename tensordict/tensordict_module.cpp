@@ -286,8 +286,8 @@ void TensorDictModule::set_output(TensorDict& td, size_t index, at::Tensor value
   const NestedKey& key = out_keys_[index];
   const auto batch = td.batch_size();
   const auto sizes = value.sizes();
-  const bool fits = sizes.size() >= batch.size() &&
-                    std::equal(batch.begin(), batch.end(), sizes.begin());
+  const bool fits =
+      sizes.size() >= batch.size() && std::equal(batch.begin(), batch.end(), sizes.begin());
   if (!fits) {
     // A recurrent layer's state is [layers, batch, hidden]: the batch is not first.
     fail<ShapeError>(

@@ -207,7 +207,8 @@ std::vector<c10::IValue> to_ivalues(R&& result) {
 }
 
 /// The results of an AnyModule or a Sequential: a Tensor, a std::vector of them, a std::tuple
-/// or std::pair of 2 to 4 of them, LSTM's `(output, (h, c))`, or an IValue. Error naming the type for anything else.
+/// or std::pair of 2 to 4 of them, LSTM's `(output, (h, c))`, or an IValue. Error naming the type
+/// for anything else.
 std::vector<c10::IValue> any_value_results(torch::nn::AnyValue value);
 
 /// Throws ShapeError: `given` tensors for a callable that takes the counts in `accepted`.
@@ -251,10 +252,10 @@ CallableModule::Fn tensor_fn(F f) {
 template <typename Impl, typename = void>
 constexpr bool kForwardsThree = false;
 template <typename Impl>
-constexpr bool kForwardsThree<
-    Impl, std::void_t<decltype(std::declval<Impl&>().forward(
-              std::declval<const at::Tensor&>(), std::declval<const at::Tensor&>(),
-              std::declval<const at::Tensor&>()))>> = true;
+constexpr bool
+    kForwardsThree<Impl, std::void_t<decltype(std::declval<Impl&>().forward(
+                             std::declval<const at::Tensor&>(), std::declval<const at::Tensor&>(),
+                             std::declval<const at::Tensor&>()))>> = true;
 
 /// Calls `impl->forward`, whichever of its overloads or instantiations takes the tensors.
 template <typename Impl>
@@ -268,8 +269,7 @@ struct ForwardCall {
   }
   // A recurrent layer with a two-tensor state, LSTM or LSTMCell: `forward(x, (h, c))` is
   // called with the three tensors x, h and c, when the module has no forward of three.
-  template <typename I = Impl,
-            typename = std::enable_if_t<!kForwardsThree<I>>>
+  template <typename I = Impl, typename = std::enable_if_t<!kForwardsThree<I>>>
   auto operator()(const at::Tensor& x, const at::Tensor& h, const at::Tensor& c)
       -> decltype(std::declval<I&>().forward(x, std::make_tuple(h, c))) {
     return impl->forward(x, std::make_tuple(h, c));

@@ -146,7 +146,8 @@ class Aligner {
         // IValue's == on tensors asks for one bool of their elementwise comparison.
         const at::Tensor& ta = value_a.toTensor();
         const at::Tensor& tb = value_b.toTensor();
-        if (ta.sizes() != tb.sizes() || ta.scalar_type() != tb.scalar_type() || !at::equal(ta, tb)) {
+        if (ta.sizes() != tb.sizes() || ta.scalar_type() != tb.scalar_type() ||
+            !at::equal(ta, tb)) {
           return "a constant";
         }
         continue;

@@ -60,9 +60,9 @@ bool records_its_op(const torch::nn::Module& module, const std::vector<torch::ji
 }
 
 bool reads_parameters_repeatedly(const torch::nn::Module& module) {
-  static const std::set<std::string> types = {
-      "MultiheadAttention",      "TransformerEncoderLayer", "TransformerDecoderLayer",
-      "TransformerEncoder",      "TransformerDecoder",      "Transformer"};
+  static const std::set<std::string> types = {"MultiheadAttention",      "TransformerEncoderLayer",
+                                              "TransformerDecoderLayer", "TransformerEncoder",
+                                              "TransformerDecoder",      "Transformer"};
   return is_torch_nn(module) && types.count(short_type(module)) != 0;
 }
 

@@ -280,10 +280,9 @@ class LeafRegionFinder {
             (kind != c10::prim::ListConstruct && kind != c10::prim::TupleConstruct)) {
           continue;
         }
-        const bool only_here = std::all_of(input->uses().begin(), input->uses().end(),
-                                           [&](const jit::Use& use) {
-                                             return members.count(use.user) > 0;
-                                           });
+        const bool only_here =
+            std::all_of(input->uses().begin(), input->uses().end(),
+                        [&](const jit::Use& use) { return members.count(use.user) > 0; });
         const bool of_tensors = std::all_of(
             list->inputs().begin(), list->inputs().end(),
             [](const jit::Value* item) { return item->type()->cast<c10::TensorType>(); });
@@ -317,7 +316,8 @@ class LeafRegionFinder {
     };
     visit(region.nodes.back());
     for (jit::Value* input : region.inputs) {
-      if (std::find(ordered.begin(), ordered.end(), input) == ordered.end()) ordered.push_back(input);
+      if (std::find(ordered.begin(), ordered.end(), input) == ordered.end())
+        ordered.push_back(input);
     }
     region.inputs = std::move(ordered);
   }

@@ -5,12 +5,11 @@
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/jit/frontend/tracer.h>
-#include <torch/csrc/jit/ir/constants.h>
-
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/ir/constants.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -371,9 +370,8 @@ void guard_layer_read(const ValueRead& read, const TensorDictModule& module,
   } catch (const c10::Error& e) {
     const std::string layer = failed_layer(e);
     if (!layer.empty()) {
-      fail<TraceError>("{}: the wrapped module failed while tracing, in {}: {}",
-                       module.describe(), layer_path(module, inner_path, layer),
-                       library_message(e));
+      fail<TraceError>("{}: the wrapped module failed while tracing, in {}: {}", module.describe(),
+                       layer_path(module, inner_path, layer), library_message(e));
     }
     fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
                      library_message(e));

@@ -342,12 +342,12 @@ TEST_CASE("cli: run --stats, --find-nonfinite and -o report what each node produ
       quoted(dir / "nan.pt") + " 2>&1");
   REQUIRE(nan_saved.status == 0);
   const Run bad_grad = tdfx::testing::run_command(
-      in_dir + "run p.pt2 --input input_x=nan.pt --backward --loss output_probabilities "
-               "--find-nonfinite-grad 2>&1");
+      in_dir +
+      "run p.pt2 --input input_x=nan.pt --backward --loss output_probabilities "
+      "--find-nonfinite-grad 2>&1");
   CHECK(bad_grad.status == 3);
   check_golden("run_backward_nonfinite.txt", bad_grad.out);
-  const Run no_backward =
-      tdfx::testing::run_command(in_dir + "run p.pt2 --grad-stats 2>&1");
+  const Run no_backward = tdfx::testing::run_command(in_dir + "run p.pt2 --grad-stats 2>&1");
   CHECK(no_backward.status == 1);
 }
 

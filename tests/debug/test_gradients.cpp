@@ -72,13 +72,23 @@ std::shared_ptr<TensorDictSequential> chain(int64_t depth, double scale, bool si
   return seq;
 }
 
+/// The output-gradient norms of the call_module nodes (the Linear layers), in backward order.
+std::vector<double> layer_grad_norms(const GradReport& report) {
+  std::vector<double> norms;
+  for (const NodeGrad& entry : report.nodes) {
+    if (entry.op.rfind("call_module", 0) == 0) norms.push_back(entry.grad.norm);
+  }
+  return norms;
+}
+
 }  // namespace
 
 TEST_CASE("gradients: parameter gradients are bit-equal to an eager backward") {
   const auto pipeline = rms_pipeline();
   TensorDict td({{"obs", at::randn({5, 3})}}, {5});
   TDGraphModule gm = symbolic_trace(pipeline, td);
-  const GradReport report = grad_stats(debuggee(gm, td), Loss::output("action", Loss::Reduction::kMean));
+  const GradReport report =
+      grad_stats(debuggee(gm, td), Loss::output("action", Loss::Reduction::kMean));
   // No parameter's .grad was touched by the report.
   for (const auto& parameter : pipeline->parameters()) CHECK_FALSE(parameter.grad().defined());
   TensorDict eager(td);
@@ -135,8 +145,9 @@ TEST_CASE("gradients: a NaN loss is said first") {
         "(first_nonfinite, tdfx run --find-nonfinite)\n");
   // A loss that masks the NaN has finite gradients everywhere.
   CHECK_FALSE(first_nonfinite_grad(debuggee(gm, td), Loss::of([](const auto& outputs) {
-                return outputs.at(0).nan_to_num().sum();
-              })).has_value());
+                                     return outputs.at(0).nan_to_num().sum();
+                                   }))
+                  .has_value());
 }
 
 TEST_CASE("gradients: exploding and vanishing gradients show in the tables") {
@@ -145,23 +156,17 @@ TEST_CASE("gradients: exploding and vanishing gradients show in the tables") {
     TDGraphModule gm = symbolic_trace(chain(6, 4.0, false), td);
     const GradReport report = grad_stats(debuggee(gm, td));
     // In backward order the linear layers' output gradients grow at every step.
-    std::vector<double> norms;
-    for (const NodeGrad& entry : report.nodes) {
-      if (entry.op.rfind("call_module", 0) == 0) norms.push_back(entry.grad.norm);
-    }
+    const std::vector<double> norms = layer_grad_norms(report);
     REQUIRE(norms.size() == 6);
     for (size_t i = 1; i < norms.size(); ++i) CHECK(norms[i] > norms[i - 1]);
-    testing::check_golden("tests/debug/golden", "exploding_grad_table.txt",
-                          grad_table(report, 100).str() + "\n" +
-                              parameter_grad_table(report, 100).str());
+    testing::check_golden(
+        "tests/debug/golden", "exploding_grad_table.txt",
+        grad_table(report, 100).str() + "\n" + parameter_grad_table(report, 100).str());
   }
   SUBCASE("vanishing: a sigmoid chain") {
     TDGraphModule gm = symbolic_trace(chain(6, 1.0, true), td);
     const GradReport report = grad_stats(debuggee(gm, td));
-    std::vector<double> norms;
-    for (const NodeGrad& entry : report.nodes) {
-      if (entry.op.rfind("call_module", 0) == 0) norms.push_back(entry.grad.norm);
-    }
+    const std::vector<double> norms = layer_grad_norms(report);
     REQUIRE(norms.size() == 6);
     for (size_t i = 1; i < norms.size(); ++i) CHECK(norms[i] < norms[i - 1]);
     testing::check_golden("tests/debug/golden", "vanishing_grad_table.txt",

@@ -240,8 +240,7 @@ std::vector<LayerCase> layer_cases() {
   c.add<nn::InstanceNorm2d>("InstanceNorm2d", [] { return nn::InstanceNorm2d(3); }, {x2});
   c.add<nn::InstanceNorm3d>("InstanceNorm3d", [] { return nn::InstanceNorm3d(2); }, {x3});
   c.add<nn::GroupNorm>("GroupNorm", [] { return nn::GroupNorm(1, 3); }, {x2});
-  c.add<nn::LayerNorm>("LayerNorm", [] { return nn::LayerNorm(nn::LayerNormOptions({6})); },
-                       {x1});
+  c.add<nn::LayerNorm>("LayerNorm", [] { return nn::LayerNorm(nn::LayerNormOptions({6})); }, {x1});
   c.add<nn::LocalResponseNorm>("LocalResponseNorm", [] { return nn::LocalResponseNorm(2); }, {x2});
   c.add<nn::CrossMapLRN2d>("CrossMapLRN2d", [] { return nn::CrossMapLRN2d(3); }, {x2})
       .refused(LayerCase::Refused::kAtTrace,
@@ -256,14 +255,16 @@ std::vector<LayerCase> layer_cases() {
                     {x2});
   c.add<nn::Conv2d>(
       "Conv2d reflect",
-      [] { return nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1).padding_mode(torch::kReflect)); },
+      [] {
+        return nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1).padding_mode(torch::kReflect));
+      },
       {x2});
-  c.add<nn::Conv2d>("Conv2d circular",
-                    [] {
-                      return nn::Conv2d(
-                          nn::Conv2dOptions(3, 4, 3).padding(1).padding_mode(torch::kCircular));
-                    },
-                    {x2});
+  c.add<nn::Conv2d>(
+      "Conv2d circular",
+      [] {
+        return nn::Conv2d(nn::Conv2dOptions(3, 4, 3).padding(1).padding_mode(torch::kCircular));
+      },
+      {x2});
   c.add<nn::Conv3d>("Conv3d", [] { return nn::Conv3d(2, 2, 3); }, {x3});
   c.add<nn::ConvTranspose1d>("ConvTranspose1d", [] { return nn::ConvTranspose1d(3, 2, 2); }, {x1});
   c.add<nn::ConvTranspose2d>("ConvTranspose2d", [] { return nn::ConvTranspose2d(3, 2, 2); }, {x2});
@@ -284,19 +285,23 @@ std::vector<LayerCase> layer_cases() {
   c.add<nn::LPPool1d>("LPPool1d", [] { return nn::LPPool1d(2, 2); }, {x1});
   c.add<nn::LPPool2d>("LPPool2d", [] { return nn::LPPool2d(2, 2); }, {x2});
   c.add<nn::FractionalMaxPool2d>(
-      "FractionalMaxPool2d",
-      [] { return nn::FractionalMaxPool2d(nn::FractionalMaxPool2dOptions(2).output_size(3)); },
-      {x2})
+       "FractionalMaxPool2d",
+       [] { return nn::FractionalMaxPool2d(nn::FractionalMaxPool2dOptions(2).output_size(3)); },
+       {x2})
       .dynamic_refused()
-      .refused(LayerCase::Refused::kAtLoad, "{name}.pt2: node %fractional_max_pool2d calls aten::fractional_max_pool2d, which a loaded program may not run: ATen does "
+      .refused(LayerCase::Refused::kAtLoad,
+               "{name}.pt2: node %fractional_max_pool2d calls aten::fractional_max_pool2d, which a "
+               "loaded program may not run: ATen does "
                "not check that its samples lie in [0, 1), so a file could make it read outside "
                "its input");
   c.add<nn::FractionalMaxPool3d>(
-      "FractionalMaxPool3d",
-      [] { return nn::FractionalMaxPool3d(nn::FractionalMaxPool3dOptions(2).output_size(2)); },
-      {x3})
+       "FractionalMaxPool3d",
+       [] { return nn::FractionalMaxPool3d(nn::FractionalMaxPool3dOptions(2).output_size(2)); },
+       {x3})
       .dynamic_refused()
-      .refused(LayerCase::Refused::kAtLoad, "{name}.pt2: node %fractional_max_pool3d calls aten::fractional_max_pool3d, which a loaded program may not run: ATen does "
+      .refused(LayerCase::Refused::kAtLoad,
+               "{name}.pt2: node %fractional_max_pool3d calls aten::fractional_max_pool3d, which a "
+               "loaded program may not run: ATen does "
                "not check that its samples lie in [0, 1), so a file could make it read outside "
                "its input");
   {
@@ -335,9 +340,15 @@ std::vector<LayerCase> layer_cases() {
                           {classes("x", 10, {4})})
       .dynamic_refused();
   c.add<nn::Flatten>("Flatten", [] { return nn::Flatten(); }, {x2});
-  c.add<nn::Unflatten>("Unflatten", [] { return nn::Unflatten(1, std::vector<int64_t>{2, 3}); },
+  c.add<nn::Unflatten>("Unflatten",
+                       [] {
+                         return nn::Unflatten(1, std::vector<int64_t>{2, 3});
+                       },
                        {flat});
-  c.add<nn::Fold>("Fold", [] { return nn::Fold(nn::FoldOptions({4, 5}, {2, 2})); },
+  c.add<nn::Fold>("Fold",
+                  [] {
+                    return nn::Fold(nn::FoldOptions({4, 5}, {2, 2}));
+                  },
                   {normal("x", {12, 12})});
   c.add<nn::Unfold>("Unfold", [] { return nn::Unfold(nn::UnfoldOptions({2, 2})); }, {x2});
   c.add<nn::PixelShuffle>("PixelShuffle", [] { return nn::PixelShuffle(2); },
@@ -345,7 +356,9 @@ std::vector<LayerCase> layer_cases() {
   c.add<nn::PixelUnshuffle>("PixelUnshuffle", [] { return nn::PixelUnshuffle(2); }, {x2});
   c.add<nn::Upsample>(
       "Upsample nearest",
-      [] { return nn::Upsample(nn::UpsampleOptions().scale_factor(std::vector<double>{2, 2})); },
+      [] {
+        return nn::Upsample(nn::UpsampleOptions().scale_factor(std::vector<double>{2, 2}));
+      },
       {x2});
   c.add<nn::Upsample>("Upsample bilinear",
                       [] {
@@ -362,19 +375,22 @@ std::vector<LayerCase> layer_cases() {
   // Recurrent layers, batch first: their state `[layers, batch, hidden]` has the batch on
   // dim 1, so the TensorDict has no batch dims (see "recurrent state under a batch").
   const auto steps = normal("x", {5, 4});
-  c.both<nn::RNN>("RNN", [] { return nn::RNN(nn::RNNOptions(4, 3).batch_first(true)); }, {steps},
-                  {"y", "h"}, false);
-  c.both<nn::GRU>("GRU", [] { return nn::GRU(nn::GRUOptions(4, 3).batch_first(true)); }, {steps},
-                  {"y", "h"}, false);
+  c.both<nn::RNN>(
+      "RNN", [] { return nn::RNN(nn::RNNOptions(4, 3).batch_first(true)); }, {steps}, {"y", "h"},
+      false);
+  c.both<nn::GRU>(
+      "GRU", [] { return nn::GRU(nn::GRUOptions(4, 3).batch_first(true)); }, {steps}, {"y", "h"},
+      false);
   c.both<nn::LSTM>(
       "LSTM",
       [] { return nn::LSTM(nn::LSTMOptions(4, 3).num_layers(2).dropout(0.5).batch_first(true)); },
       {steps}, {"y", "h", "c"}, false);
-  c.add<nn::LSTM>("LSTM with state",
-                  [] { return nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)); },
-                  {steps, state("h0", 1, 3), state("c0", 1, 3)}, {"y", "h", "c"}, false);
-  c.add<nn::GRU>("GRU with state", [] { return nn::GRU(nn::GRUOptions(4, 3).batch_first(true)); },
-                 {steps, state("h0", 1, 3)}, {"y", "h"}, false);
+  c.add<nn::LSTM>(
+      "LSTM with state", [] { return nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)); },
+      {steps, state("h0", 1, 3), state("c0", 1, 3)}, {"y", "h", "c"}, false);
+  c.add<nn::GRU>(
+      "GRU with state", [] { return nn::GRU(nn::GRUOptions(4, 3).batch_first(true)); },
+      {steps, state("h0", 1, 3)}, {"y", "h"}, false);
   c.add<nn::RNNCell>("RNNCell", [] { return nn::RNNCell(4, 3); }, {normal("x", {4})})
       .dynamic_refused();
   c.add<nn::GRUCell>("GRUCell", [] { return nn::GRUCell(4, 3); },
@@ -386,13 +402,15 @@ std::vector<LayerCase> layer_cases() {
   c.both<nn::TransformerEncoderLayer>(
       "TransformerEncoderLayer",
       [] {
-        return nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(6, 2).dim_feedforward(8));
+        return nn::TransformerEncoderLayer(
+            nn::TransformerEncoderLayerOptions(6, 2).dim_feedforward(8));
       },
       {src}, {"y"}, false);
   c.both<nn::TransformerDecoderLayer>(
       "TransformerDecoderLayer",
       [] {
-        return nn::TransformerDecoderLayer(nn::TransformerDecoderLayerOptions(6, 2).dim_feedforward(8));
+        return nn::TransformerDecoderLayer(
+            nn::TransformerDecoderLayerOptions(6, 2).dim_feedforward(8));
       },
       {tgt, src}, {"y"}, false);
   c.add<nn::TransformerEncoder>(
@@ -411,58 +429,76 @@ std::vector<LayerCase> layer_cases() {
       {tgt, src}, {"y"}, false);
   c.both<nn::Transformer>(
       "Transformer",
-      [] {
-        return nn::Transformer(nn::TransformerOptions(6, 2, 1, 1).dim_feedforward(8));
-      },
+      [] { return nn::Transformer(nn::TransformerOptions(6, 2, 1, 1).dim_feedforward(8)); },
       {src, tgt}, {"y"}, false);
   // Losses: a scalar each, so the TensorDict has no batch dims.
   const auto logits = normal("x", {5});
   const auto target = normal("t", {5});
-  c.add<nn::BCELoss>("BCELoss", [] { return nn::BCELoss(); },
-                     {uniform("x", {5}, 0.05, 0.95), uniform("t", {5}, 0, 1)}, {"y"}, false);
-  c.add<nn::BCEWithLogitsLoss>("BCEWithLogitsLoss", [] { return nn::BCEWithLogitsLoss(); },
-                               {logits, uniform("t", {5}, 0, 1)}, {"y"}, false);
-  c.add<nn::CrossEntropyLoss>("CrossEntropyLoss", [] { return nn::CrossEntropyLoss(); },
-                              {logits, classes("t", 5)}, {"y"}, false);
-  c.add<nn::NLLLoss>("NLLLoss", [] { return nn::NLLLoss(); }, {logits, classes("t", 5)}, {"y"},
-                     false);
-  c.add<nn::MultiMarginLoss>("MultiMarginLoss", [] { return nn::MultiMarginLoss(); },
-                             {logits, classes("t", 5)}, {"y"}, false);
-  c.add<nn::MultiLabelMarginLoss>("MultiLabelMarginLoss", [] { return nn::MultiLabelMarginLoss(); },
-                                  {logits, classes("t", 5, {5})}, {"y"}, false);
-  c.add<nn::MultiLabelSoftMarginLoss>("MultiLabelSoftMarginLoss",
-                                      [] { return nn::MultiLabelSoftMarginLoss(); },
-                                      {logits, classes("t", 2, {5})}, {"y"}, false);
-  c.add<nn::MSELoss>("MSELoss", [] { return nn::MSELoss(); }, {logits, target}, {"y"}, false);
-  c.add<nn::L1Loss>("L1Loss", [] { return nn::L1Loss(); }, {logits, target}, {"y"}, false);
-  c.add<nn::HuberLoss>("HuberLoss", [] { return nn::HuberLoss(); }, {logits, target}, {"y"}, false);
-  c.add<nn::SmoothL1Loss>("SmoothL1Loss", [] { return nn::SmoothL1Loss(); }, {logits, target},
-                          {"y"}, false);
-  c.add<nn::KLDivLoss>("KLDivLoss", [] { return nn::KLDivLoss(); },
-                       {logits, uniform("t", {5}, 0.1, 1)}, {"y"}, false);
-  c.add<nn::PoissonNLLLoss>("PoissonNLLLoss", [] { return nn::PoissonNLLLoss(); },
-                            {logits, uniform("t", {5}, 0, 3)}, {"y"}, false);
-  c.add<nn::SoftMarginLoss>("SoftMarginLoss", [] { return nn::SoftMarginLoss(); },
-                            {normal("x", {}), signs("t")}, {"y"}, false);
-  c.add<nn::HingeEmbeddingLoss>("HingeEmbeddingLoss", [] { return nn::HingeEmbeddingLoss(); },
-                                {normal("x", {}), signs("t")}, {"y"}, false);
-  c.add<nn::MarginRankingLoss>("MarginRankingLoss", [] { return nn::MarginRankingLoss(); },
-                               {normal("a", {}), normal("b", {}), signs("t")}, {"y"}, false);
-  c.add<nn::CosineEmbeddingLoss>("CosineEmbeddingLoss", [] { return nn::CosineEmbeddingLoss(); },
-                                 {normal("a", {5}), normal("b", {5}), signs("t")}, {"y"}, false);
-  c.add<nn::TripletMarginLoss>("TripletMarginLoss", [] { return nn::TripletMarginLoss(); },
-                               {normal("a", {5}), normal("p", {5}), normal("n", {5})}, {"y"},
-                               false);
+  c.add<nn::BCELoss>(
+      "BCELoss", [] { return nn::BCELoss(); },
+      {uniform("x", {5}, 0.05, 0.95), uniform("t", {5}, 0, 1)}, {"y"}, false);
+  c.add<nn::BCEWithLogitsLoss>(
+      "BCEWithLogitsLoss", [] { return nn::BCEWithLogitsLoss(); },
+      {logits, uniform("t", {5}, 0, 1)}, {"y"}, false);
+  c.add<nn::CrossEntropyLoss>(
+      "CrossEntropyLoss", [] { return nn::CrossEntropyLoss(); }, {logits, classes("t", 5)}, {"y"},
+      false);
+  c.add<nn::NLLLoss>(
+      "NLLLoss", [] { return nn::NLLLoss(); }, {logits, classes("t", 5)}, {"y"}, false);
+  c.add<nn::MultiMarginLoss>(
+      "MultiMarginLoss", [] { return nn::MultiMarginLoss(); }, {logits, classes("t", 5)}, {"y"},
+      false);
+  c.add<nn::MultiLabelMarginLoss>(
+      "MultiLabelMarginLoss", [] { return nn::MultiLabelMarginLoss(); },
+      {logits, classes("t", 5, {5})}, {"y"}, false);
+  c.add<nn::MultiLabelSoftMarginLoss>(
+      "MultiLabelSoftMarginLoss", [] { return nn::MultiLabelSoftMarginLoss(); },
+      {logits, classes("t", 2, {5})}, {"y"}, false);
+  c.add<nn::MSELoss>(
+      "MSELoss", [] { return nn::MSELoss(); }, {logits, target}, {"y"}, false);
+  c.add<nn::L1Loss>(
+      "L1Loss", [] { return nn::L1Loss(); }, {logits, target}, {"y"}, false);
+  c.add<nn::HuberLoss>(
+      "HuberLoss", [] { return nn::HuberLoss(); }, {logits, target}, {"y"}, false);
+  c.add<nn::SmoothL1Loss>(
+      "SmoothL1Loss", [] { return nn::SmoothL1Loss(); }, {logits, target}, {"y"}, false);
+  c.add<nn::KLDivLoss>(
+      "KLDivLoss", [] { return nn::KLDivLoss(); }, {logits, uniform("t", {5}, 0.1, 1)}, {"y"},
+      false);
+  c.add<nn::PoissonNLLLoss>(
+      "PoissonNLLLoss", [] { return nn::PoissonNLLLoss(); }, {logits, uniform("t", {5}, 0, 3)},
+      {"y"}, false);
+  c.add<nn::SoftMarginLoss>(
+      "SoftMarginLoss", [] { return nn::SoftMarginLoss(); }, {normal("x", {}), signs("t")}, {"y"},
+      false);
+  c.add<nn::HingeEmbeddingLoss>(
+      "HingeEmbeddingLoss", [] { return nn::HingeEmbeddingLoss(); }, {normal("x", {}), signs("t")},
+      {"y"}, false);
+  c.add<nn::MarginRankingLoss>(
+      "MarginRankingLoss", [] { return nn::MarginRankingLoss(); },
+      {normal("a", {}), normal("b", {}), signs("t")}, {"y"}, false);
+  c.add<nn::CosineEmbeddingLoss>(
+      "CosineEmbeddingLoss", [] { return nn::CosineEmbeddingLoss(); },
+      {normal("a", {5}), normal("b", {5}), signs("t")}, {"y"}, false);
+  c.add<nn::TripletMarginLoss>(
+      "TripletMarginLoss", [] { return nn::TripletMarginLoss(); },
+      {normal("a", {5}), normal("p", {5}), normal("n", {5})}, {"y"}, false);
   c.add<nn::TripletMarginWithDistanceLoss>(
       "TripletMarginWithDistanceLoss", [] { return nn::TripletMarginWithDistanceLoss(); },
       {normal("a", {5}), normal("p", {5}), normal("n", {5})}, {"y"}, false);
   c.add<nn::CTCLoss>(
-      "CTCLoss", [] { return nn::CTCLoss(); },
-      {{"log_probs", [](int64_t batch) { return at::randn({6, batch, 4}).log_softmax(2); }},
-       {"targets", [](int64_t batch) { return at::randint(1, 4, {batch, 3}); }},
-       {"input_lengths", [](int64_t batch) { return at::full({batch}, 6, at::kLong); }},
-       {"target_lengths", [](int64_t batch) { return at::full({batch}, 3, at::kLong); }}},
-      {"y"}, false)
+       "CTCLoss", [] { return nn::CTCLoss(); },
+       {{"log_probs",
+         [](int64_t batch) {
+           return at::randn({6, batch, 4}).log_softmax(2);
+         }},
+        {"targets",
+         [](int64_t batch) {
+           return at::randint(1, 4, {batch, 3});
+         }},
+        {"input_lengths", [](int64_t batch) { return at::full({batch}, 6, at::kLong); }},
+        {"target_lengths", [](int64_t batch) { return at::full({batch}, 3, at::kLong); }}},
+       {"y"}, false)
       .refused(LayerCase::Refused::kAtLoad,
                "{name}.pt2: node %ctc_loss calls aten::ctc_loss.Tensor, which a loaded program "
                "may not run: ATen does not check its target classes or lengths against "
@@ -535,9 +571,9 @@ std::vector<std::pair<std::string, at::Tensor>> program_inputs(const LayerCase& 
 
 constexpr int64_t kBatch = 4;
 
-// `layer.refusal` for `module`: `{module}` is its TensorDictModule's describe(), `{name}` the case's name, `{at}`
-// where the layer sits (" at '0.module.layer'" in a user module, " at 'module'" when wrapped
-// directly).
+// `layer.refusal` for `module`: `{module}` is its TensorDictModule's describe(), `{name}` the
+// case's name, `{at}` where the layer sits (" at '0.module.layer'" in a user module, " at 'module'"
+// when wrapped directly).
 std::string expected_refusal(const LayerCase& layer, const TensorDictModuleBase& module,
                              bool in_user_module) {
   std::string text = layer.refusal;
@@ -658,9 +694,10 @@ TEST_CASE("nn layers: every torch::nn module type traces, runs, exports, loads a
   }
 }
 
-TEST_CASE("nn layers: a recurrent state under a batch-[B] TensorDict is refused naming the module") {
-  const auto lstm = make_td_module(nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)), {"x"},
-                                   {"y", "h", "c"});
+TEST_CASE(
+    "nn layers: a recurrent state under a batch-[B] TensorDict is refused naming the module") {
+  const auto lstm =
+      make_td_module(nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)), {"x"}, {"y", "h", "c"});
   TensorDict td({{"x", at::randn({4, 5, 4})}}, {4});
   try {
     lstm->forward(td);
@@ -687,19 +724,24 @@ TEST_CASE("nn layers: loaded programs refuse out-of-range indices of the layers 
   auto pool = nn::MaxPool2d(nn::MaxPool2dOptions(2));
   const auto [values, indices] = pool->forward_with_indices(at::randn({1, 1, 4, 4}));
   std::vector<Probe> probes = {
-      {"MaxUnpool2d", make_td_module(nn::MaxUnpool2d(2), {"x", "i"}, {"y"}),
+      {"MaxUnpool2d",
+       make_td_module(nn::MaxUnpool2d(2), {"x", "i"}, {"y"}),
        {{"x", values}, {"i", indices}},
        {{"x", values}, {"i", at::full_like(indices, 1000)}}},
-      {"NLLLoss", make_td_module(nn::NLLLoss(), {"x", "t"}, {"y"}),
+      {"NLLLoss",
+       make_td_module(nn::NLLLoss(), {"x", "t"}, {"y"}),
        {{"x", at::randn({3, 5})}, {"t", at::tensor({0, 1, 2}, at::kLong)}},
        {{"x", at::randn({3, 5})}, {"t", at::tensor({0, 1, 99}, at::kLong)}}},
-      {"MultiMarginLoss", make_td_module(nn::MultiMarginLoss(), {"x", "t"}, {"y"}),
+      {"MultiMarginLoss",
+       make_td_module(nn::MultiMarginLoss(), {"x", "t"}, {"y"}),
        {{"x", at::randn({3, 5})}, {"t", at::tensor({0, 1, 2}, at::kLong)}},
        {{"x", at::randn({3, 5})}, {"t", at::tensor({0, -7, 2}, at::kLong)}}},
-      {"MultiLabelMarginLoss", make_td_module(nn::MultiLabelMarginLoss(), {"x", "t"}, {"y"}),
+      {"MultiLabelMarginLoss",
+       make_td_module(nn::MultiLabelMarginLoss(), {"x", "t"}, {"y"}),
        {{"x", at::randn({3, 5})}, {"t", at::zeros({3, 5}, at::kLong)}},
        {{"x", at::randn({3, 5})}, {"t", at::full({3, 5}, 99, at::kLong)}}},
-      {"Embedding", make_td_module(nn::Embedding(10, 3), {"i"}, {"y"}),
+      {"Embedding",
+       make_td_module(nn::Embedding(10, 3), {"i"}, {"y"}),
        {{"i", at::tensor({1, 2}, at::kLong)}},
        {{"i", at::tensor({1, 300}, at::kLong)}}},
   };
@@ -714,8 +756,9 @@ TEST_CASE("nn layers: loaded programs refuse out-of-range indices of the layers 
   }
 }
 
-TEST_CASE("nn layers: cross-attention in a user module is one call_module, and traces when q and k "
-          "have one shape") {
+TEST_CASE(
+    "nn layers: cross-attention in a user module is one call_module, and traces when q and k "
+    "have one shape") {
   // Attention reads its packed in_proj_weight once each for query, key and value: one call.
   // Query and key of one shape (and other values) are compared with aten::equal, and the guard
   // that follows made the trace read values while it watched for reads (it crashed).

@@ -312,8 +312,8 @@ TEST_CASE("leaves: attention's comparison of key and value is a guard checked on
   auto module = make_td_module(nn::MultiheadAttention(4, 2), {"q", "k", "v"}, {"y", "w"});
   module->eval();
   at::manual_seed(0);
-  const TensorDict td({{"q", at::randn({3, 2, 4})}, {"k", at::randn({5, 2, 4})},
-                       {"v", at::randn({5, 2, 4})}});
+  const TensorDict td(
+      {{"q", at::randn({3, 2, 4})}, {"k", at::randn({5, 2, 4})}, {"v", at::randn({5, 2, 4})}});
   TDGraphModule gm = symbolic_trace(module, td);
   CHECK(to_string(gm.graph()) ==
         "graph():\n"
@@ -348,14 +348,15 @@ TEST_CASE("leaves: attention's comparison of key and value is a guard checked on
 }
 
 TEST_CASE("leaves: a value read by user code stays a TraceError beside a built-in layer") {
-  auto module = make_td_module(
-      Holder(nn::MultiheadAttention(4, 2).ptr(),
-             [](nn::Module* layer, const at::Tensor& x) {
-               auto& attention = dynamic_cast<nn::MultiheadAttentionImpl&>(*layer);
-               if (x.sum().item<float>() > 0) return std::get<0>(attention.forward(x, x, x));
-               return x;
-             }),
-      {"x"}, {"y"});
+  auto module = make_td_module(Holder(nn::MultiheadAttention(4, 2).ptr(),
+                                      [](nn::Module* layer, const at::Tensor& x) {
+                                        auto& attention =
+                                            dynamic_cast<nn::MultiheadAttentionImpl&>(*layer);
+                                        if (x.sum().item<float>() > 0)
+                                          return std::get<0>(attention.forward(x, x, x));
+                                        return x;
+                                      }),
+                               {"x"}, {"y"});
   CHECK_THROWS_WITH_AS(symbolic_trace(module, TensorDict({{"x", at::randn({2, 5, 4})}}, {2})),
                        doctest::Contains("aten::item turns a traced tensor into a C++ value"),
                        TraceError);
@@ -417,7 +418,8 @@ TEST_CASE("leaves: a layer's weight read after a call of the layer is a get_attr
 
 TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c") {
   struct StatefulImpl : nn::Module {
-    StatefulImpl() : lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)))) {}
+    StatefulImpl()
+        : lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)))) {}
     std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& h,
                                                            const at::Tensor& c) {
       auto [y, state] = lstm->forward(x, std::make_tuple(h, c));
@@ -425,9 +427,10 @@ TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c
     }
     nn::LSTM lstm{nullptr};
   };
-  auto module = make_td_module(std::make_shared<StatefulImpl>(), {"x", "h0", "c0"}, {"y", "h", "c"});
-  const TensorDict td({{"x", at::randn({2, 5, 4})}, {"h0", at::randn({1, 2, 3})},
-                       {"c0", at::randn({1, 2, 3})}});
+  auto module =
+      make_td_module(std::make_shared<StatefulImpl>(), {"x", "h0", "c0"}, {"y", "h", "c"});
+  const TensorDict td(
+      {{"x", at::randn({2, 5, 4})}, {"h0", at::randn({1, 2, 3})}, {"c0", at::randn({1, 2, 3})}});
   TDGraphModule gm = symbolic_trace(module, td);
   CHECK(to_string(gm.graph()) ==
         "graph():\n"

@@ -190,8 +190,8 @@ TEST_CASE("trace: a captured tensor of any size is one TraceError, static or dyn
   // escaped from that comparison as LibTorch's "Boolean value of Tensor" error.
   for (const at::Tensor& captured : {at::ones({3}), at::ones({}), at::ones({1, 3})}) {
     CAPTURE(captured.sizes());
-    auto module = make_td_module([captured](const at::Tensor& x) { return x * captured + 1; },
-                                 {"x"}, {"y"});
+    auto module =
+        make_td_module([captured](const at::Tensor& x) { return x * captured + 1; }, {"x"}, {"y"});
     const TensorDict input({{"x", at::randn({2, 3})}}, {2});
     const std::string expected = fmt::format(
         "TensorDictModule(module=Callable(), in_keys=['x'], out_keys=['y']): the module uses a "
@@ -358,8 +358,8 @@ struct LinearNetImpl : torch::nn::Module {
 };
 
 TEST_CASE("trace: a failure inside a built-in layer names the layer's path") {
-  auto module = make_td_sequential(
-      {make_td_module(std::make_shared<LinearNetImpl>(), {"x"}, {"y"})});
+  auto module =
+      make_td_sequential({make_td_module(std::make_shared<LinearNetImpl>(), {"x"}, {"y"})});
   const TensorDict input({{"x", at::randn({2, 5})}}, {2});
   try {
     symbolic_trace(module, input);

@@ -18,8 +18,8 @@ struct Chain {
 inline Chain module_chain(size_t n) {
   Chain chain;
   Graph& g = chain.graph;
-  TensorMeta f32_16x64{c10::ScalarType::Float, std::vector<int64_t>{16, 64}, std::nullopt,
-                       c10::Device("cpu"), {}};
+  TensorMeta f32_16x64{
+      c10::ScalarType::Float, std::vector<int64_t>{16, 64}, std::nullopt, c10::Device("cpu"), {}};
   Node* td = g.placeholder("tensordict");
   Node* x = g.call_function(Target::getitem(), {td, NestedKey("h0")});
   x->meta().tensor = f32_16x64;
@@ -44,7 +44,11 @@ inline Chain module_chain(size_t n) {
         "Linear(in_features=64, out_features=64, bias=true)";
     chain.options.module_parameters[target] = {
         {"weight",
-         {c10::ScalarType::Float, std::vector<int64_t>{64, 64}, std::nullopt, c10::Device("cpu"), {}}},
+         {c10::ScalarType::Float,
+          std::vector<int64_t>{64, 64},
+          std::nullopt,
+          c10::Device("cpu"),
+          {}}},
         {"bias",
          {c10::ScalarType::Float, std::vector<int64_t>{64}, std::nullopt, c10::Device("cpu"), {}}}};
   }
