@@ -19,6 +19,7 @@
 #include "tdfx/core/error.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/archive.h"
+#include "tdfx/export/op_policy.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
@@ -48,6 +49,29 @@ struct LogProbImpl : nn::Module {
   nn::AdaptiveLogSoftmaxWithLoss softmax;
 };
 TORCH_MODULE(LogProb);
+
+/// A user module holding the containers that have no forward of their own.
+struct ContainersNetImpl : nn::Module {
+  ContainersNetImpl() {
+    list = register_module("list", nn::ModuleList(nn::Linear(6, 6), nn::ReLU()));
+    dict = register_module(
+        "dict", nn::ModuleDict(std::vector<std::pair<std::string, std::shared_ptr<Module>>>{
+                    {"out", nn::Linear(6, 3).ptr()}}));
+    params = register_module("params", nn::ParameterList(at::randn({6})));
+    named = register_module("named", nn::ParameterDict());
+    named->insert("scale", at::randn({3}));
+  }
+  at::Tensor forward(const at::Tensor& x) {
+    const at::Tensor h = list[1]->as<nn::ReLU>()->forward(
+        list[0]->as<nn::Linear>()->forward(x * params[0]));
+    return dict["out"]->as<nn::Linear>()->forward(h) * named["scale"];
+  }
+  nn::ModuleList list{nullptr};
+  nn::ModuleDict dict{nullptr};
+  nn::ParameterList params{nullptr};
+  nn::ParameterDict named{nullptr};
+};
+TORCH_MODULE(ContainersNet);
 
 /// One input of a case: its key and its value at a batch size.
 struct Input {
@@ -518,6 +542,9 @@ std::vector<LayerCase> layer_cases() {
                "of attention. Trace a module that calls its log_prob(input) instead (and "
                "computes the loss from it with at::nll_loss)");
   c.add<LogProb>("AdaptiveLogSoftmaxWithLoss log_prob", [] { return LogProb(); }, {flat});
+  // Containers without a forward, in a user module only (both forms are the same module).
+  c.add<ContainersNet>("ModuleList, ModuleDict, ParameterList, ParameterDict",
+                       [] { return ContainersNet(); }, {flat});
   // Containers with a forward.
   c.add<nn::Sequential>("Sequential", [] { return nn::Sequential(nn::Linear(6, 4), nn::ReLU()); },
                         {flat});
@@ -652,8 +679,19 @@ void run_case(const LayerCase& layer, bool in_user_module) {
       check_equal(outputs_of(layer, work), *reference, "dynamic");
     }
   }
-  // Export, save, load, run.
+  // Export, save, load, run. Every operator the program uses is on the allowlist, but for a
+  // case refused at load.
   const ExportedProgram program = export_program(gm);
+  std::vector<std::string> refused_ops;
+  for (const Node* node : program.graph().nodes()) {
+    const Target& target = node->target();
+    if (node->op() == OpCode::kCallFunction && target.is_aten() &&
+        !is_allowed_operator(target.op_name())) {
+      refused_ops.push_back(target.str());
+    }
+  }
+  CAPTURE(refused_ops);
+  CHECK(refused_ops.empty() == (layer.refused != LayerCase::Refused::kAtLoad));
   at::manual_seed(11);
   check_equal(program.module()(program_inputs(layer, td)), expected, "exported");
   const std::string bytes = archive_bytes(program);
