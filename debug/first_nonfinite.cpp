@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/graph/interpreter.h"
@@ -35,6 +36,7 @@ class Finder : public Interpreter {
   using Interpreter::Interpreter;
   const Node* origin = nullptr;
   Counts origin_counts;
+  c10::IValue origin_value;
 
   c10::IValue run_node(const Node& node) override {
     c10::IValue value = Interpreter::run_node(node);
@@ -49,6 +51,7 @@ class Finder : public Interpreter {
     }
     origin = &node;
     origin_counts = produced;
+    origin_value = value;
     return value;
   }
 };
@@ -63,6 +66,10 @@ std::string NonFinite::str() const {
   if (!module_path.empty()) out += fmt::format("  module: {}\n", module_path);
   if (key) out += fmt::format("  feeds:  {}\n", key->repr());
   if (!code_line.empty()) out += fmt::format("  code:   {}\n", code_line);
+  if (row_count > 0) {
+    out += fmt::format("  rows:   {} of dim 0 ({}{})\n", row_count, fmt::join(rows, ", "),
+                       row_count > static_cast<int64_t>(rows.size()) ? ", …" : "");
+  }
   return out;
 }
 
@@ -83,6 +90,8 @@ std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee) {
   out.nan_count = finder.origin_counts.nan;
   out.inf_count = finder.origin_counts.inf;
   out.numel = finder.origin_counts.numel;
+  const c10::IValue& value = finder.origin_value;
+  if (value.isTensor()) nonfinite_rows(value.toTensor(), out.rows, out.row_count);
   return out;
 }
 

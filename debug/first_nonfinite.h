@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tdfx/debug/debuggee.h"
 
@@ -30,6 +31,10 @@ struct NonFinite {
   int64_t nan_count = 0;
   int64_t inf_count = 0;
   int64_t numel = 0;
+  /// For a tensor value: the rows (indices along dim 0, the batch) that hold NaN or Inf, the
+  /// first few, and how many there are.
+  std::vector<int64_t> rows;
+  int64_t row_count = 0;
 
   /// A few lines for a person: node, counts, module, key and code line.
   std::string str() const;

@@ -357,13 +357,7 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
         out.inputs.emplace_back(input->name(), tensor_stats(run.value(*input).toTensor().detach()));
       }
     }
-    if (grad.dim() > 0 && grad.size(0) > 0) {
-      const at::Tensor bad = at::isfinite(grad).logical_not().reshape({grad.size(0), -1}).any(1);
-      const at::Tensor indices = bad.nonzero().reshape({-1});
-      out.row_count = indices.numel();
-      const int64_t shown = std::min<int64_t>(out.row_count, 8);
-      for (int64_t i = 0; i < shown; ++i) out.rows.push_back(indices[i].item<int64_t>());
-    }
+    nonfinite_rows(grad, out.rows, out.row_count);
     return out;
   }
   return std::nullopt;

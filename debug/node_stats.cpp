@@ -2,9 +2,11 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/isfinite.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -98,6 +100,18 @@ std::string describe_op(const Node& node) {
 
 std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+void nonfinite_rows(const at::Tensor& t, std::vector<int64_t>& rows, int64_t& count,
+                    int64_t shown) {
+  rows.clear();
+  count = 0;
+  if (t.dim() == 0 || t.size(0) == 0 || !at::isFloatingType(t.scalar_type())) return;
+  const at::Tensor bad = at::isfinite(t.detach()).logical_not().reshape({t.size(0), -1}).any(1);
+  const at::Tensor indices = bad.nonzero().reshape({-1});
+  count = indices.numel();
+  const auto* data = indices.data_ptr<int64_t>();
+  for (int64_t i = 0; i < std::min(count, shown); ++i) rows.push_back(data[i]);
 }
 
 TensorStats tensor_stats(const at::Tensor& t) {

@@ -49,6 +49,11 @@ std::string describe_op(const Node& node);
 /// A shape as the tables print it (`[2, 3]`).
 std::string shape_text(const std::vector<int64_t>& shape);
 
+/// The rows of `t` (indices along dim 0) holding NaN or Inf: the first `shown` in `rows`, and
+/// how many in `count`. Nothing for a 0-dim or non-floating tensor.
+void nonfinite_rows(const at::Tensor& t, std::vector<int64_t>& rows, int64_t& count,
+                    int64_t shown = 8);
+
 /// One node of a run and what it produced.
 struct NodeStats {
   std::string node;

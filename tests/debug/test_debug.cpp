@@ -117,7 +117,8 @@ TEST_CASE("debug: a NaN planted at a known node is found there, with its module,
         "  in:     TensorDictModule 1\n"
         "  module: 1.module\n"
         "  feeds:  'y'\n"
-        "  code:   log = torch.log(_0_linear)\n");
+        "  code:   log = torch.log(_0_linear)\n"
+        "  rows:   1 of dim 0 (0)\n");
   // All finite: nothing found.
   CHECK_FALSE(first_nonfinite(debuggee(gm, log_input(1.0f))).has_value());
 }
