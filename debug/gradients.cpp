@@ -9,7 +9,6 @@
 #include <cmath>
 #include <limits>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"

@@ -10,11 +10,11 @@
 /// - dynamic (TraceOptions::dynamic_batch): the module is recorded at the example's batch B
 ///   and again at each probe batch (dynamic_batch_probes: B + 1, 1 and 4B + 3 unless the
 ///   caller names others: a module that cannot run at one of them, as BatchNorm in training
-///   cannot at batch 1, is refused with a TraceError saying so). The recordings must be the same ops in the same order with the
-///   same constants, but for constants that are the batch in every recording (B in the
-///   first, P in the probe at P) where the op takes a tensor with a dimension of that size:
-///   then they are one program, whatever shapes it gives. Those constants
-///   become size nodes (`size = x.size(0)`) and those dimensions are marked on the nodes
+///   cannot at batch 1, is refused with a TraceError saying so). The recordings must be the same
+///   ops in the same order with the same constants, but for constants that are the batch in every
+///   recording (B in the first, P in the probe at P) where the op takes a tensor with a dimension
+///   of that size: then they are one program, whatever shapes it gives. Those constants become size
+///   nodes (`size = x.size(0)`) and those dimensions are marked on the nodes
 ///   (TensorMeta::batch_dims, printed `s0`). Anything else — a branch on the batch that one
 ///   probe takes and another does not, a loop over it, a size that is not the batch in one
 ///   recording, a module that fails at a probe — is a TraceError naming the first op where

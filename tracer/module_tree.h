@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "tdfx/tensordict/modules.h"
 #include "tdfx/tensordict/module_box.h"
+#include "tdfx/tensordict/modules.h"
 
 namespace tdfx {
 

@@ -36,8 +36,7 @@ class TDGraphModule {
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix, Graph graph,
                 Graph program, std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
-                std::vector<ModuleBox> modules,
-                std::optional<BatchSpecialisation> specialisation,
+                std::vector<ModuleBox> modules, std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
 
   /// The graph as traced (and printed).

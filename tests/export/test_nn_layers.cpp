@@ -62,8 +62,8 @@ struct ContainersNetImpl : nn::Module {
     named->insert("scale", at::randn({3}));
   }
   at::Tensor forward(const at::Tensor& x) {
-    const at::Tensor h = list[1]->as<nn::ReLU>()->forward(
-        list[0]->as<nn::Linear>()->forward(x * params[0]));
+    const at::Tensor h =
+        list[1]->as<nn::ReLU>()->forward(list[0]->as<nn::Linear>()->forward(x * params[0]));
     return dict["out"]->as<nn::Linear>()->forward(h) * named["scale"];
   }
   nn::ModuleList list{nullptr};
