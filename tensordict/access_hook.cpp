@@ -18,6 +18,8 @@ std::vector<at::Tensor> KeyAccessHook::on_call(
   return run();
 }
 
+void KeyAccessHook::on_sequential_child(size_t /*index*/) {}
+
 ScopedKeyAccessHook::ScopedKeyAccessHook(KeyAccessHook* hook) : previous_(installed_hook) {
   installed_hook = hook;
 }

@@ -37,6 +37,10 @@ class KeyAccessHook {
   virtual std::vector<at::Tensor> on_call(const TensorDictModule& module,
                                           const std::vector<at::Tensor>& inputs,
                                           const std::function<std::vector<at::Tensor>()>& run);
+  /// Called by a wrapped torch::nn::Sequential (TensorDictModule's SequentialCall) before it
+  /// runs its child `index`, so that the tracer can tell which child recorded which ops.
+  /// Default: nothing.
+  virtual void on_sequential_child(size_t index);
 };
 
 /// Installs `hook` for the current thread for the scope's lifetime (restores the previous one).

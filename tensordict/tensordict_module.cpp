@@ -165,9 +165,15 @@ std::vector<c10::IValue> detail::SequentialCall::operator()(const at::Tensor& in
   // An empty Sequential returns its input, as Python's nn.Sequential() does (LibTorch's
   // forward throws).
   if (impl->is_empty()) return {input};
+  KeyAccessHook* hook = current_key_access_hook();
   auto module = impl->begin();
+  if (hook) hook->on_sequential_child(0);
   torch::nn::AnyValue value = module->any_forward(input);
-  for (++module; module != impl->end(); ++module) value = module->any_forward(std::move(value));
+  size_t index = 1;
+  for (++module; module != impl->end(); ++module, ++index) {
+    if (hook) hook->on_sequential_child(index);
+    value = module->any_forward(std::move(value));
+  }
   return any_value_results(std::move(value));
 }
 

@@ -169,7 +169,8 @@ class Builder {
   }
 
   // `value` may be null: a node without a result.
-  void set_meta(Node* node, const jit::Value* value, size_t call) {
+  void set_meta(Node* node, const jit::Value* value, size_t call,
+                const jit::Node* recorded = nullptr) {
     if (auto type = value ? value->type()->cast<c10::TensorType>() : nullptr) {
       if (auto dtype = type->scalarType()) node->meta().tensor.dtype = *dtype;
       if (auto shape = type->sizes().concrete_sizes()) node->meta().tensor.shape = *shape;
@@ -182,6 +183,9 @@ class Builder {
       node->meta().td_module = c.td_path;
       node->meta().module_path = c.inner_path;
       node->meta().module_type = c.module_type;
+      if (!recorded && value) recorded = value->node();
+      auto child = recorded ? recording_.child_path.find(recorded) : recording_.child_path.end();
+      if (child != recording_.child_path.end()) node->meta().module_path = child->second;
     }
   }
 
@@ -239,7 +243,7 @@ class Builder {
     if (!body_) out_.origin[node] = created;
     if (node->outputs().empty()) {
       // Called for its effect (a guard's `_assert_async`): no value, no tensor metadata.
-      set_meta(created, nullptr, current_call_);
+      set_meta(created, nullptr, current_call_, node);
     } else if (node->outputs().size() == 1) {
       set_meta(created, node->output(), current_call_);
       env_[node->output()] = created;

@@ -446,6 +446,12 @@ class Recorder : public KeyAccessHook {
     return copy;
   }
 
+  // The recording is one jit node list, so a child's start is the last node before it; a
+  // later start at the same node (a child that recorded nothing) wins.
+  void on_sequential_child(size_t index) override {
+    child_starts_.emplace_back(last_node(), index);
+  }
+
   void on_write(const TensorDict& /*td*/, const NestedKey& /*key*/,
                 const at::Tensor& /*value*/) override {}
 
@@ -482,9 +488,21 @@ class Recorder : public KeyAccessHook {
     for (const ValueRead& layer_read : reads) {
       guard_layer_read(layer_read, module, record.inner_path, *recording_.graph);
     }
+    // Each child of a wrapped Sequential owns the nodes recorded after its start.
+    std::unordered_map<const jit::Node*, size_t> child_after;
+    for (const auto& [after, child] : child_starts_) child_after[after] = child;
+    child_starts_.clear();
+    auto child_of = [&](const jit::Node* after, std::optional<size_t>& child) {
+      auto start = child_after.find(after);
+      if (start != child_after.end()) child = start->second;
+    };
+    std::optional<size_t> child;
+    child_of(before, child);
     for (jit::Node* node = before->next(); node != end_node(); node = node->next()) {
       record.nodes.push_back(node);
       recording_.node_call[node] = index;
+      if (child) recording_.child_path[node] = join_path(record.inner_path, std::to_string(*child));
+      child_of(node, child);
     }
     for (const at::Tensor& output : outputs) {
       record.outputs.push_back(tracer::getValueTrace(output));
@@ -615,6 +633,8 @@ class Recorder : public KeyAccessHook {
   Recording recording_;
   /// The traced copy of each example key read.
   std::map<NestedKey, at::Tensor> reads_;
+  /// Where the children of the current call's wrapped Sequential started, in order.
+  std::vector<std::pair<const jit::Node*, size_t>> child_starts_;
   std::unordered_map<const TensorDictModule*, std::deque<ModuleCall>> planned_;
 };
 

@@ -63,6 +63,9 @@ struct Recording {
   std::vector<std::pair<NestedKey, torch::jit::Value*>> outputs;
   /// For each jit node, the index of the ModuleCall that produced it.
   std::unordered_map<const torch::jit::Node*, size_t> node_call;
+  /// The jit nodes a child of a wrapped torch::nn::Sequential recorded, and that child's path
+  /// (`0.module.2`); a node not here belongs to its call's wrapped module.
+  std::unordered_map<const torch::jit::Node*, std::string> child_path;
   /// The dimensions of tensor values that follow the batch size (set by generalise_batch in
   /// batch_generalise.h); printed `s0`.
   std::unordered_map<const torch::jit::Value*, std::vector<int64_t>> batch_dims;

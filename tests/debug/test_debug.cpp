@@ -1,6 +1,8 @@
 // The debugging tools against hand-computed expectations: statistics equal to ATen's,
 // a NaN planted at a known node found there, profiles that add up, tables that fit.
 #include <doctest/doctest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
@@ -121,6 +123,50 @@ TEST_CASE("debug: a NaN planted at a known node is found there, with its module,
         "  rows:   1 of dim 0 (0)\n");
   // All finite: nothing found.
   CHECK_FALSE(first_nonfinite(debuggee(gm, log_input(1.0f))).has_value());
+}
+
+namespace {
+
+/// Divides each row by its sum: no parameters, and a row of zeros gives NaN.
+struct SumNormImpl : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x) { return x / x.sum(-1, true); }
+};
+TORCH_MODULE(SumNorm);
+
+}  // namespace
+
+TEST_CASE("debug: a parameterless module inside a wrapped Sequential is named by its own path") {
+  at::manual_seed(0);
+  torch::nn::Linear fc(3, 4);
+  {
+    torch::NoGradGuard no_grad;
+    fc->bias.zero_();
+  }
+  auto module = make_td_sequential(
+      {make_td_module([](const at::Tensor& x) { return x * 1; }, {"obs"}, {"x"}),
+       make_td_module(torch::nn::Sequential(fc, torch::nn::ReLU(), SumNorm()), {"x"}, {"y"})});
+  at::Tensor obs = at::rand({2, 3});
+  obs[1].zero_();  // row 1 of the Linear is its zero bias: the normaliser divides 0 by 0
+  const TensorDict input({{"obs", obs}}, {2});
+  const TDGraphModule gm = symbolic_trace(module, input);
+  const auto found = first_nonfinite(debuggee(gm, input));
+  REQUIRE(found.has_value());
+  CHECK(found->str() ==
+        "first non-finite value: %truediv (4 NaN, 0 Inf of 8 values)\n"
+        "  node:   %truediv = operator.truediv(%relu, %sum_1)\n"
+        "  in:     TensorDictModule 1\n"
+        "  module: 1.module.2\n"
+        "  feeds:  'y'\n"
+        "  code:   truediv = relu / sum_1;  relu = sum_1 = None\n"
+        "  rows:   1 of dim 0 (1)\n");
+  // The ReLU between them is its own child too; the Linear is its call_module.
+  std::vector<std::string> paths;
+  for (const Node* node : gm.graph().nodes()) {
+    paths.push_back(node->name() + " " + node->meta().module_path);
+  }
+  CHECK(paths == std::vector<std::string>{"tensordict ", "getitem ", "mul 0.module",
+                                          "_1__0 1.module.0", "relu 1.module.1",
+                                          "sum_1 1.module.2", "truediv 1.module.2", "output "});
 }
 
 TEST_CASE("debug: a NaN in an input is found where the pipeline reads it") {
