@@ -6,7 +6,8 @@
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
 //               [--max-nodes N]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
-//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html}] [--save RUN.pt]
+//            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html} [--view ops|modules]]
+//            [--save RUN.pt] [--width N]
 //            [--backward [--loss sum|OUTPUT] [--grad-stats] [--find-nonfinite-grad]]
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/run.h"
+#include "tdfx/core/text_table.h"
 #include "tdfx/viz/render.h"
 
 namespace {
@@ -190,10 +192,20 @@ int main(int argc, char** argv) {
                 "With --backward: print the first node, in backward order, whose gradient holds "
                 "NaN or Inf from finite ones")
       ->needs(backward);
+  run->add_option("--width", reports.width,
+                  "The widest line of the tables (default: COLUMNS, else 80 and 100 for "
+                  "the reports)")
+      ->check(CLI::Range(tdfx::kMinTableWidth, tdfx::kMaxTableWidth));
   run->add_option("-o,--output", reports.overlay,
-                  "Draw the graph with what --stats, --profile and --find-nonfinite found "
-                  "(.svg, .png, .pdf, .dot, .html)")
+                  "Draw the graph with what --stats, --profile, --find-nonfinite and "
+                  "--backward found (.svg, .png, .pdf, .dot, .html)")
       ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
+  std::string run_view = "ops";
+  run->add_option("--view", run_view,
+                  "The overlay drawing: ops (every node) or modules (one node per "
+                  "TensorDictModule); an .html page holds both")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ops", "modules"}));
   run->add_option("--save", reports.save,
                   "Write the run's inputs and outputs to FILE.pt, a dict torch.load reads "
                   "(input:NAME, output:NODE)");
@@ -223,6 +235,7 @@ int main(int argc, char** argv) {
     } else if (run->parsed()) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));
+      reports.view = *tdfx::view_from_string(run_view);
       if (run_program(run_file, inputs, seed, reports)) return finish(kExitNonFinite);
     }
     return finish(kExitOk);

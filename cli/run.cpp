@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -189,12 +190,13 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
 }
 
 void print_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
-               std::ostream& out) {
+               std::ostream& out, size_t width) {
   std::vector<std::pair<std::string, at::Tensor>> named;
   Table in_table({{"input", kNameWidth},
                   {"dtype", kDtypeWidth},
                   {"shape", kShapeWidth},
-                  {"source", 0, false, true}});
+                  {"source", 0, false, true}},
+                 width);
   for (const RunInput& input : inputs) {
     named.emplace_back(input.name, input.value);
     in_table.add_row({input.name, dtype_name(input.value.scalar_type()),
@@ -207,7 +209,8 @@ void print_run(const ExportedProgram& program, const std::vector<RunInput>& inpu
                    {"shape", kShapeWidth},
                    {"min", kNumberWidth, true},
                    {"max", kNumberWidth, true},
-                   {"mean", kNumberWidth, true}});
+                   {"mean", kNumberWidth, true}},
+                  width);
   const auto& specs = program.graph_signature().outputs;
   for (size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
     std::vector<std::string> row{specs[i].key.repr(), dtype_name(outputs[i].scalar_type()),
@@ -248,6 +251,18 @@ void save_run(const ExportedProgram& program, const std::vector<RunInput>& input
 // Wider than the input and output tables: eleven columns, most of them numbers.
 constexpr size_t kReportWidth = 100;
 
+// The terminal's width from `COLUMNS` when it holds a sensible number, else 0.
+size_t terminal_columns() {
+  const char* text = std::getenv("COLUMNS");
+  if (text == nullptr) return 0;
+  char* end = nullptr;
+  const unsigned long columns = std::strtoul(text, &end, 10);
+  if (end == text || *end != '\0' || columns < kMinTableWidth || columns > kMaxTableWidth) {
+    return 0;
+  }
+  return columns;
+}
+
 }  // namespace
 
 bool run_program(const std::string& path, const std::vector<InputArgument>& given, uint64_t seed,
@@ -256,23 +271,25 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   if (!reports.save.empty() && reports.save == reports.overlay) {
     fail<Error>("--save and -o name the same file, {}: give them different files", reports.save);
   }
+  const size_t width = reports.width > 0 ? reports.width : terminal_columns();
+  const size_t report_width = width > 0 ? width : kReportWidth;
   const ExportedProgram program = load(path);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
-  print_run(program, inputs, std::cout);
+  print_run(program, inputs, std::cout, width > 0 ? width : kTerminalWidth);
   if (!reports.save.empty()) save_run(program, inputs, reports.save);
   const Debuggee run = debuggee(program, tensors_of(inputs));
-  std::map<std::string, NodeOverlay> overlay;
+  std::map<std::string, NodeOverlay> overlay, module_overlay;
   if (reports.stats) {
     const auto stats = node_stats(run);
-    std::cout << "\nstatistics per node:\n" << stats_table(stats, kReportWidth).str();
+    std::cout << "\nstatistics per node:\n" << stats_table(stats, report_width).str();
     overlay = stats_overlay(stats);
   }
   if (reports.profile) {
     const Profile p = profile(run, reports.repeats);
     std::cout << fmt::format("\ntime per node (median of {} runs; total {:.1f} µs):\n", p.repeats,
                              p.total_us)
-              << p.node_table(kReportWidth).str() << "\ntime per module:\n"
-              << p.module_table(kReportWidth).str();
+              << p.node_table(report_width).str() << "\ntime per module:\n"
+              << p.module_table(report_width).str();
     // Time colours the nodes; statistics, when asked for too, stay as rows.
     for (auto& [name, o] : profile_overlay(p)) {
       NodeOverlay& target = overlay[name];
@@ -288,15 +305,26 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   }
   if (reports.backward) {
     const Loss loss = reports.loss == "sum" ? Loss::sum() : Loss::output(reports.loss);
-    if (reports.grad_stats || !reports.find_nonfinite_grad) {
+    if (reports.grad_stats || !reports.find_nonfinite_grad || !reports.overlay.empty()) {
       const GradReport grads = grad_stats(run, loss);
       std::cout << fmt::format("\nbackward from the {}: loss {}\n", grads.loss_name,
                                table_number(grads.loss));
       if (reports.grad_stats) {
         std::cout << "\ngradient per node (backward order):\n"
-                  << grad_table(grads, kReportWidth).str() << "\ngradient per parameter:\n"
-                  << parameter_grad_table(grads, kReportWidth).str();
+                  << grad_table(grads, report_width).str() << "\ngradient per parameter:\n"
+                  << parameter_grad_table(grads, report_width).str()
+                  << "\ngradient flow per module:\n"
+                  << flow_table(grads.flow, report_width).str();
       }
+      // Gradients colour the nodes; forward statistics and times, when asked for too, stay
+      // as rows.
+      for (auto& [name, o] : grad_overlay(grads)) {
+        NodeOverlay& target = overlay[name];
+        target.fill = o.fill;
+        target.marked |= o.marked;
+        target.lines.insert(target.lines.end(), o.lines.begin(), o.lines.end());
+      }
+      module_overlay = flow_overlay(grads.flow);
     }
     if (reports.find_nonfinite_grad) {
       const auto found = first_nonfinite_grad(run, loss);
@@ -307,6 +335,8 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   if (!reports.overlay.empty()) {
     RenderOptions options = program_render_options(program, kDefaultMaxNodes);
     options.overlay = std::move(overlay);
+    options.module_overlay = std::move(module_overlay);
+    options.view = reports.view;
     writing(reports.overlay, [&] { save_diagram(program.graph(), reports.overlay, options); });
   }
   return nonfinite;

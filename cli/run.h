@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tdfx/export/program.h"
+#include "tdfx/viz/render_options.h"
 
 namespace tdfx::cli {
 
@@ -57,11 +58,11 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
                                      const std::vector<InputArgument>& given, uint64_t seed);
 
 /// Runs `program` on `inputs` and prints two tables to `out`, each at most
-/// 80 columns wide: the inputs (name, dtype, shape, source) and the outputs
+/// `width` columns wide: the inputs (name, dtype, shape, source) and the outputs
 /// (key, dtype, shape, and min, max and mean for floating types; min and max
 /// for integers).
 void print_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
-               std::ostream& out);
+               std::ostream& out, size_t width = 80);
 
 /// `tdfx run`: loads the archive at `path` (its refusal an ArchiveError), prepares
 /// the inputs and prints print_run's report to standard output.
@@ -82,7 +83,13 @@ struct RunReports {
   std::string loss = "sum";
   bool grad_stats = false;
   bool find_nonfinite_grad = false;
-  /// `-o FILE`: the graph drawn with what the reports found (.svg, .png, .pdf, .dot, .html).
+  /// `--width N`: the widest line of the tables; 0 takes the terminal's `COLUMNS`, else 80
+  /// for the input and output tables and 100 for the reports.
+  size_t width = 0;
+  /// `--view`: which view the overlay drawing shows (an .html page holds both).
+  View view = View::kOps;
+  /// `-o FILE`: the graph drawn with what the reports found (.svg, .png, .pdf, .dot, .html);
+  /// with `--backward`, each node's gradient and each TensorDictModule's flow.
   std::string overlay;
   /// `--save FILE.pt`: the inputs and outputs of the run, as a dict Python's torch.load reads:
   /// `input:NAME` for each user input, `output:NODE` for each output (its node's name in the

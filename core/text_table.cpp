@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "tdfx/core/error.h"
@@ -36,6 +37,52 @@ std::string truncated(const std::string& text, size_t width, bool keep_end) {
   return out + "…";
 }
 
+namespace {
+
+// `text` (wider than `width`) cut to `width` characters with `…` inside, keeping its last
+// `tail` characters.
+std::string cut_inside(const std::string& text, size_t width, size_t tail) {
+  const auto starts = [](char c) { return (static_cast<unsigned char>(c) & 0xc0) != 0x80; };
+  size_t end = text.size();
+  for (size_t shown = 0; end > 0 && shown < tail;) {
+    if (starts(text[--end])) ++shown;
+  }
+  const size_t head = width - 1 - tail;
+  size_t begin = 0;
+  for (size_t shown = 0; begin < end; ++begin) {
+    if (starts(text[begin]) && shown++ == head) break;
+  }
+  return text.substr(0, begin) + "…" + text.substr(end);
+}
+
+// The cells of one column cut to `width`. Where cutting would make two different cells look
+// the same (`('next', 'state', 'h')` and `…'c')` both `('next', 'st…`), those cells are cut
+// inside instead, keeping as much of their ends as it takes to tell them apart.
+std::vector<std::string> cut_column(const std::vector<std::string>& cells, size_t width,
+                                    bool keep_end) {
+  std::vector<std::string> out;
+  for (const std::string& cell : cells) out.push_back(truncated(cell, width, keep_end));
+  auto ambiguous = [&](const std::vector<std::string>& cut) {
+    std::map<std::string, std::string> seen;  // cut text → the cell it came from
+    for (size_t i = 0; i < cells.size(); ++i) {
+      auto [it, added] = seen.emplace(cut[i], cells[i]);
+      if (!added && it->second != cells[i]) return true;
+    }
+    return false;
+  };
+  if (width < 3 || !ambiguous(out)) return out;
+  for (size_t tail = 1; tail + 2 <= width; ++tail) {
+    std::vector<std::string> cut;
+    for (const std::string& cell : cells) {
+      cut.push_back(display_width(cell) <= width ? cell : cut_inside(cell, width, tail));
+    }
+    if (!ambiguous(cut)) return cut;
+  }
+  return out;
+}
+
+}  // namespace
+
 void Table::add_row(std::vector<std::string> cells) {
   if (cells.size() != columns_.size()) {
     throw InternalError("a table row has " + std::to_string(cells.size()) + " cells, not " +
@@ -54,11 +101,12 @@ std::vector<size_t> Table::widths() const {
     out.push_back(width);
     if (columns_[c].max_width > 0) others += width + 2;
   }
-  // Columns without a maximum share the room the others leave, and keep their headings.
+  // Columns without a maximum share the room the others leave, and keep their headings and
+  // at least kMinNameWidth characters.
   for (size_t c = 0; c < columns_.size(); ++c) {
     if (columns_[c].max_width > 0) continue;
     const size_t room = max_width_ > others ? max_width_ - others : 0;
-    out[c] = std::min(out[c], std::max(room, display_width(columns_[c].heading)));
+    out[c] = std::min(out[c], std::max({room, display_width(columns_[c].heading), kMinNameWidth}));
     others += out[c] + 2;
   }
   return out;
@@ -73,6 +121,13 @@ size_t Table::width() const {
 
 void Table::print(std::ostream& out) const {
   const std::vector<size_t> w = widths();
+  std::vector<std::vector<std::string>> cut(rows_.size());
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    std::vector<std::string> column;
+    for (const auto& row : rows_) column.push_back(row[c]);
+    column = cut_column(column, w[c], columns_[c].keep_end);
+    for (size_t r = 0; r < rows_.size(); ++r) cut[r].push_back(std::move(column[r]));
+  }
   const auto line = [&](const std::vector<std::string>& cells) {
     std::string text;
     for (size_t c = 0; c < cells.size(); ++c) {
@@ -87,7 +142,7 @@ void Table::print(std::ostream& out) const {
   std::vector<std::string> headings;
   for (const Column& column : columns_) headings.push_back(column.heading);
   line(headings);
-  for (const auto& row : rows_) line(row);
+  for (const auto& row : cut) line(row);
 }
 
 std::string Table::str() const {

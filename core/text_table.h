@@ -26,9 +26,19 @@ struct Column {
 
 /// The width of a terminal tables fit by default.
 inline constexpr size_t kTerminalWidth = 80;
+/// The narrowest and widest table width a user may ask for (`--width`, `COLUMNS`).
+inline constexpr size_t kMinTableWidth = 40;
+inline constexpr size_t kMaxTableWidth = 1000;
+
+/// The fewest characters a column without a maximum (names, keys) is cut to, however narrow
+/// the table: a table whose other columns leave less is wider than asked.
+inline constexpr size_t kMinNameWidth = 16;
 
 /// A table printed with two spaces between columns and no trailing spaces, at
-/// most `max_width` characters wide:
+/// most `max_width` characters wide (see kMinNameWidth). A cut never makes two different cells of a column look
+/// the same: those that would are cut inside, keeping the ends that tell them apart
+/// (`('next', 'recu…', 'h')`, `('next', 'recu…', 'c')`).
+///
 ///
 ///     output        dtype    shape     min
 ///     ('out', 'y')  float32  [2, 3]  -1.52

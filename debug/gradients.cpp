@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
@@ -137,7 +139,32 @@ struct Pass {
   /// (undefined for one the loss does not reach).
   std::vector<std::pair<std::string, at::Tensor>> wrt;
   std::vector<at::Tensor> wrt_grads;
+  /// The norm of the gradient the loss hands to the outputs, all outputs together.
+  double output_grad_norm = 0;
 };
+
+// The norm of d loss / d outputs: the loss taken again on detached copies of the outputs.
+double loss_grad_norm(const Loss& loss, const std::vector<at::Tensor>& outputs,
+                      const std::vector<std::vector<std::string>>& names) {
+  std::vector<at::Tensor> leaves;
+  std::vector<at::Tensor> floating;
+  for (const at::Tensor& out : outputs) {
+    if (out.defined() && at::isFloatingType(out.scalar_type())) {
+      leaves.push_back(out.detach().requires_grad_(true));
+      floating.push_back(leaves.back());
+    } else {
+      leaves.push_back(out);
+    }
+  }
+  const at::Tensor again = loss.compute(leaves, names);
+  if (!again.requires_grad()) return 0;
+  const auto grads = torch::autograd::grad({again}, floating, {}, false, false, true);
+  double squares = 0;
+  for (const at::Tensor& g : grads) {
+    if (g.defined()) squares += std::pow(tensor_stats(g).norm, 2);
+  }
+  return std::sqrt(squares);
+}
 
 std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
   std::vector<at::Tensor> out;
@@ -181,6 +208,7 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
       if (i < returned.size() && returned[i]) names[i].push_back(returned[i]->name());
     }
     pass.loss = loss.compute(outputs, names);
+    pass.output_grad_norm = loss_grad_norm(loss, outputs, names);
   }
   if (!pass.loss.requires_grad()) {
     fail<Error>("loss ({}) does not require grad: nothing it depends on has a gradient",
@@ -212,9 +240,221 @@ std::vector<std::string> user_grad_fns(const GradRun& run, const Node& node) {
   return names;
 }
 
+bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
+
+// In backward order, the first node whose gradient holds NaN or Inf while its users' gradients
+// are finite; null when there is none.
+const Node* nonfinite_origin(const GradRun& run) {
+  for (const Node* node : run.order) {
+    if (all_finite(run.grads.at(node))) continue;
+    bool from_finite = true;
+    for (const Node* user : node->users()) {
+      auto it = run.grads.find(user);
+      if (it != run.grads.end() && !all_finite(it->second)) from_finite = false;
+    }
+    if (from_finite) return node;
+  }
+  return nullptr;
+}
+
+// ---- Gradient flow per module --------------------------------------------------------------
+
+// The norm of several tensors' norms taken together.
+struct NormSum {
+  double squares = 0;
+  bool any = false;
+  void add(double norm) {
+    squares += norm * norm;
+    any = true;
+  }
+  std::optional<double> norm() const {
+    return any ? std::optional<double>(std::sqrt(squares)) : std::nullopt;
+  }
+};
+
+// The common leading components of dotted paths (`0.module` for `0.module.fc1` and
+// `0.module.fc2`).
+std::string common_path(const std::vector<std::string>& paths) {
+  auto split = [](const std::string& path) {
+    std::vector<std::string> parts;
+    for (size_t start = 0; start <= path.size();) {
+      const size_t dot = std::min(path.find('.', start), path.size());
+      parts.push_back(path.substr(start, dot - start));
+      start = dot + 1;
+    }
+    return parts;
+  };
+  if (paths.empty()) return "";
+  std::vector<std::string> common = split(paths.front());
+  for (const std::string& path : paths) {
+    const std::vector<std::string> parts = split(path);
+    size_t n = 0;
+    while (n < common.size() && n < parts.size() && common[n] == parts[n]) ++n;
+    common.resize(n);
+  }
+  return fmt::format("{}", fmt::join(common, "."));
+}
+
+// The type a node's meta records without its configuration, namespace or `Impl`
+// (`Linear`, `Net` for `tdfx::samples::NetImpl`).
+std::string short_type(const std::string& module_type) {
+  std::string type = module_type.substr(0, module_type.find('('));
+  const size_t colons = type.rfind("::");
+  if (colons != std::string::npos) type = type.substr(colons + 2);
+  constexpr std::string_view kImpl = "Impl";
+  if (type.size() > kImpl.size() && type.compare(type.size() - kImpl.size(), kImpl.size(), kImpl) == 0) {
+    type.resize(type.size() - kImpl.size());
+  }
+  return type;
+}
+
+struct FlowGroup {
+  ModuleFlow flow;
+  std::vector<const Node*> nodes;
+};
+
+GradFlow make_flow(const Debuggee& debuggee, const Pass& pass, const Node* origin,
+                   const FlowLimits& limits) {
+  const GradRun& run = *pass.run;
+  const Graph& graph = debuggee.module->graph();
+  GradFlow flow;
+  flow.limits = limits;
+  flow.output_grad_norm = pass.output_grad_norm;
+
+  // The TensorDictModules in pipeline order, each with its nodes, then the modules inside.
+  std::vector<FlowGroup> groups;
+  std::map<std::string, size_t> td_index;
+  for (const Node* node : graph.nodes()) {
+    const std::string& td = node->meta().td_module;
+    if (td.empty()) continue;
+    auto [it, added] = td_index.emplace(td, groups.size());
+    if (added) {
+      FlowGroup group;
+      group.flow.path = td;
+      groups.push_back(std::move(group));
+    }
+    groups[it->second].nodes.push_back(node);
+  }
+  std::vector<FlowGroup> ordered;
+  for (FlowGroup& td : groups) {
+    std::vector<std::string> paths;
+    for (const Node* node : td.nodes) {
+      if (!node->meta().module_path.empty()) paths.push_back(node->meta().module_path);
+    }
+    const std::string own = common_path(paths);
+    // Its type is that of its own nodes, outside any module inside it.
+    for (const Node* node : td.nodes) {
+      if (td.flow.type.empty() && node->meta().module_path == own) {
+        td.flow.type = short_type(node->meta().module_type);
+      }
+    }
+    std::vector<FlowGroup> inner;
+    std::map<std::string, size_t> inner_index;
+    for (const Node* node : td.nodes) {
+      const std::string& path = node->meta().module_path;
+      if (path.empty() || path == own) continue;
+      auto [it, added] = inner_index.emplace(path, inner.size());
+      if (added) {
+        FlowGroup group;
+        group.flow.path = path;
+        group.flow.inner = true;
+        group.flow.type = short_type(node->meta().module_type);
+        inner.push_back(std::move(group));
+      }
+      inner[it->second].nodes.push_back(node);
+    }
+    ordered.push_back(std::move(td));
+    for (FlowGroup& group : inner) ordered.push_back(std::move(group));
+  }
+
+  const std::string prefix =
+      debuggee.parameter_prefix.empty() ? "" : debuggee.parameter_prefix + ".";
+  for (FlowGroup& group : ordered) {
+    ModuleFlow& f = group.flow;
+    bool nonfinite = false;
+    const std::unordered_set<const Node*> members(group.nodes.begin(), group.nodes.end());
+    NormSum out;
+    for (const Node* node : group.nodes) {
+      auto grad = run.grads.find(node);
+      if (grad == run.grads.end()) continue;
+      nonfinite |= !all_finite(grad->second);
+      bool leaves = false;
+      for (const Node* user : node->users()) leaves |= members.count(user) == 0;
+      if (leaves) out.add(tensor_stats(grad->second).norm);
+    }
+    f.output_grad_norm = out.norm();
+    if (f.output_grad_norm && flow.output_grad_norm > 0) {
+      f.scale = *f.output_grad_norm / flow.output_grad_norm;
+    }
+    NormSum grads, values;
+    for (size_t i = 0; i < pass.wrt_grads.size(); ++i) {
+      if (!pass.wrt_grads[i].defined()) continue;
+      std::string name = pass.wrt[i].first;
+      if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+      if (name.rfind(f.path + ".", 0) != 0) continue;
+      nonfinite |= !all_finite(pass.wrt_grads[i]);
+      grads.add(tensor_stats(pass.wrt_grads[i]).norm);
+      values.add(tensor_stats(pass.wrt[i].second.detach()).norm);
+    }
+    f.parameter_grad_norm = grads.norm();
+    f.parameter_norm = values.norm();
+    if (origin && members.count(origin) > 0) {
+      f.mark = ModuleFlow::Mark::kOrigin;
+    } else if (nonfinite) {
+      f.mark = ModuleFlow::Mark::kNonFinite;
+    } else if (f.scale && *f.scale > limits.exploding) {
+      f.mark = ModuleFlow::Mark::kExploding;
+    } else if (f.scale && *f.scale < limits.vanishing) {
+      f.mark = ModuleFlow::Mark::kVanishing;
+    }
+    flow.modules.push_back(std::move(f));
+  }
+  return flow;
+}
+
 }  // namespace
 
-GradReport grad_stats(const Debuggee& debuggee, const Loss& loss) {
+std::string_view to_string(ModuleFlow::Mark mark) {
+  switch (mark) {
+    case ModuleFlow::Mark::kNone:
+      return "";
+    case ModuleFlow::Mark::kVanishing:
+      return "vanishing";
+    case ModuleFlow::Mark::kExploding:
+      return "exploding";
+    case ModuleFlow::Mark::kNonFinite:
+      return "NaN/Inf";
+    case ModuleFlow::Mark::kOrigin:
+      return "NaN/Inf starts here";
+  }
+  return "";
+}
+
+Table flow_table(const GradFlow& flow, size_t width) {
+  Table table({{"module", 0},
+               {"type", 12},
+               {"param grad", 10, true},
+               {"grad/value", 10, true},
+               {"output grad", 11, true},
+               {"× outputs'", 10, true},
+               {"mark", 19}},
+              width);
+  auto number = [](std::optional<double> value) {
+    return value ? table_number(*value) : std::string();
+  };
+  for (const ModuleFlow& f : flow.modules) {
+    std::optional<double> ratio;
+    if (f.parameter_grad_norm && f.parameter_norm && *f.parameter_norm > 0) {
+      ratio = *f.parameter_grad_norm / *f.parameter_norm;
+    }
+    table.add_row({(f.inner ? "  " : "") + f.path, f.type, number(f.parameter_grad_norm),
+                   number(ratio), number(f.output_grad_norm), number(f.scale),
+                   std::string(to_string(f.mark))});
+  }
+  return table;
+}
+
+GradReport grad_stats(const Debuggee& debuggee, const Loss& loss, const FlowLimits& limits) {
   Pass pass = forward_backward(debuggee, loss);
   GradReport report;
   report.loss_name = loss.describe();
@@ -241,6 +481,9 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss) {
                                         : entry.grad.norm / entry.value_norm;
     report.parameters.push_back(std::move(entry));
   }
+  const Node* origin = report.loss_finite ? nonfinite_origin(*pass.run) : nullptr;
+  if (origin) report.nonfinite_origin = origin->name();
+  report.flow = make_flow(debuggee, pass, origin, limits);
   return report;
 }
 
@@ -330,16 +573,8 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
     return out;
   }
   const GradRun& run = *pass.run;
-  auto finite = [](const at::Tensor& g) { return at::isfinite(g).all().item<bool>(); };
-  for (const Node* node : run.order) {
+  if (const Node* node = nonfinite_origin(run)) {
     const at::Tensor& grad = run.grads.at(node);
-    if (finite(grad)) continue;
-    bool from_finite = true;
-    for (const Node* user : node->users()) {
-      auto it = run.grads.find(user);
-      if (it != run.grads.end() && !finite(it->second)) from_finite = false;
-    }
-    if (!from_finite) continue;
     NonFiniteGrad out;
     out.loss = loss_value;
     out.node = node->name();

@@ -17,8 +17,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tdfx/core/text_table.h"
@@ -79,6 +81,48 @@ struct ParameterGrad {
   double ratio = 0;
 };
 
+/// How far a module's output gradient may grow or shrink on its way back from the outputs
+/// before grad_flow marks it: as a multiple of the gradient at the outputs.
+struct FlowLimits {
+  /// Below this multiple: vanishing.
+  double vanishing = 1e-2;
+  /// Above it: exploding.
+  double exploding = 1e2;
+};
+
+/// The gradient through one module: a TensorDictModule, or a module inside one (a leaf such as
+/// `0.module.fc1`, or a child of a wrapped Sequential, `1.module.2`).
+struct ModuleFlow {
+  enum class Mark { kNone, kVanishing, kExploding, kNonFinite, kOrigin };
+  /// Its path (`0` for a TensorDictModule, `0.module.fc1` for a module inside it).
+  std::string path;
+  /// Its type as its nodes' meta records it (`Linear`), "" when unknown.
+  std::string type;
+  /// True for a module inside a TensorDictModule.
+  bool inner = false;
+  /// The norm of all its parameters' and buffers' gradients together, and of their values;
+  /// nullopt when none got a gradient.
+  std::optional<double> parameter_grad_norm, parameter_norm;
+  /// The norm of the gradients of its outputs (its values that something outside it uses)
+  /// together, and that as a multiple of GradFlow::output_grad_norm; nullopt when none got one.
+  std::optional<double> output_grad_norm, scale;
+  /// kOrigin: the first non-finite gradient starts in it; kNonFinite: one of its gradients is
+  /// NaN or Inf; kExploding / kVanishing: `scale` is past FlowLimits.
+  Mark mark = Mark::kNone;
+};
+
+/// "", "vanishing", "exploding", "NaN/Inf", "NaN/Inf starts here".
+std::string_view to_string(ModuleFlow::Mark mark);
+
+/// Gradient flow per module: where a gradient dies or blows up on its way back.
+struct GradFlow {
+  /// The norm of the gradient the loss hands to the graph's outputs, all together.
+  double output_grad_norm = 0;
+  FlowLimits limits;
+  /// In pipeline order, each TensorDictModule followed by the modules inside it.
+  std::vector<ModuleFlow> modules;
+};
+
 /// One forward and backward pass.
 struct GradReport {
   std::string loss_name;
@@ -89,12 +133,18 @@ struct GradReport {
   std::vector<NodeGrad> nodes;
   /// The parameters and buffers that got a gradient, in graph order.
   std::vector<ParameterGrad> parameters;
+  /// The node where the first non-finite gradient starts (see first_nonfinite_grad), "" when
+  /// every gradient is finite or the loss is not.
+  std::string nonfinite_origin;
+  /// The gradient flow per module, with `limits`.
+  GradFlow flow;
 };
 
 /// Runs `debuggee` forward and backward once from `loss`. The traced module's parameters keep
 /// their `.grad`; an exported program's floating parameters and buffers are given gradients
 /// on copies. tdfx::Error when the loss does not require grad (nothing it depends on does).
-GradReport grad_stats(const Debuggee& debuggee, const Loss& loss = Loss::sum());
+GradReport grad_stats(const Debuggee& debuggee, const Loss& loss = Loss::sum(),
+                      const FlowLimits& limits = {});
 
 /// Node gradients as a table at most `width` wide: node, dtype, shape, norm, min, max, mean,
 /// nan, inf, zeros.
@@ -102,6 +152,11 @@ Table grad_table(const GradReport& report, size_t width = kTerminalWidth);
 /// Parameter gradients as a table: parameter, shape, grad norm, value norm, ratio, nan, inf,
 /// zeros.
 Table parameter_grad_table(const GradReport& report, size_t width = kTerminalWidth);
+
+/// The gradient flow as a table at most `width` wide: module, type, parameter gradient norm,
+/// its ratio to the parameters' norm, output gradient norm, its multiple of the outputs', mark.
+/// A module inside a TensorDictModule is indented under it.
+Table flow_table(const GradFlow& flow, size_t width = kTerminalWidth);
 
 /// Where a non-finite gradient started.
 struct NonFiniteGrad {

@@ -15,6 +15,22 @@ std::string heat(double fraction) {
   return fmt::format("#ff{:02x}{:02x}", gb, gb);
 }
 
+constexpr const char* kNonFiniteFill = "#f4c7c3";
+
+// A gradient's scale (its norm over the outputs') on a log scale: white at 1, blue towards
+// `limits.vanishing` and below, red towards `limits.exploding` and above.
+std::string scale_colour(double scale, const FlowLimits& limits) {
+  if (!(scale > 0)) return "#6a8fd0";  // zero: as vanished as it gets
+  const double decades = std::log10(scale);
+  const bool grows = decades > 0;
+  const double limit = std::log10(grows ? limits.exploding : limits.vanishing);
+  const double f = limit == 0 ? 1.0 : std::clamp(decades / limit, 0.0, 1.0);
+  const int fade = static_cast<int>(std::lround(255 * (1 - 0.7 * f)));
+  const int mid = static_cast<int>(std::lround(255 * (1 - 0.35 * f)));
+  return grows ? fmt::format("#ff{:02x}{:02x}", fade, fade)
+               : fmt::format("#{:02x}{:02x}ff", fade, mid);
+}
+
 }  // namespace
 
 std::map<std::string, NodeOverlay> profile_overlay(const Profile& profile) {
@@ -38,7 +54,7 @@ std::map<std::string, NodeOverlay> stats_overlay(const std::vector<NodeStats>& s
     o.lines.push_back(fmt::format("min {}  max {}  mean {}", table_number(s.min),
                                   table_number(s.max), table_number(s.mean)));
     if (!s.finite()) {
-      o.fill = "#f4c7c3";
+      o.fill = kNonFiniteFill;
       o.lines.push_back(fmt::format("{} NaN, {} Inf", s.nan_count, s.inf_count));
     }
   }
@@ -48,9 +64,51 @@ std::map<std::string, NodeOverlay> stats_overlay(const std::vector<NodeStats>& s
 void mark_nonfinite(std::map<std::string, NodeOverlay>& overlay, const NonFinite& origin) {
   NodeOverlay& o = overlay[origin.node];
   o.marked = true;
-  o.fill = "#f4c7c3";
+  o.fill = kNonFiniteFill;
   o.lines.push_back(
       fmt::format("NaN/Inf starts here ({} NaN, {} Inf)", origin.nan_count, origin.inf_count));
+}
+
+std::map<std::string, NodeOverlay> grad_overlay(const GradReport& report) {
+  std::map<std::string, NodeOverlay> overlay;
+  const double outputs = report.flow.output_grad_norm;
+  for (const NodeGrad& entry : report.nodes) {
+    NodeOverlay& o = overlay[entry.node];
+    const TensorStats& g = entry.grad;
+    if (!g.finite()) {
+      o.fill = kNonFiniteFill;
+      o.lines.push_back(fmt::format("grad: {} NaN, {} Inf", g.nan_count, g.inf_count));
+    } else {
+      o.fill = scale_colour(outputs > 0 ? g.norm / outputs : 0, report.flow.limits);
+      o.lines.push_back(fmt::format("grad norm {}", table_number(g.norm)));
+    }
+    if (entry.node == report.nonfinite_origin) {
+      o.marked = true;
+      o.lines.push_back("non-finite gradient starts here");
+    }
+  }
+  return overlay;
+}
+
+std::map<std::string, NodeOverlay> flow_overlay(const GradFlow& flow) {
+  std::map<std::string, NodeOverlay> overlay;
+  for (const ModuleFlow& f : flow.modules) {
+    if (f.inner) continue;  // the module view draws TensorDictModules
+    NodeOverlay& o = overlay[f.path];
+    const bool nonfinite =
+        f.mark == ModuleFlow::Mark::kNonFinite || f.mark == ModuleFlow::Mark::kOrigin;
+    o.fill = nonfinite ? kNonFiniteFill : scale_colour(f.scale.value_or(0), flow.limits);
+    if (f.output_grad_norm) {
+      o.lines.push_back(fmt::format("output grad {}", table_number(*f.output_grad_norm)) +
+                        (f.scale ? fmt::format(" (×{})", table_number(*f.scale)) : ""));
+    }
+    if (f.parameter_grad_norm) {
+      o.lines.push_back(fmt::format("param grad {}", table_number(*f.parameter_grad_norm)));
+    }
+    if (f.mark != ModuleFlow::Mark::kNone) o.lines.emplace_back(to_string(f.mark));
+    o.marked = f.mark == ModuleFlow::Mark::kOrigin;
+  }
+  return overlay;
 }
 
 }  // namespace tdfx

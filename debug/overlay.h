@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/debug/profile.h"
 #include "tdfx/viz/render.h"
@@ -31,5 +32,17 @@ std::map<std::string, NodeOverlay> stats_overlay(const std::vector<NodeStats>& s
 
 /// Marks `origin`'s node in `overlay` (a thick red border and a "NaN/Inf starts here" row).
 void mark_nonfinite(std::map<std::string, NodeOverlay>& overlay, const NonFinite& origin);
+
+/// A training step's gradients on the op view: each node with a gradient filled by its norm
+/// as a multiple of the outputs' on a log scale (blue as it shrinks to the flow's
+/// FlowLimits::vanishing, white at 1, red as it grows to FlowLimits::exploding) and labelled
+/// with its norm; a node whose gradient holds NaN or Inf is pink, the node where the first
+/// non-finite gradient starts ringed.
+std::map<std::string, NodeOverlay> grad_overlay(const GradReport& report);
+
+/// The same on the module view, per TensorDictModule path (RenderOptions::module_overlay):
+/// coloured by its output gradient, labelled with its output and parameter gradient norms and
+/// its mark; the module where a non-finite gradient starts ringed.
+std::map<std::string, NodeOverlay> flow_overlay(const GradFlow& flow);
 
 }  // namespace tdfx

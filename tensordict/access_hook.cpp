@@ -18,7 +18,7 @@ std::vector<at::Tensor> KeyAccessHook::on_call(
   return run();
 }
 
-void KeyAccessHook::on_sequential_child(size_t /*index*/) {}
+void KeyAccessHook::on_sequential_child(size_t /*index*/, const torch::nn::Module& /*child*/) {}
 
 ScopedKeyAccessHook::ScopedKeyAccessHook(KeyAccessHook* hook) : previous_(installed_hook) {
   installed_hook = hook;

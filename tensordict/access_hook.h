@@ -19,6 +19,12 @@ namespace tdfx {
 class TensorDict;
 class TensorDictModule;
 
+}  // namespace tdfx
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+namespace tdfx {
+
 /// Observes key reads and writes of every TensorDict on this thread while installed.
 class KeyAccessHook {
  public:
@@ -38,9 +44,9 @@ class KeyAccessHook {
                                           const std::vector<at::Tensor>& inputs,
                                           const std::function<std::vector<at::Tensor>()>& run);
   /// Called by a wrapped torch::nn::Sequential (TensorDictModule's SequentialCall) before it
-  /// runs its child `index`, so that the tracer can tell which child recorded which ops.
-  /// Default: nothing.
-  virtual void on_sequential_child(size_t index);
+  /// runs `child`, its child `index`, so that the tracer can tell which child recorded which
+  /// ops. Default: nothing.
+  virtual void on_sequential_child(size_t index, const torch::nn::Module& child);
 };
 
 /// Installs `hook` for the current thread for the scope's lifetime (restores the previous one).

@@ -167,11 +167,11 @@ std::vector<c10::IValue> detail::SequentialCall::operator()(const at::Tensor& in
   if (impl->is_empty()) return {input};
   KeyAccessHook* hook = current_key_access_hook();
   auto module = impl->begin();
-  if (hook) hook->on_sequential_child(0);
+  if (hook) hook->on_sequential_child(0, *module->ptr());
   torch::nn::AnyValue value = module->any_forward(input);
   size_t index = 1;
   for (++module; module != impl->end(); ++module, ++index) {
-    if (hook) hook->on_sequential_child(index);
+    if (hook) hook->on_sequential_child(index, *module->ptr());
     value = module->any_forward(std::move(value));
   }
   return any_value_results(std::move(value));

@@ -184,8 +184,11 @@ class Builder {
       node->meta().module_path = c.inner_path;
       node->meta().module_type = c.module_type;
       if (!recorded && value) recorded = value->node();
-      auto child = recorded ? recording_.child_path.find(recorded) : recording_.child_path.end();
-      if (child != recording_.child_path.end()) node->meta().module_path = child->second;
+      auto child = recorded ? recording_.node_child.find(recorded) : recording_.node_child.end();
+      if (child != recording_.node_child.end()) {
+        node->meta().module_path = recording_.children[child->second].path;
+        node->meta().module_type = recording_.children[child->second].type;
+      }
     }
   }
 

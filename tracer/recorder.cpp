@@ -448,8 +448,10 @@ class Recorder : public KeyAccessHook {
 
   // The recording is one jit node list, so a child's start is the last node before it; a
   // later start at the same node (a child that recorded nothing) wins.
-  void on_sequential_child(size_t index) override {
-    child_starts_.emplace_back(last_node(), index);
+  void on_sequential_child(size_t index, const torch::nn::Module& child) override {
+    recording_.children.push_back(
+        {join_path(calling_path_, std::to_string(index)), describe_module(child)});
+    child_starts_.emplace_back(last_node(), recording_.children.size() - 1);
   }
 
   void on_write(const TensorDict& /*td*/, const NestedKey& /*key*/,
@@ -464,6 +466,7 @@ class Recorder : public KeyAccessHook {
     }
     ModuleCall record = std::move(planned->second.front());
     planned->second.pop_front();
+    calling_path_ = record.inner_path;
     for (const auto& t : inputs) record.inputs.push_back(tracer::getValueTrace(t));
     const size_t index = recording_.calls.size();
     jit::Node* before = last_node();
@@ -492,17 +495,17 @@ class Recorder : public KeyAccessHook {
     std::unordered_map<const jit::Node*, size_t> child_after;
     for (const auto& [after, child] : child_starts_) child_after[after] = child;
     child_starts_.clear();
-    auto child_of = [&](const jit::Node* after, std::optional<size_t>& child) {
-      auto start = child_after.find(after);
+    std::optional<size_t> child;
+    auto starts_after = [&](const jit::Node* node) {
+      auto start = child_after.find(node);
       if (start != child_after.end()) child = start->second;
     };
-    std::optional<size_t> child;
-    child_of(before, child);
+    starts_after(before);
     for (jit::Node* node = before->next(); node != end_node(); node = node->next()) {
       record.nodes.push_back(node);
       recording_.node_call[node] = index;
-      if (child) recording_.child_path[node] = join_path(record.inner_path, std::to_string(*child));
-      child_of(node, child);
+      if (child) recording_.node_child[node] = *child;
+      starts_after(node);
     }
     for (const at::Tensor& output : outputs) {
       record.outputs.push_back(tracer::getValueTrace(output));
@@ -633,7 +636,9 @@ class Recorder : public KeyAccessHook {
   Recording recording_;
   /// The traced copy of each example key read.
   std::map<NestedKey, at::Tensor> reads_;
-  /// Where the children of the current call's wrapped Sequential started, in order.
+  /// The wrapped module's path of the call running, and where the children of its Sequential
+  /// started, in order (an index into Recording::children).
+  std::string calling_path_;
   std::vector<std::pair<const jit::Node*, size_t>> child_starts_;
   std::unordered_map<const TensorDictModule*, std::deque<ModuleCall>> planned_;
 };

@@ -63,9 +63,14 @@ struct Recording {
   std::vector<std::pair<NestedKey, torch::jit::Value*>> outputs;
   /// For each jit node, the index of the ModuleCall that produced it.
   std::unordered_map<const torch::jit::Node*, size_t> node_call;
-  /// The jit nodes a child of a wrapped torch::nn::Sequential recorded, and that child's path
-  /// (`0.module.2`); a node not here belongs to its call's wrapped module.
-  std::unordered_map<const torch::jit::Node*, std::string> child_path;
+  /// A child of a wrapped torch::nn::Sequential: its path (`0.module.2`) and its description.
+  struct Child {
+    std::string path, type;
+  };
+  std::vector<Child> children;
+  /// The jit nodes a child recorded, and the child (an index into `children`); a node not here
+  /// belongs to its call's wrapped module.
+  std::unordered_map<const torch::jit::Node*, size_t> node_child;
   /// The dimensions of tensor values that follow the batch size (set by generalise_batch in
   /// batch_generalise.h); printed `s0`.
   std::unordered_map<const torch::jit::Value*, std::vector<int64_t>> batch_dims;

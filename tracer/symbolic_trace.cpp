@@ -63,6 +63,11 @@ Graph program_graph(const detail::Recording& recording, const TraceOptions& opti
     if (user_view.op() == OpCode::kCallModule || user_view.name() != node->name()) {
       node->meta().shown_as = describe(user_view);
     }
+    // An op of a leaf's body belongs to the leaf (`0.module.fc1`), as its call_module does.
+    if (user_view.op() == OpCode::kCallModule) {
+      node->meta().module_path = user_view.meta().module_path;
+      node->meta().module_type = user_view.meta().module_type;
+    }
   }
   input_keys = std::move(runnable.input_keys);
   return std::move(runnable.graph);

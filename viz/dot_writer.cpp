@@ -108,17 +108,6 @@ std::string meta_str(const TensorMeta& meta) {
   return out;
 }
 
-/// A colour from the caller, kept to `#rrggbb` or a plain colour name so that it cannot end
-/// the quoted attribute.
-std::string dot_escape_colour(const std::string& colour) {
-  for (char c : colour) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '#') {
-      fail<Error>("overlay colour '{}' is neither #rrggbb nor a colour name", colour);
-    }
-  }
-  return colour;
-}
-
 /// One row of a node's table: escaped text, optionally bold or shaded.
 struct Row {
   std::string text;  // already escaped HTML

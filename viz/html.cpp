@@ -1,5 +1,8 @@
 #include "tdfx/viz/html.h"
 
+#include <cctype>
+
+#include "tdfx/core/error.h"
 #include "tdfx/core/utf8.h"
 
 namespace tdfx {
@@ -141,6 +144,15 @@ std::string wrapped_html(std::string_view text, size_t width) {
     out += escape_html(line);
   }
   return out;
+}
+
+std::string dot_escape_colour(const std::string& colour) {
+  for (char c : colour) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '#') {
+      fail<Error>("overlay colour '{}' is neither #rrggbb nor a colour name", colour);
+    }
+  }
+  return colour;
 }
 
 }  // namespace tdfx

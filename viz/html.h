@@ -31,6 +31,10 @@ std::string escape_markup(std::string_view text);
 /// `text` as a quoted DOT string (`"a\"b"`), for identifiers and attributes.
 std::string dot_quote(std::string_view text);
 
+/// A colour from the caller (an overlay's fill), kept to `#rrggbb` or a plain colour name so
+/// that it cannot end the quoted attribute it goes into; tdfx::Error for anything else.
+std::string dot_escape_colour(const std::string& colour);
+
 /// `text` cut to at most `max_bytes` bytes (on a UTF-8 boundary) with `...`
 /// appended when cut, so that one huge argument does not make a node
 /// thousands of points wide.

@@ -312,7 +312,17 @@ class ModuleViewWriter {
     }
     if (box.parameters > 0) title += "<br/>" + grouped(box.parameters) + " parameters";
     if (box.buffers > 0) title += "<br/>" + grouped(box.buffers) + " in buffers";
+    if (const NodeOverlay* o = overlay_of(box)) {
+      for (const std::string& line : o->lines) {
+        title += "<br/><i>" + escape_html(truncate_text(line, 4 * kModuleLabelWrap)) + "</i>";
+      }
+    }
     return title;
+  }
+
+  const NodeOverlay* overlay_of(const ModuleBox& box) const {
+    auto it = options_.module_overlay.find(box.path);
+    return it == options_.module_overlay.end() ? nullptr : &it->second;
   }
 
   std::string module_stmt(const ModuleBox& box) {
@@ -320,13 +330,20 @@ class ModuleViewWriter {
     const size_t lines = std::max<size_t>({box.in_keys.size(), box.out_keys.size(), 1});
     const std::vector<std::string> ins = key_cells(box, false, lines, index);
     const std::vector<std::string> outs = key_cells(box, true, lines, index);
+    const NodeOverlay* overlay = overlay_of(box);
+    const std::string fill =
+        overlay && !overlay->fill.empty() ? dot_escape_colour(overlay->fill) : "#ffe3c7";
     const std::string title = fmt::format(
-        "<td{} bgcolor=\"#ffe3c7\" balign=\"left\">{}</td>",
-        lines > 1 ? fmt::format(lr_ ? " colspan=\"{}\"" : " rowspan=\"{}\"", lines) : "",
+        "<td{} bgcolor=\"{}\" balign=\"left\">{}</td>",
+        lines > 1 ? fmt::format(lr_ ? " colspan=\"{}\"" : " rowspan=\"{}\"", lines) : "", fill,
         title_html(box));
+    // A marked module (where NaN or Inf starts) is ringed in red, as the op view rings a node.
     std::string table =
-        "<table border=\"0\" cellborder=\"1\" cellspacing=\"0\" cellpadding=\"3\" "
-        "color=\"#9a7a5a\">";
+        overlay && overlay->marked
+            ? "<table border=\"3\" cellborder=\"1\" cellspacing=\"0\" cellpadding=\"3\" "
+              "color=\"#d62728\">"
+            : "<table border=\"0\" cellborder=\"1\" cellspacing=\"0\" cellpadding=\"3\" "
+              "color=\"#9a7a5a\">";
     if (lr_) {
       // In keys a row on top, the title under them, out keys a row at the bottom.
       table += "<tr>";

@@ -238,6 +238,10 @@ PageView module_view(const Graph& graph, const RenderOptions& options) {
     item.fields.push_back({"out keys", repr(box.out_keys), {}});
     item.fields.push_back({"parameters", std::to_string(box.parameters), {}});
     if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
+    auto overlay = options.module_overlay.find(box.path);
+    if (overlay != options.module_overlay.end()) {
+      for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
+    }
     view.items.push_back(std::move(item));
   }
   // The pipeline's keys at the borders, so that a search for a key finds them too.

@@ -43,7 +43,8 @@ std::optional<View> view_from_string(std::string_view text);
 /// The Graphviz ID of a module of the module view (`module:0.module.1`), unquoted.
 std::string module_node_id(const std::string& path);
 
-/// What a debugging run adds to one node's drawing (see debug/overlay.h).
+/// What a debugging run adds to one node's drawing, or to one module's in the module view
+/// (see debug/overlay.h).
 struct NodeOverlay {
   /// The node's fill colour (`#f4a582`); "" keeps its style's.
   std::string fill;
@@ -89,6 +90,9 @@ struct RenderOptions {
   /// Per node name: colours, rows and marks from a debugging run (profile, statistics,
   /// first non-finite node). Names not in the graph are ignored.
   std::map<std::string, NodeOverlay> overlay;
+  /// Per TensorDictModule path (`ModuleBox::path`): the same for the module view and its
+  /// page items (debug/overlay.h's flow_overlay). Paths not drawn are ignored.
+  std::map<std::string, NodeOverlay> module_overlay;
   /// A title drawn above the graph; none when "".
   std::string title;
   /// The most graph nodes `render` lays out (SVG, PNG, PDF): Graphviz's layout grows faster

@@ -30,20 +30,27 @@ TEST_CASE("table: columns fit their cells, numbers align right, no trailing spac
 }
 
 TEST_CASE("table: the column without a maximum takes the room left, cut with an ellipsis") {
-  Table table({{"output", 0}, {"shape", 8}}, 20);
+  Table table({{"output", 0}, {"shape", 8}}, 28);
   table.add_row({"('output', 'probabilities')", "[32, 10]"});
   CHECK(printed(table) ==
-        "output      shape\n"
-        "('output'…  [32, 10]\n");
-  CHECK(table.width() == 20);
+        "output              shape\n"
+        "('output', 'proba…  [32, 10]\n");
+  CHECK(table.width() == 28);
+  // However narrow the table, it keeps kMinNameWidth characters of it.
+  Table narrow({{"output", 0}, {"shape", 8}}, 20);
+  narrow.add_row({"('output', 'probabilities')", "[32, 10]"});
+  CHECK(printed(narrow) ==
+        "output            shape\n"
+        "('output', 'pro…  [32, 10]\n");
+  CHECK(narrow.width() == tdfx::kMinNameWidth + 2 + 8);
 }
 
 TEST_CASE("table: paths keep their end and cells keep their maximum") {
-  Table table({{"input", 6}, {"source", 0, false, true}}, 20);
+  Table table({{"input", 6}, {"source", 0, false, true}}, 24);
   table.add_row({"input_mask", "/tmp/some/dir/mask.pt"});
   CHECK(printed(table) ==
         "input   source\n"
-        "input…  …dir/mask.pt\n");
+        "input…  …ome/dir/mask.pt\n");
   CHECK(tdfx::truncated("abc", 3) == "abc");
   CHECK(tdfx::truncated("abcd", 3) == "ab…");
   CHECK(tdfx::truncated("abcd", 3, true) == "…cd");
@@ -56,4 +63,26 @@ TEST_CASE("table: numbers fit nine characters, and nan and inf print by name") {
   CHECK(tdfx::table_number(0.000123456789) == "0.0001235");
   CHECK(tdfx::table_number(-1.23456e-12) == "-1.2e-12");
   CHECK(tdfx::table_number(-2.5) == "-2.5");
+}
+
+TEST_CASE("table: a cut never makes two cells look the same") {
+  Table table({{"key", 18}, {"n", 3, true}});
+  table.add_row({"('next', 'recurrent_state', 'h')", "1"});
+  table.add_row({"('next', 'recurrent_state', 'c')", "2"});
+  table.add_row({"('next', 'reward')", "3"});
+  table.add_row({"('next', 'observation', 'pixels')", "4"});
+  CHECK(table.str() ==
+        "key                 n\n"
+        "('next', 'recu…h')  1\n"
+        "('next', 'recu…c')  2\n"
+        "('next', 'reward')  3\n"
+        "('next', 'obse…s')  4\n");
+  // Cells that differ only in their middle keep enough of both ends.
+  Table middle({{"name", 8}});
+  middle.add_row({"abcdefghij_x"});
+  middle.add_row({"abcdefghik_x"});
+  CHECK(middle.str() ==
+        "name\n"
+        "abcd…j_x\n"
+        "abcd…k_x\n");
 }

@@ -2,12 +2,16 @@
 // eager's, the first non-finite gradient found where it starts (golden reports from real
 // runs), a NaN loss said first, exploding and vanishing gradients visible in the tables.
 #include <doctest/doctest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
 
 #include "tdfx/core/error.h"
 #include "tdfx/debug/gradients.h"
+#include "tdfx/debug/overlay.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/symbolic_trace.h"
@@ -180,4 +184,108 @@ TEST_CASE("gradients: a loss that names no output is an Error listing the output
   TDGraphModule gm = symbolic_trace(module, td);
   CHECK_THROWS_WITH_AS(grad_stats(debuggee(gm, td), Loss::output("z")),
                        "loss: no output is named z; the outputs are y", Error);
+}
+
+namespace {
+
+/// A user module with two Linear leaves and a tanh between them.
+struct MlpImpl : torch::nn::Module {
+  MlpImpl() : fc1(register_module("fc1", torch::nn::Linear(8, 8))),
+              fc2(register_module("fc2", torch::nn::Linear(8, 8))) {}
+  at::Tensor forward(const at::Tensor& x) { return fc2(at::tanh(fc1(x))); }
+  torch::nn::Linear fc1, fc2;
+};
+TORCH_MODULE(Mlp);
+
+}  // namespace
+
+TEST_CASE("gradients: the flow per module marks where the gradient blows up or dies") {
+  at::manual_seed(2);
+  const TensorDict td({{"h0", at::randn({4, 8})}}, {4});
+  SUBCASE("exploding: each module's output gradient grows on the way back") {
+    TDGraphModule gm = symbolic_trace(chain(8, 4.0, false), td);
+    const GradFlow flow = grad_stats(debuggee(gm, td)).flow;
+    std::vector<double> linear_scales;
+    for (const ModuleFlow& f : flow.modules) {
+      if (f.type == "Linear") linear_scales.push_back(f.scale.value_or(0));
+    }
+    REQUIRE(linear_scales.size() == 8);
+    // In pipeline order, the earlier a module the larger its gradient.
+    for (size_t i = 1; i < linear_scales.size(); ++i) CHECK(linear_scales[i] < linear_scales[i - 1]);
+    CHECK(flow.modules.front().mark == ModuleFlow::Mark::kExploding);
+    testing::check_golden("tests/debug/golden", "exploding_flow_table.txt",
+                          flow_table(flow, 100).str());
+  }
+  SUBCASE("vanishing: a sigmoid chain") {
+    TDGraphModule gm = symbolic_trace(chain(8, 1.0, true), td);
+    const GradFlow flow = grad_stats(debuggee(gm, td)).flow;
+    CHECK(flow.modules.front().mark == ModuleFlow::Mark::kVanishing);
+    testing::check_golden("tests/debug/golden", "vanishing_flow_table.txt",
+                          flow_table(flow, 100).str());
+  }
+  SUBCASE("the RMS normaliser: the origin of the NaN and the modules it reaches") {
+    const auto pipeline = rms_pipeline();
+    const TensorDict input = rms_input(*pipeline);
+    TDGraphModule gm = symbolic_trace(pipeline, input);
+    const GradReport report = grad_stats(debuggee(gm, input), Loss::output("action"));
+    CHECK(report.nonfinite_origin == "mean");
+    testing::check_golden("tests/debug/golden", "rms_flow_table.txt",
+                          flow_table(report.flow, 100).str());
+  }
+  SUBCASE("modules inside a TensorDictModule, and parameters named in an exported program") {
+    at::manual_seed(3);
+    auto pipeline = make_td_sequential(
+        {make_td_module(Mlp(), {"x"}, {"h"}),
+         make_td_module(torch::nn::Sequential(torch::nn::Linear(8, 4), torch::nn::ReLU()), {"h"},
+                        {"y"})});
+    const TensorDict input({{"x", at::randn({4, 8})}}, {4});
+    TDGraphModule gm = symbolic_trace(pipeline, input);
+    const GradFlow flow = grad_stats(debuggee(gm, input)).flow;
+    testing::check_golden("tests/debug/golden", "inner_flow_table.txt", flow_table(flow, 100).str());
+    // The exported program's paths start at the pipeline (`module.0`); the flow is the same.
+    const ExportedProgram program = export_program(gm);
+    const GradFlow exported = grad_stats(debuggee(program, {input.get("x")})).flow;
+    REQUIRE(exported.modules.size() == flow.modules.size());
+    for (size_t i = 0; i < flow.modules.size(); ++i) {
+      const ModuleFlow &a = flow.modules[i], &b = exported.modules[i];
+      CHECK(b.path == "module." + a.path);
+      CHECK(b.type == a.type);
+      CHECK(b.parameter_grad_norm == a.parameter_grad_norm);
+      CHECK(b.output_grad_norm == a.output_grad_norm);
+      CHECK(b.mark == a.mark);
+    }
+  }
+}
+
+TEST_CASE("gradients: the flow drawn on both views, the origin of the NaN ringed (golden DOT)") {
+  SUBCASE("exploding: red grows towards the input") {
+    at::manual_seed(2);
+    const TensorDict td({{"h0", at::randn({4, 8})}}, {4});
+    TDGraphModule gm = symbolic_trace(chain(4, 8.0, false), td);
+    const GradReport report = grad_stats(debuggee(gm, td));
+    RenderOptions options = diagram_options(gm);
+    options.overlay = grad_overlay(report);
+    options.module_overlay = flow_overlay(report.flow);
+    testing::check_golden("tests/debug/golden", "exploding_grad_ops.dot",
+                          to_dot(gm.graph(), options));
+    options.view = View::kModules;
+    testing::check_golden("tests/debug/golden", "exploding_grad_modules.dot",
+                          to_dot(gm.graph(), options));
+  }
+  SUBCASE("the RMS normaliser: %mean and its module ringed") {
+    const auto pipeline = rms_pipeline();
+    const TensorDict input = rms_input(*pipeline);
+    TDGraphModule gm = symbolic_trace(pipeline, input);
+    const GradReport report = grad_stats(debuggee(gm, input), Loss::output("action"));
+    RenderOptions options = diagram_options(gm);
+    options.overlay = grad_overlay(report);
+    options.module_overlay = flow_overlay(report.flow);
+    CHECK(options.overlay.at("mean").marked);
+    CHECK(options.module_overlay.at("1").marked);
+    CHECK_FALSE(options.module_overlay.at("0").marked);
+    testing::check_golden("tests/debug/golden", "rms_grad_ops.dot", to_dot(gm.graph(), options));
+    options.view = View::kModules;
+    testing::check_golden("tests/debug/golden", "rms_grad_modules.dot",
+                          to_dot(gm.graph(), options));
+  }
 }
