@@ -11,9 +11,12 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <benchmark/benchmark.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include "bench/chain_pipeline.h"
 #include "bench/relu_chain.h"
+#include "samples/pipelines.h"
+#include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/graph/interpreter.h"
 #include "tdfx/tracer/symbolic_trace.h"
@@ -88,6 +91,63 @@ void BM_Chain_Stats(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(tdfx::node_stats(run));
 }
 BENCHMARK(BM_Chain_Stats)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+// ---- Gradients -----------------------------------------------------------------------------
+// BM_Grad_*/0: the chain of 100 links; /1: the PPO actor-critic (samples/pipelines.h), batch
+// 16. ForwardBackward is the plain training step on the traced module: run, sum the outputs,
+// the parameters' gradients by torch::autograd::grad. Stats is grad_stats (every node's and
+// parameter's gradient statistics and the flow per module); FirstNonFinite is
+// first_nonfinite_grad on finite gradients (the whole search). Goal: Stats at most 3×
+// ForwardBackward, FirstNonFinite at most that plus one pass.
+
+struct GradCase {
+  explicit GradCase(int64_t which)
+      : pipeline(which == 0 ? std::static_pointer_cast<tdfx::TensorDictModuleBase>(
+                                  tdfx::bench::chain(100).pipeline)
+                            : tdfx::samples::actor_critic()),
+        input(which == 0 ? tdfx::bench::chain_input() : tdfx::samples::actor_critic_input()),
+        gm(tdfx::symbolic_trace(pipeline, input)) {
+    for (const auto& p : pipeline->parameters()) {
+      if (p.requires_grad()) parameters.push_back(p);
+    }
+  }
+  std::shared_ptr<tdfx::TensorDictModuleBase> pipeline;
+  tdfx::TensorDict input;
+  tdfx::TDGraphModule gm;
+  std::vector<at::Tensor> parameters;
+};
+
+void label(benchmark::State& state) { state.SetLabel(state.range(0) == 0 ? "chain_100" : "ppo"); }
+
+void BM_Grad_ForwardBackward(benchmark::State& state) {
+  const GradCase c(state.range(0));
+  for (auto _ : state) {
+    at::Tensor loss;
+    for (const at::Tensor& value : c.gm.run(c.input)) {
+      if (!at::isFloatingType(value.scalar_type())) continue;
+      loss = loss.defined() ? loss + value.sum() : value.sum();
+    }
+    benchmark::DoNotOptimize(torch::autograd::grad({loss}, c.parameters, {}, false, false, true));
+  }
+  label(state);
+}
+BENCHMARK(BM_Grad_ForwardBackward)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+void BM_Grad_Stats(benchmark::State& state) {
+  const GradCase c(state.range(0));
+  const tdfx::Debuggee run = tdfx::debuggee(c.gm, c.input);
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::grad_stats(run));
+  label(state);
+}
+BENCHMARK(BM_Grad_Stats)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+void BM_Grad_FirstNonFinite(benchmark::State& state) {
+  const GradCase c(state.range(0));
+  const tdfx::Debuggee run = tdfx::debuggee(c.gm, c.input);
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::first_nonfinite_grad(run));
+  label(state);
+}
+BENCHMARK(BM_Grad_FirstNonFinite)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

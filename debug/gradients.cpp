@@ -240,17 +240,15 @@ std::vector<std::string> user_grad_fns(const GradRun& run, const Node& node) {
   return names;
 }
 
-bool all_finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
-
 // In backward order, the first node whose gradient holds NaN or Inf while its users' gradients
-// are finite; null when there is none.
-const Node* nonfinite_origin(const GradRun& run) {
+// are finite; null when there is none. `finite` tells whether a node's gradient is.
+template <typename Finite>
+const Node* nonfinite_origin(const GradRun& run, Finite finite) {
   for (const Node* node : run.order) {
-    if (all_finite(run.grads.at(node))) continue;
+    if (finite(node)) continue;
     bool from_finite = true;
     for (const Node* user : node->users()) {
-      auto it = run.grads.find(user);
-      if (it != run.grads.end() && !all_finite(it->second)) from_finite = false;
+      if (run.grads.count(user) > 0 && !finite(user)) from_finite = false;
     }
     if (from_finite) return node;
   }
@@ -313,13 +311,15 @@ struct FlowGroup {
   std::vector<const Node*> nodes;
 };
 
-GradFlow make_flow(const Debuggee& debuggee, const Pass& pass, const Node* origin,
-                   const FlowLimits& limits) {
-  const GradRun& run = *pass.run;
+// The gradient statistics grad_stats took, by node.
+using NodeGradStats = std::unordered_map<const Node*, const TensorStats*>;
+
+GradFlow make_flow(const Debuggee& debuggee, const GradReport& report, const NodeGradStats& grads,
+                   double output_grad_norm, const FlowLimits& limits) {
   const Graph& graph = debuggee.module->graph();
   GradFlow flow;
   flow.limits = limits;
-  flow.output_grad_norm = pass.output_grad_norm;
+  flow.output_grad_norm = output_grad_norm;
 
   // The TensorDictModules in pipeline order, each with its nodes, then the modules inside.
   std::vector<FlowGroup> groups;
@@ -367,36 +367,49 @@ GradFlow make_flow(const Debuggee& debuggee, const Pass& pass, const Node* origi
     for (FlowGroup& group : inner) ordered.push_back(std::move(group));
   }
 
+  // Each parameter under every path it is in (`0`, `0.module`, `0.module.fc1` for
+  // `0.module.fc1.weight`).
   const std::string prefix =
       debuggee.parameter_prefix.empty() ? "" : debuggee.parameter_prefix + ".";
+  std::unordered_map<std::string, std::vector<const ParameterGrad*>> under;
+  for (const ParameterGrad& parameter : report.parameters) {
+    std::string name = parameter.name;
+    if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+      under[name.substr(0, dot)].push_back(&parameter);
+    }
+  }
+  const Node* origin = nullptr;
+  for (const auto& [node, stats] : grads) {
+    if (node->name() == report.nonfinite_origin) origin = node;
+  }
   for (FlowGroup& group : ordered) {
     ModuleFlow& f = group.flow;
     bool nonfinite = false;
     const std::unordered_set<const Node*> members(group.nodes.begin(), group.nodes.end());
     NormSum out;
     for (const Node* node : group.nodes) {
-      auto grad = run.grads.find(node);
-      if (grad == run.grads.end()) continue;
-      nonfinite |= !all_finite(grad->second);
+      auto grad = grads.find(node);
+      if (grad == grads.end()) continue;
+      nonfinite |= !grad->second->finite();
       bool leaves = false;
       for (const Node* user : node->users()) leaves |= members.count(user) == 0;
-      if (leaves) out.add(tensor_stats(grad->second).norm);
+      if (leaves) out.add(grad->second->norm);
     }
     f.output_grad_norm = out.norm();
     if (f.output_grad_norm && flow.output_grad_norm > 0) {
       f.scale = *f.output_grad_norm / flow.output_grad_norm;
     }
-    NormSum grads, values;
-    for (size_t i = 0; i < pass.wrt_grads.size(); ++i) {
-      if (!pass.wrt_grads[i].defined()) continue;
-      std::string name = pass.wrt[i].first;
-      if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
-      if (name.rfind(f.path + ".", 0) != 0) continue;
-      nonfinite |= !all_finite(pass.wrt_grads[i]);
-      grads.add(tensor_stats(pass.wrt_grads[i]).norm);
-      values.add(tensor_stats(pass.wrt[i].second.detach()).norm);
+    NormSum parameter_grads, values;
+    auto parameters = under.find(f.path);
+    if (parameters != under.end()) {
+      for (const ParameterGrad* parameter : parameters->second) {
+        nonfinite |= !parameter->grad.finite();
+        parameter_grads.add(parameter->grad.norm);
+        values.add(parameter->value_norm);
+      }
     }
-    f.parameter_grad_norm = grads.norm();
+    f.parameter_grad_norm = parameter_grads.norm();
     f.parameter_norm = values.norm();
     if (origin && members.count(origin) > 0) {
       f.mark = ModuleFlow::Mark::kOrigin;
@@ -481,9 +494,14 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss, const FlowLimi
                                         : entry.grad.norm / entry.value_norm;
     report.parameters.push_back(std::move(entry));
   }
-  const Node* origin = report.loss_finite ? nonfinite_origin(*pass.run) : nullptr;
-  if (origin) report.nonfinite_origin = origin->name();
-  report.flow = make_flow(debuggee, pass, origin, limits);
+  NodeGradStats grads;
+  for (size_t i = 0; i < report.nodes.size(); ++i) grads[pass.run->order[i]] = &report.nodes[i].grad;
+  if (report.loss_finite) {
+    const Node* origin =
+        nonfinite_origin(*pass.run, [&](const Node* node) { return grads.at(node)->finite(); });
+    if (origin) report.nonfinite_origin = origin->name();
+  }
+  report.flow = make_flow(debuggee, report, grads, pass.output_grad_norm, limits);
   return report;
 }
 
@@ -573,7 +591,10 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
     return out;
   }
   const GradRun& run = *pass.run;
-  if (const Node* node = nonfinite_origin(run)) {
+  auto finite = [&run](const Node* node) {
+    return at::isfinite(run.grads.at(node)).all().item<bool>();
+  };
+  if (const Node* node = nonfinite_origin(run, finite)) {
     const at::Tensor& grad = run.grads.at(node);
     NonFiniteGrad out;
     out.loss = loss_value;
