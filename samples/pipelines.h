@@ -153,3 +153,42 @@ inline TensorDict actor_critic_input() {
 }
 
 }  // namespace tdfx::samples
+
+namespace tdfx::samples {
+
+// The gradient debugging example (README, samples/grad_debug.cpp, tests/debug).
+
+/// An RMS normaliser with its epsilon outside the sqrt: x / (sqrt(mean(x²)) + eps) * gain.
+/// A row of zeros gives a finite forward and a NaN gradient: sqrt's derivative at 0 is Inf.
+struct RmsNormImpl : torch::nn::Module {
+  RmsNormImpl() : gain(register_parameter("gain", at::ones({4}))) {}
+  at::Tensor forward(const at::Tensor& x) {
+    return x / (at::sqrt(x.pow(2).mean(-1, true)) + 1e-6) * gain;
+  }
+  at::Tensor gain;
+};
+TORCH_MODULE(RmsNorm);
+
+/// A Linear, the RMS normaliser and a Linear head: "obs" → "hidden" → "normed" → "action".
+inline std::shared_ptr<TensorDictSequential> rms_pipeline() {
+  at::manual_seed(0);
+  return make_td_sequential({make_td_module(torch::nn::Linear(3, 4), {"obs"}, {"hidden"}),
+                             make_td_module(RmsNorm(), {"hidden"}, {"normed"}),
+                             make_td_module(torch::nn::Linear(4, 2), {"normed"}, {"action"})});
+}
+
+/// An input for rms_pipeline, batch 3, whose row 1 is zero; the first Linear's bias is zeroed
+/// too, so that "hidden" row 1 is zero and its gradient NaN.
+inline TensorDict rms_input(const TensorDictSequential& pipeline) {
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& item : pipeline.named_parameters(true)) {
+      if (item.key().find("0.module.bias") != std::string::npos) item.value().zero_();
+    }
+  }
+  at::Tensor obs = at::randn({3, 3});
+  obs[1].zero_();
+  return TensorDict({{"obs", obs}}, {3});
+}
+
+}  // namespace tdfx::samples

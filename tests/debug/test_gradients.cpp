@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/debug/gradients.h"
 #include "tdfx/debug/overlay.h"
@@ -21,36 +22,8 @@ using namespace tdfx;
 
 namespace {
 
-/// An RMS normaliser with its epsilon outside the sqrt: x / (sqrt(mean(x²)) + eps) * gain.
-/// A row of zeros gives a finite forward and a NaN gradient: sqrt's derivative at 0 is Inf.
-struct RmsNormImpl : torch::nn::Module {
-  RmsNormImpl() : gain(register_parameter("gain", at::ones({4}))) {}
-  at::Tensor forward(const at::Tensor& x) {
-    return x / (at::sqrt(x.pow(2).mean(-1, true)) + 1e-6) * gain;
-  }
-  at::Tensor gain;
-};
-TORCH_MODULE(RmsNorm);
-
-std::shared_ptr<TensorDictSequential> rms_pipeline() {
-  at::manual_seed(0);
-  return make_td_sequential({make_td_module(torch::nn::Linear(3, 4), {"obs"}, {"hidden"}),
-                             make_td_module(RmsNorm(), {"hidden"}, {"normed"}),
-                             make_td_module(torch::nn::Linear(4, 2), {"normed"}, {"action"})});
-}
-
-/// Row 1 of `obs` is zero, so "hidden" row 1 is the Linear's bias; zeroed too.
-TensorDict rms_input(const TensorDictSequential& pipeline) {
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& item : pipeline.named_parameters(true)) {
-      if (item.key().find("0.module.bias") != std::string::npos) item.value().zero_();
-    }
-  }
-  at::Tensor obs = at::randn({3, 3});
-  obs[1].zero_();
-  return TensorDict({{"obs", obs}}, {3});
-}
+using samples::rms_input;
+using samples::rms_pipeline;
 
 std::shared_ptr<TensorDictSequential> chain(int64_t depth, double scale, bool sigmoid) {
   at::manual_seed(1);
