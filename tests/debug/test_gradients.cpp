@@ -239,6 +239,8 @@ TEST_CASE("gradients: the flow drawn on both views, the origin of the NaN ringed
     RenderOptions options = diagram_options(gm);
     options.overlay = grad_overlay(report);
     options.module_overlay = flow_overlay(report.flow);
+    const std::vector<std::string>& first = options.module_overlay.at("0").lines;
+    CHECK(std::find(first.begin(), first.end(), "exploding") != first.end());
     testing::check_golden("tests/debug/golden", "exploding_grad_ops.dot",
                           to_dot(gm.graph(), options));
     options.view = View::kModules;

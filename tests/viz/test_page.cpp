@@ -353,3 +353,21 @@ TEST_CASE("page: write gives the page for .html, and render_dot refuses it") {
   std::remove((dir + "/p.html").c_str());
   CHECK(std::filesystem::is_empty(dir));  // no temporary file left behind
 }
+
+TEST_CASE("page: a module overlay's rows are the module item's run fields") {
+  auto c = annotated_sequential();
+  c.options.module_overlay["0"] = {"#ffd0d0", {"output grad 2.4 (×1)", "exploding"}, true};
+  c.options.module_overlay["no such module"] = {"#ffffff", {"ignored"}, false};
+  const PageView view = module_view(c.graph, c.options);
+  const auto item = std::find_if(view.items.begin(), view.items.end(),
+                                 [](const PageItem& i) { return i.id == module_node_id("0"); });
+  REQUIRE(item != view.items.end());
+  std::vector<std::string> run;
+  for (const PageField& field : item->fields) {
+    if (field.label == "run") run.push_back(field.text);
+  }
+  CHECK(run == std::vector<std::string>{"output grad 2.4 (×1)", "exploding"});
+  // The drawing fills the module and rings it.
+  CHECK(view.svg.find("#ffd0d0") != std::string::npos);
+  CHECK(view.svg.find("#d62728") != std::string::npos);
+}
