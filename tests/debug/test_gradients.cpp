@@ -234,7 +234,7 @@ TEST_CASE("gradients: the flow drawn on both views, the origin of the NaN ringed
   SUBCASE("exploding: red grows towards the input") {
     at::manual_seed(2);
     const TensorDict td({{"h0", at::randn({4, 8})}}, {4});
-    TDGraphModule gm = symbolic_trace(chain(4, 8.0, false), td);
+    TDGraphModule gm = symbolic_trace(chain(5, 8.0, false), td);
     const GradReport report = grad_stats(debuggee(gm, td));
     RenderOptions options = diagram_options(gm);
     options.overlay = grad_overlay(report);
