@@ -7,6 +7,8 @@
 
 #include <benchmark/benchmark.h>
 #include <graphviz/cgraph.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <graphviz/gvc.h>
 
 #include <map>
@@ -18,7 +20,6 @@
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
-#include "tdfx/viz/forked.h"
 #include "tdfx/viz/render.h"
 #include "tests/viz/chain.h"
 
@@ -269,14 +270,51 @@ BENCHMARK(BM_AblationOpViewNoGroups)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-/// What the child process of each drawing costs by itself: fork, an empty job, the answer.
-/// Times are wall-clock throughout this file: the drawing happens in the child.
-void BM_ChildProcessOnly(benchmark::State& state) {
+/// What a drawing's process costs, side by side: the op view of a 10-module chain (about 40
+/// nodes) drawn to SVG by tdfx's helper (posix_spawn of tdfx-graphviz, DOT in and SVG out over
+/// a socket), and as tdfx drew before the helper: a fork() of this process whose child lays it
+/// out with Graphviz's API and sends the SVG back over a pipe. Both load Graphviz's plugins
+/// and fonts afresh per drawing.
+void BM_SmallDrawing_Helper(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(10);
+  const std::string dot = tdfx::to_dot(gm.graph(), tdfx::diagram_options(gm));
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::render_dot(dot, Format::kSvg));
+}
+BENCHMARK(BM_SmallDrawing_Helper)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SmallDrawing_Fork(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(10);
+  const std::string dot = tdfx::to_dot(gm.graph(), tdfx::diagram_options(gm));
   for (auto _ : state) {
-    benchmark::DoNotOptimize(tdfx::detail::run_forked("bench", [] { return std::string("ok"); }));
+    int fds[2];
+    if (::pipe(fds) != 0) state.SkipWithError("pipe");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      GVC_t* gvc = gvContext();
+      Agraph_t* g = agmemread(dot.c_str());
+      gvLayout(gvc, g, "dot");
+      char* data = nullptr;
+      unsigned int length = 0;
+      gvRenderData(gvc, g, "svg", &data, &length);
+      for (unsigned int sent = 0; sent < length;) {
+        const ssize_t n = ::write(fds[1], data + sent, length - sent);
+        if (n <= 0) break;
+        sent += static_cast<unsigned int>(n);
+      }
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string svg;
+    char buffer[1 << 16];
+    for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) svg.append(buffer, n);
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    benchmark::DoNotOptimize(svg);
   }
 }
-BENCHMARK(BM_ChildProcessOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SmallDrawing_Fork)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -20,16 +20,33 @@ install(TARGETS ${tdfx_libraries} tdfx_library EXPORT tdfxTargets
 # as the build-tree one does.
 set_target_properties(tdfx PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS tdfx RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The Graphviz helper (viz/graphviz_helper.cpp) in libexec/tdfx, where an installed `tdfx`
+# finds it (../libexec/tdfx from bin/), and a source file that gives a program linking the
+# installed tdfx::viz the helper's absolute path (tdfxConfig.cmake adds it), written at
+# install time so that it names the prefix installed to.
+set_target_properties(tdfx-graphviz PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS tdfx-graphviz RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/tdfx)
+install(CODE "
+  set(helper \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBEXECDIR}/tdfx/tdfx-graphviz\")
+  file(WRITE \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/tdfx/graphviz_helper_path.cpp\"
+    \"// Written by cmake --install: where tdfx's Graphviz helper is.\\nextern \\\"C\\\" __attribute__((weak)) const char* tdfx_graphviz_helper_path() { return \\\"\${helper}\\\"; }\\n\")
+")
 # Headers: include/tdfx/COMPONENT/*.h and the umbrella include/tdfx/tdfx.h, the layout
 # the build tree sees through <build>/include (cmake/tdfx.cmake).
 # The tracer's internal headers (the JIT recording and what is built from it) are not
 # installed: no public header includes them.
 set(TDFX_INTERNAL_HEADERS recorder.h graph_builder.h leaf_regions.h batch_generalise.h
                           method_calls.h name_scopes.h)
+set(TDFX_INTERNAL_VIZ_HEADERS helper_process.h)
 foreach(component ${TDFX_COMPONENTS})
   set(excluded)
   if(component STREQUAL "tracer")
     foreach(header ${TDFX_INTERNAL_HEADERS})
+      list(APPEND excluded PATTERN ${header} EXCLUDE)
+    endforeach()
+  endif()
+  if(component STREQUAL "viz")
+    foreach(header ${TDFX_INTERNAL_VIZ_HEADERS})
       list(APPEND excluded PATTERN ${header} EXCLUDE)
     endforeach()
   endif()

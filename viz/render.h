@@ -35,8 +35,9 @@ namespace tdfx {
 enum class Format { kSvg, kPng, kPdf, kDot, kHtml };
 
 /// The drawing of `graph` in `format`, as bytes. kDot gives `to_dot`'s text;
-/// the others are laid out by Graphviz's `dot`, in a forked copy of this process that
-/// exits after the drawing (render.cpp says why: Graphviz's state across drawings);
+/// the others are laid out by Graphviz's `dot` in tdfx's helper program, tdfx-graphviz, one
+/// process per drawing (viz/graphviz_helper.cpp says why; viz/helper_process.h how it is
+/// found); a helper that cannot be found, crashes or runs past 600 s is a tdfx::Error;
 /// kHtml gives `page_html(graph, options)` (viz/page.h) around the SVG. Safe to call
 /// from several threads, which draw at once. Throws
 /// tdfx::Error when the drawing is over its budget (not for kDot): the op view's graph

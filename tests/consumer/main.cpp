@@ -23,6 +23,11 @@ int main() {
   tdfx::ExportedProgram program = tdfx::export_program(pipeline, {{"x", td.get("x")}});
   fmt::print("{}", program);
 
+  // Drawn by the installed Graphviz helper, which find_package(tdfx) tells the program of.
+  const std::string svg =
+      tdfx::render(traced.graph(), tdfx::Format::kSvg, tdfx::diagram_options(traced));
+  std::cout << "drawn: " << (svg.rfind("<?xml", 0) == 0 ? "an SVG" : "not an SVG") << "\n";
+
   try {
     td.get("missing");
     return 1;
