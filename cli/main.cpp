@@ -75,11 +75,14 @@ void report_usage_error(const CLI::App& app, const CLI::ParseError& error, int a
   std::cerr << "Run 'tdfx --help' for more information.\n";
 }
 
-/// `status`, or kExitFile when it was a success whose output was lost.
+/// `status`, or kExitFile when it was a success (or a finding) whose output was lost.
 int finish(int status) {
   using tdfx::cli::kExitFile;
   using tdfx::cli::kExitOk;
-  if (!stdout_written() && status == kExitOk) return kExitFile;
+  // Output lost: a report nobody saw is no success, nor a finding a script could act on.
+  if (!stdout_written() && (status == kExitOk || status == tdfx::cli::kExitNonFinite)) {
+    return kExitFile;
+  }
   return status;
 }
 
@@ -196,7 +199,7 @@ int main(int argc, char** argv) {
                   "The widest line of the tables (default: COLUMNS, else 80 and 100 for "
                   "the reports)")
       ->check(CLI::Range(tdfx::kMinTableWidth, tdfx::kMaxTableWidth));
-  run->add_option("-o,--output", reports.overlay,
+  CLI::Option* overlay = run->add_option("-o,--output", reports.overlay,
                   "Draw the graph with what --stats, --profile, --find-nonfinite and "
                   "--backward found (.svg, .png, .pdf, .dot, .html)")
       ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
@@ -205,7 +208,8 @@ int main(int argc, char** argv) {
                   "The overlay drawing: ops (every node) or modules (one node per "
                   "TensorDictModule); an .html page holds both")
       ->capture_default_str()
-      ->check(CLI::IsMember({"ops", "modules"}));
+      ->check(CLI::IsMember({"ops", "modules"}))
+      ->needs(overlay);
   run->add_option("--save", reports.save,
                   "Write the run's inputs and outputs to FILE.pt, a dict torch.load reads "
                   "(input:NAME, output:NODE)");

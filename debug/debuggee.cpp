@@ -28,7 +28,8 @@ Debuggee debuggee(const ExportedProgram& program, const std::vector<at::Tensor>&
   d.code = program.code();
   const auto& inputs = program.graph_signature().inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i].kind != InputKind::kUserInput) d.state_inputs.emplace_back(i, inputs[i].target);
+    if (inputs[i].kind == InputKind::kParameter) d.state_inputs.emplace_back(i, inputs[i].target);
+    if (inputs[i].kind == InputKind::kBuffer) d.buffer_inputs.push_back(i);
   }
   return d;
 }

@@ -29,10 +29,11 @@ struct Debuggee {
   std::vector<NestedKey> output_keys;
   /// The printed forward code, where each node's line is found.
   std::string code;
-  /// For an exported program: the inputs that are its parameters and buffers, by index into
-  /// `inputs`, with their paths (`module.0.module.weight`). A traced module reads its own
-  /// parameters through get_attr nodes instead.
+  /// For an exported program: the inputs that are its parameters, by index into `inputs`,
+  /// with their paths (`module.0.module.weight`), and those that are its buffers. A traced
+  /// module reads its own parameters and buffers through get_attr nodes instead.
   std::vector<std::pair<size_t, std::string>> state_inputs;
+  std::vector<size_t> buffer_inputs;
   /// For a traced module: what its parameters' paths in the module's root start with, to name
   /// them from the pipeline ("module" for a sequential's: `module.0.module.weight`).
   std::string parameter_prefix;

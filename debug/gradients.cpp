@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -66,9 +67,11 @@ at::Tensor Loss::compute(const std::vector<at::Tensor>& outputs,
       return total;
     }
     case Kind::kOutput:
-      for (size_t i = 0; i < outputs.size() && i < names.size(); ++i) {
-        for (const std::string& name : names[i]) {
-          if (name != output_) continue;
+      // A key first: a node of the same name (`linear`, when a key is named so too) comes
+      // second.
+      for (size_t rank = 0; rank < 2; ++rank) {
+        for (size_t i = 0; i < outputs.size() && i < names.size(); ++i) {
+          if (names[i].size() <= rank || names[i][rank] != output_) continue;
           if (!floating(outputs[i])) {
             fail<Error>("loss: output {} is not a floating tensor", output_);
           }
@@ -77,14 +80,18 @@ at::Tensor Loss::compute(const std::vector<at::Tensor>& outputs,
       }
       {
         std::vector<std::string> known;
-        for (const auto& n : names) known.push_back(n.empty() ? "?" : n.front());
-        fail<Error>("loss: no output is named {}; the outputs are {}", output_,
+        for (const auto& n : names) {
+          if (n.empty()) continue;
+          known.push_back(n.size() > 1 ? fmt::format("'{}' (node {})", n[0], n[1])
+                                       : fmt::format("'{}'", n[0]));
+        }
+        fail<Error>("loss: no output is named '{}'; the outputs are {}", output_,
                     fmt::join(known, ", "));
       }
     case Kind::kFunction: {
       at::Tensor loss = fn_(outputs);
-      if (!loss.defined() || loss.numel() != 1) {
-        fail<Error>("loss: the loss function must return a tensor with one element");
+      if (!loss.defined() || loss.numel() != 1 || !at::isFloatingType(loss.scalar_type())) {
+        fail<Error>("loss: the loss function must return a floating tensor with one element");
       }
       return loss.reshape({});
     }
@@ -126,11 +133,40 @@ std::vector<std::pair<std::string, at::Tensor>> root_parameters(const Debuggee& 
   if (!root) return out;
   const std::string prefix =
       debuggee.parameter_prefix.empty() ? "" : debuggee.parameter_prefix + ".";
+  // A parameter shared by two modules is one tensor, listed at its first path (as an exported
+  // program lists it): its gradient is counted once.
+  std::unordered_set<const c10::TensorImpl*> seen;
   for (const auto& item : root->named_parameters(true)) {
-    if (item.value().requires_grad()) out.emplace_back(prefix + item.key(), item.value());
+    if (!item.value().requires_grad()) continue;
+    if (seen.insert(item.value().unsafeGetTensorImpl()).second) {
+      out.emplace_back(prefix + item.key(), item.value());
+    }
   }
   return out;
 }
+
+// The traced module's buffers as they were, put back when the pass is over: a layer in
+// training mode (BatchNorm's running statistics) updates them as it runs.
+class BufferRestore {
+ public:
+  explicit BufferRestore(const Debuggee& debuggee) {
+    const auto& root = debuggee.module->root();
+    if (!root) return;
+    at::NoGradGuard no_grad;
+    for (const auto& item : root->named_buffers(true)) {
+      if (item.value().defined()) saved_.emplace_back(item.value(), item.value().clone());
+    }
+  }
+  ~BufferRestore() {
+    at::NoGradGuard no_grad;
+    for (auto& [buffer, copy] : saved_) buffer.copy_(copy);
+  }
+  BufferRestore(const BufferRestore&) = delete;
+  BufferRestore& operator=(const BufferRestore&) = delete;
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+};
 
 struct Pass {
   std::unique_ptr<GradRun> run;
@@ -186,7 +222,15 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   Pass pass;
   pass.run = std::make_unique<GradRun>(*debuggee.module);
   std::vector<c10::IValue> inputs = debuggee.inputs;
-  // An exported program's state: floating tensors become leaves that require grad, on copies.
+  const BufferRestore restore(debuggee);
+  // An exported program's buffers are copied, so that a run in training mode leaves the
+  // program's own as they were; they get no gradient (BatchNorm's running statistics cannot).
+  for (size_t index : debuggee.buffer_inputs) {
+    if (index < inputs.size() && inputs[index].isTensor()) {
+      inputs[index] = inputs[index].toTensor().detach().clone();
+    }
+  }
+  // Its parameters: floating tensors become leaves that require grad, on copies.
   std::vector<std::pair<std::string, at::Tensor>> state;
   for (const auto& [index, name] : debuggee.state_inputs) {
     if (index >= inputs.size() || !inputs[index].isTensor()) continue;
@@ -221,10 +265,17 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   if (wrt.empty()) {
     // Gradients of intermediate values only (inputs that require grad): hooks see them.
     torch::autograd::backward({pass.loss}, {}, /*retain_graph=*/false);
-    return pass;
+  } else {
+    pass.wrt_grads = torch::autograd::grad({pass.loss}, wrt, {}, /*retain_graph=*/false,
+                                           /*create_graph=*/false, /*allow_unused=*/true);
   }
-  pass.wrt_grads = torch::autograd::grad({pass.loss}, wrt, {}, /*retain_graph=*/false,
-                                         /*create_graph=*/false, /*allow_unused=*/true);
+  const bool reached = !pass.run->order.empty() ||
+                       std::any_of(pass.wrt_grads.begin(), pass.wrt_grads.end(),
+                                   [](const at::Tensor& g) { return g.defined(); });
+  if (!reached) {
+    fail<Error>("loss ({}) does not depend on the graph: no node or parameter got a gradient",
+                loss.describe());
+  }
   return pass;
 }
 
@@ -397,7 +448,8 @@ GradFlow make_flow(const Debuggee& debuggee, const GradReport& report, const Nod
       if (leaves) out.add(grad->second->norm);
     }
     f.output_grad_norm = out.norm();
-    if (f.output_grad_norm && flow.output_grad_norm > 0) {
+    // Against a zero or non-finite gradient at the outputs no multiple means anything.
+    if (f.output_grad_norm && flow.output_grad_norm > 0 && std::isfinite(flow.output_grad_norm)) {
       f.scale = *f.output_grad_norm / flow.output_grad_norm;
     }
     NormSum parameter_grads, values;
@@ -415,7 +467,7 @@ GradFlow make_flow(const Debuggee& debuggee, const GradReport& report, const Nod
       f.mark = ModuleFlow::Mark::kOrigin;
     } else if (nonfinite) {
       f.mark = ModuleFlow::Mark::kNonFinite;
-    } else if (f.scale && *f.scale > limits.exploding) {
+    } else if (f.scale && std::isfinite(*f.scale) && *f.scale > limits.exploding) {
       f.mark = ModuleFlow::Mark::kExploding;
     } else if (f.scale && *f.scale < limits.vanishing) {
       f.mark = ModuleFlow::Mark::kVanishing;
@@ -468,6 +520,13 @@ Table flow_table(const GradFlow& flow, size_t width) {
 }
 
 GradReport grad_stats(const Debuggee& debuggee, const Loss& loss, const FlowLimits& limits) {
+  if (!(limits.vanishing > 0 && limits.vanishing <= 1 && limits.exploding >= 1 &&
+        std::isfinite(limits.exploding))) {
+    fail<Error>(
+        "FlowLimits: vanishing must be in (0, 1] and exploding a finite number of at least 1; "
+        "got vanishing {} and exploding {}",
+        limits.vanishing, limits.exploding);
+  }
   Pass pass = forward_backward(debuggee, loss);
   GradReport report;
   report.loss_name = loss.describe();
@@ -505,6 +564,20 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss, const FlowLimi
   return report;
 }
 
+namespace {
+
+// The zeros column: a share of the elements, none for an empty tensor; the other numbers of
+// an empty tensor are blank too.
+std::string zeros(const TensorStats& s) {
+  return s.numel == 0 ? std::string() : fmt::format("{:.0f}%", 100 * s.zero_fraction);
+}
+
+std::string number(const TensorStats& s, double value) {
+  return s.numel == 0 ? std::string() : table_number(value);
+}
+
+}  // namespace
+
 Table grad_table(const GradReport& report, size_t width) {
   Table table({{"node", 0},
                {"dtype", 5},
@@ -519,10 +592,9 @@ Table grad_table(const GradReport& report, size_t width) {
               width);
   for (const NodeGrad& entry : report.nodes) {
     const TensorStats& s = entry.grad;
-    table.add_row({entry.node, dtype_short(s.dtype), shape_text(s.shape), table_number(s.norm),
-                   table_number(s.min), table_number(s.max), table_number(s.mean),
-                   std::to_string(s.nan_count), std::to_string(s.inf_count),
-                   fmt::format("{:.0f}%", 100 * s.zero_fraction)});
+    table.add_row({entry.node, dtype_short(s.dtype), shape_text(s.shape), number(s, s.norm),
+                   number(s, s.min), number(s, s.max), number(s, s.mean),
+                   std::to_string(s.nan_count), std::to_string(s.inf_count), zeros(s)});
   }
   return table;
 }
@@ -541,8 +613,7 @@ Table parameter_grad_table(const GradReport& report, size_t width) {
     const TensorStats& s = entry.grad;
     table.add_row({entry.name, shape_text(s.shape), table_number(s.norm),
                    table_number(entry.value_norm), table_number(entry.ratio),
-                   std::to_string(s.nan_count), std::to_string(s.inf_count),
-                   fmt::format("{:.0f}%", 100 * s.zero_fraction)});
+                   std::to_string(s.nan_count), std::to_string(s.inf_count), zeros(s)});
   }
   return table;
 }
@@ -552,9 +623,9 @@ Table parameter_grad_table(const GradReport& report, size_t width) {
 std::string NonFiniteGrad::str() const {
   if (loss_nonfinite) {
     return fmt::format(
-        "the loss is not finite ({}): every gradient from it is; look at the forward values "
-        "(first_nonfinite, tdfx run --find-nonfinite)\n",
-        loss);
+        "the loss is not finite ({}): its NaN or Inf comes from the forward values, not from "
+        "backward; look at them (first_nonfinite, tdfx run --find-nonfinite)\n",
+        table_number(loss));
   }
   std::string out = fmt::format("first non-finite gradient: %{} ({} NaN, {} Inf of {} values)\n",
                                 node, grad.nan_count, grad.inf_count, grad.numel);
@@ -577,6 +648,12 @@ std::string NonFiniteGrad::str() const {
   if (row_count > 0) {
     out += fmt::format("  rows:     {} of dim 0 ({}{})\n", row_count, fmt::join(rows, ", "),
                        row_count > static_cast<int64_t>(rows.size()) ? ", …" : "");
+  }
+  for (const std::string& user : nonfinite_users) {
+    out += fmt::format(
+        "  note:     the forward value of its user %{} holds NaN/Inf, so the gradient comes "
+        "from the forward values (first_nonfinite finds where they start)\n",
+        user);
   }
   return out;
 }
@@ -613,6 +690,13 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
       }
     }
     nonfinite_rows(grad, out.rows, out.row_count);
+    for (const Node* user : node->users()) {
+      if (!run.has_value(*user) || !run.value(*user).isTensor()) continue;
+      const at::Tensor& value = run.value(*user).toTensor();
+      if (value.is_floating_point() && !at::isfinite(value).all().item<bool>()) {
+        out.nonfinite_users.push_back(user->name());
+      }
+    }
     return out;
   }
   return std::nullopt;

@@ -180,6 +180,9 @@ struct NonFiniteGrad {
   /// how many there are.
   std::vector<int64_t> rows;
   int64_t row_count = 0;
+  /// Its users whose forward value holds NaN or Inf (a layer with a NaN weight): the gradient
+  /// then comes from the forward values, and first_nonfinite finds where they start.
+  std::vector<std::string> nonfinite_users;
   /// A few lines for a person.
   std::string str() const;
 };

@@ -97,7 +97,15 @@ std::map<std::string, NodeOverlay> flow_overlay(const GradFlow& flow) {
     NodeOverlay& o = overlay[f.path];
     const bool nonfinite =
         f.mark == ModuleFlow::Mark::kNonFinite || f.mark == ModuleFlow::Mark::kOrigin;
-    o.fill = nonfinite ? kNonFiniteFill : scale_colour(f.scale.value_or(0), flow.limits);
+    // No gradient at all (a module the loss does not reach, or a detached one) is not a
+    // vanishing one: it keeps its colour and says so.
+    if (nonfinite) {
+      o.fill = kNonFiniteFill;
+    } else if (f.scale) {
+      o.fill = scale_colour(*f.scale, flow.limits);
+    } else if (!f.output_grad_norm && !f.parameter_grad_norm) {
+      o.lines.emplace_back("no gradient");
+    }
     if (f.output_grad_norm) {
       o.lines.push_back(fmt::format("output grad {}", table_number(*f.output_grad_norm)) +
                         (f.scale ? fmt::format(" (×{})", table_number(*f.scale)) : ""));

@@ -118,8 +118,8 @@ TEST_CASE("gradients: a NaN loss is said first") {
   REQUIRE(bad.has_value());
   CHECK(bad->loss_nonfinite);
   CHECK(bad->str() ==
-        "the loss is not finite (nan): every gradient from it is; look at the forward values "
-        "(first_nonfinite, tdfx run --find-nonfinite)\n");
+        "the loss is not finite (nan): its NaN or Inf comes from the forward values, not from "
+        "backward; look at them (first_nonfinite, tdfx run --find-nonfinite)\n");
   // A loss that masks the NaN has finite gradients everywhere.
   CHECK_FALSE(first_nonfinite_grad(debuggee(gm, td), Loss::of([](const auto& outputs) {
                                      return outputs.at(0).nan_to_num().sum();
@@ -156,7 +156,7 @@ TEST_CASE("gradients: a loss that names no output is an Error listing the output
   const TensorDict td({{"x", at::randn({2, 2})}}, {2});
   TDGraphModule gm = symbolic_trace(module, td);
   CHECK_THROWS_WITH_AS(grad_stats(debuggee(gm, td), Loss::output("z")),
-                       "loss: no output is named z; the outputs are y", Error);
+                       "loss: no output is named 'z'; the outputs are 'y' (node linear)", Error);
 }
 
 namespace {
@@ -262,5 +262,110 @@ TEST_CASE("gradients: the flow drawn on both views, the origin of the NaN ringed
     options.view = View::kModules;
     testing::check_golden("tests/debug/golden", "rms_grad_modules.dot",
                           to_dot(gm.graph(), options));
+  }
+}
+
+TEST_CASE("gradients: what a stranger's pipelines found") {
+  SUBCASE("an exported BatchNorm: its buffers get no gradient and keep their values") {
+    at::manual_seed(4);
+    auto bn = torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
+                                    torch::nn::ReLU());
+    auto pipeline = make_td_sequential({make_td_module(bn, {"x"}, {"y"})});
+    const TensorDict td({{"x", at::randn({5, 3})}}, {5});
+    TDGraphModule gm = symbolic_trace(pipeline, td);
+    const ExportedProgram program = export_program(gm);
+    const at::Tensor mean_before = bn[1]->as<torch::nn::BatchNorm1d>()->running_mean.clone();
+    const GradReport traced = grad_stats(debuggee(gm, td));
+    const GradReport exported = grad_stats(debuggee(program, {td.get("x")}));
+    REQUIRE(traced.parameters.size() == exported.parameters.size());
+    for (size_t i = 0; i < traced.parameters.size(); ++i) {
+      CAPTURE(traced.parameters[i].name);
+      CHECK(traced.parameters[i].name == exported.parameters[i].name);
+      CHECK(at::equal(traced.parameters[i].gradient, exported.parameters[i].gradient));
+    }
+    // In training mode BatchNorm updates its running mean as it runs: put back after.
+    CHECK(at::equal(bn[1]->as<torch::nn::BatchNorm1d>()->running_mean, mean_before));
+  }
+  SUBCASE("a loss named like a key and like another output's node takes the key") {
+    at::manual_seed(5);
+    auto pipeline = make_td_sequential(
+        {make_td_module(torch::nn::Linear(2, 2), {"x"}, {"linear_1"}),
+         make_td_module(torch::nn::Linear(2, 2), {"linear_1"}, {"linear"})});
+    const TensorDict td({{"x", at::randn({3, 2})}}, {3});
+    TDGraphModule gm = symbolic_trace(pipeline, td);
+    const Debuggee run = debuggee(gm, td);
+    TensorDict eager(td);
+    pipeline->forward(eager);
+    CHECK(grad_stats(run, Loss::output("linear")).loss ==
+          doctest::Approx(eager.get("linear").sum().item<double>()));
+  }
+  SUBCASE("a module the loss does not reach has no gradient, and is not vanishing") {
+    at::manual_seed(6);
+    auto pipeline = make_td_sequential(
+        {make_td_module(torch::nn::Linear(2, 2), {"x"}, {"a"}),
+         make_td_module(torch::nn::Linear(2, 2), {"x"}, {"b"})});
+    const TensorDict td({{"x", at::randn({3, 2})}}, {3});
+    TDGraphModule gm = symbolic_trace(pipeline, td);
+    const GradReport report = grad_stats(debuggee(gm, td), Loss::output("b"));
+    REQUIRE(report.flow.modules.size() == 2);
+    CHECK(report.flow.modules[0].mark == ModuleFlow::Mark::kNone);
+    CHECK_FALSE(report.flow.modules[0].scale.has_value());
+    const auto overlay = flow_overlay(report.flow);
+    CHECK(overlay.at("0").fill.empty());
+    CHECK(overlay.at("0").lines == std::vector<std::string>{"no gradient"});
+  }
+  SUBCASE("a shared layer's parameter is counted once, traced or exported") {
+    at::manual_seed(7);
+    torch::nn::Linear shared(2, 2);
+    auto pipeline = make_td_sequential({make_td_module(shared, {"x"}, {"h"}),
+                                        make_td_module(shared, {"h"}, {"y"})});
+    const TensorDict td({{"x", at::randn({3, 2})}}, {3});
+    TDGraphModule gm = symbolic_trace(pipeline, td);
+    const GradReport traced = grad_stats(debuggee(gm, td), Loss::output("y"));
+    const GradReport exported =
+        grad_stats(debuggee(export_program(gm), {td.get("x")}), Loss::output("y"));
+    REQUIRE(traced.parameters.size() == 2);
+    REQUIRE(exported.parameters.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(traced.parameters[i].name == exported.parameters[i].name);
+      CHECK(at::equal(traced.parameters[i].gradient, exported.parameters[i].gradient));
+    }
+  }
+  SUBCASE("a NaN weight: the gradient's origin says the forward values hold NaN") {
+    at::manual_seed(8);
+    torch::nn::Linear second(2, 2);
+    {
+      torch::NoGradGuard no_grad;
+      second->weight[1][0] = NAN;
+    }
+    auto pipeline = make_td_sequential({make_td_module(torch::nn::Linear(2, 2), {"x"}, {"h"}),
+                                        make_td_module(second, {"h"}, {"y"})});
+    const TensorDict td({{"x", at::randn({3, 2})}}, {3});
+    TDGraphModule gm = symbolic_trace(pipeline, td);
+    const auto bad = first_nonfinite_grad(
+        debuggee(gm, td), Loss::of([](const auto& o) { return o[1].select(1, 0).sum(); }));
+    REQUIRE(bad.has_value());
+    CHECK(bad->node == "_0_linear");
+    CHECK(bad->nonfinite_users == std::vector<std::string>{"_1_linear_1"});
+  }
+  SUBCASE("losses that cannot be: not floating, not connected; limits that cannot be") {
+    auto module = make_td_module(torch::nn::Linear(2, 2), {"x"}, {"y"});
+    const TensorDict td({{"x", at::randn({2, 2})}}, {2});
+    TDGraphModule gm = symbolic_trace(module, td);
+    const Debuggee run = debuggee(gm, td);
+    CHECK_THROWS_WITH_AS(grad_stats(run, Loss::of([](const auto& o) { return o[0].sum().to(at::kLong); })),
+                         "loss: the loss function must return a floating tensor with one element",
+                         Error);
+    CHECK_THROWS_WITH_AS(
+        grad_stats(run, Loss::of([](const auto&) {
+          return at::ones({}).requires_grad_(true) * 2;
+        })),
+        "loss (a function of the outputs) does not depend on the graph: no node or parameter "
+        "got a gradient",
+        Error);
+    CHECK_THROWS_WITH_AS(grad_stats(run, Loss::sum(), FlowLimits{10, 0.1}),
+                         "FlowLimits: vanishing must be in (0, 1] and exploding a finite number "
+                         "of at least 1; got vanishing 10 and exploding 0.1",
+                         Error);
   }
 }
