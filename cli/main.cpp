@@ -7,7 +7,7 @@
 //               [--max-nodes N]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html} [--view ops|modules]]
-//            [--save RUN.pt] [--width N]
+//            [--save RUN.pt] [--width N] [--memory-budget MB]
 //            [--backward [--loss sum|OUTPUT] [--grad-stats] [--find-nonfinite-grad]]
 
 #include <CLI/CLI.hpp>
@@ -195,6 +195,12 @@ int main(int argc, char** argv) {
                 "With --backward: print the first node, in backward order, whose gradient holds "
                 "NaN or Inf from finite ones")
       ->needs(backward);
+  uint64_t budget_mb = 0;
+  run->add_option("--memory-budget", budget_mb,
+                  "MB: the most memory the program's run may hold at once, the inputs drawn "
+                  "and read included (default 4096); an op that would go past it is refused "
+                  "before it allocates")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   run->add_option("--width", reports.width,
                   "The widest line of the tables (default: COLUMNS, else 80 and 100 for "
                   "the reports)")
@@ -240,6 +246,7 @@ int main(int argc, char** argv) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));
       reports.view = *tdfx::view_from_string(run_view);
+      reports.memory_budget = budget_mb << 20;
       if (run_program(run_file, inputs, seed, reports)) return finish(kExitNonFinite);
     }
     return finish(kExitOk);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "tdfx/core/dtype_names.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/core/text_table.h"
 #include "tdfx/debug/first_nonfinite.h"
@@ -90,9 +92,11 @@ at::Tensor draw(const TensorMeta& meta, at::Generator& generator) {
 }
 
 // The tensor `argument` names for input `name`: the file's single tensor or its entry `name`.
-at::Tensor read_input(const InputArgument& argument) {
+at::Tensor read_input(const InputArgument& argument, uint64_t memory_budget) {
   // FileError or ArchiveError, naming the file.
-  const TensorFile file = load_tensor_file(argument.file);
+  TensorFileOptions options;
+  if (memory_budget > 0) options.memory_budget = memory_budget;
+  const TensorFile file = load_tensor_file(argument.file, options);
   if (!file.is_dict) return file.entries.at(0).second;
   std::vector<std::string> keys;
   for (const auto& [key, tensor] : file.entries) {
@@ -152,7 +156,7 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
   for (const auto& [name, meta] : inputs) {
     for (const InputArgument& argument : given) {
       if (argument.name != name) continue;
-      at::Tensor value = read_input(argument);
+      at::Tensor value = read_input(argument, program.memory_budget());
       if (!fits(meta, value)) {
         fail<Error>("--input {}={}: the file's tensor is {} {}; the program expects {} {}{}", name,
                     argument.file, dtype_name(value.scalar_type()), shape_text(value.sizes()),
@@ -179,6 +183,21 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
     TensorMeta drawn = meta;
     if (batch) {
       for (int64_t dim : meta.batch_dims) (*drawn.shape)[static_cast<size_t>(dim)] = batch->second;
+    }
+    // What drawing it would take, before it is drawn: the shape comes from the file.
+    if (program.memory_budget() > 0 && !read.count(name)) {
+      uint64_t bytes = c10::elementSize(*drawn.dtype);
+      for (int64_t size : *drawn.shape) {
+        const auto n = static_cast<uint64_t>(std::max<int64_t>(size, 0));
+        bytes = n == 0 ? 0 : (bytes > UINT64_MAX / n ? UINT64_MAX : bytes * n);
+      }
+      if (bytes > program.memory_budget()) {
+        fail<Error>(
+            "input '{}' would be drawn as {} {}, which takes {}, more than {} ({}); give it "
+            "with --input {}=FILE",
+            name, dtype_name(*drawn.dtype), shape_text(*drawn.shape), bytes_text(bytes),
+            kProgramBudget, bytes_text(program.memory_budget()), name);
+      }
     }
     at::Tensor value = draw(drawn, generator);
     std::string source = fmt::format("random (seed {})", seed);
@@ -273,7 +292,11 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   }
   const size_t width = reports.width > 0 ? reports.width : terminal_columns();
   const size_t report_width = width > 0 ? width : kReportWidth;
-  const ExportedProgram program = load(path);
+  LoadOptions load_options;
+  if (reports.memory_budget > 0) load_options.memory_budget = reports.memory_budget;
+  const ExportedProgram program = load(path, load_options);
+  // Everything below, the inputs drawn and every report's runs, within the program's budget.
+  const ScopedMemoryBudget budget(program.memory_budget(), kProgramBudget);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
   print_run(program, inputs, std::cout, width > 0 ? width : kTerminalWidth);
   if (!reports.save.empty()) save_run(program, inputs, reports.save);

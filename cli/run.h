@@ -83,6 +83,9 @@ struct RunReports {
   std::string loss = "sum";
   bool grad_stats = false;
   bool find_nonfinite_grad = false;
+  /// `--memory-budget MB`: the most memory the program's run may hold at once, in bytes
+  /// (LoadOptions::memory_budget; 0 keeps its default, 4 GiB).
+  uint64_t memory_budget = 0;
   /// `--width N`: the widest line of the tables; 0 takes the terminal's `COLUMNS`, else 80
   /// for the input and output tables and 100 for the reports.
   size_t width = 0;

@@ -542,8 +542,9 @@ std::map<std::string, at::Tensor> load_weights(const json& entries, const Graph&
       fail<ArchiveError>("{}: its dtype or shape differs from its placeholder's", here);
     }
     // The byte count, checked against overflow and the budget before any allocation.
-    uint64_t bytes = c10::elementSize(dtype);
-    for (const int64_t d : shape) {
+    const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
+    uint64_t bytes = empty ? 0 : c10::elementSize(dtype);
+    for (const int64_t d : empty ? std::vector<int64_t>{} : shape) {
       if (d != 0 && bytes > options.memory_budget / static_cast<uint64_t>(d)) {
         bytes = options.memory_budget + 1;
         break;
@@ -636,8 +637,10 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
     modules = detail::modules_from_json(field(document, "modules", where), graph, where);
   }
   try {
-    return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
-                           std::move(specialisation), std::move(modules));
+    ExportedProgram program(std::move(graph), std::move(signature), std::move(state),
+                            std::move(specialisation), std::move(modules));
+    program.set_memory_budget(options.memory_budget);
+    return program;
   } catch (const Error& e) {
     // The graph does not compile: an argument does not fit its operator's schema.
     fail<ArchiveError>("{}: {}", where, e.what());

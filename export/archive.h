@@ -29,7 +29,9 @@ struct LoadOptions {
   /// The largest program.json accepted, in bytes.
   uint64_t max_program_bytes = uint64_t{64} << 20;
   /// The most memory the weights together, or any one constant size of the
-  /// program (`aten::zeros([n, m])`), may ask for, in bytes.
+  /// program (`aten::zeros([n, m])`), may ask for, in bytes; and the most a run of the
+  /// loaded program may hold at once (ExportedProgram::memory_budget): an op that would go
+  /// past it is refused before it allocates.
   uint64_t memory_budget = uint64_t{4} << 30;
 };
 

@@ -3,7 +3,10 @@
 #include <ostream>
 
 #include "tdfx/codegen/python_code.h"
+#include <optional>
+
 #include "tdfx/core/error.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
 
@@ -44,12 +47,13 @@ std::string GraphSignature::str() const {
 ExportedModule::ExportedModule(std::shared_ptr<const GraphModule> runner,
                                std::vector<at::Tensor> state, std::vector<std::string> user_inputs,
                                std::optional<BatchSpecialisation> specialisation,
-                               std::vector<TensorMeta> input_meta)
+                               std::vector<TensorMeta> input_meta, uint64_t memory_budget)
     : runner_(std::move(runner)),
       state_(std::move(state)),
       user_inputs_(std::move(user_inputs)),
       specialisation_(std::move(specialisation)),
-      input_meta_(std::move(input_meta)) {}
+      input_meta_(std::move(input_meta)),
+      memory_budget_(memory_budget) {}
 
 std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tensor>& args) const {
   if (args.size() != user_inputs_.size()) {
@@ -66,6 +70,8 @@ std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tens
 }
 
 std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
+  std::optional<ScopedMemoryBudget> budget;
+  if (memory_budget_ > 0) budget.emplace(memory_budget_, kProgramBudget);
   std::vector<at::Tensor> out;
   for (auto& value : runner_->run(graph_inputs(args))) {
     if (!value.isTensor()) {
@@ -139,7 +145,7 @@ ExportedModule ExportedProgram::module() const {
     }
   }
   return ExportedModule(runner_, std::move(state), std::move(user_inputs), specialisation_,
-                        std::move(user_meta));
+                        std::move(user_meta), memory_budget_);
 }
 
 std::string ExportedProgram::code() const {

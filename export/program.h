@@ -64,10 +64,12 @@ class ExportedModule {
   ExportedModule(std::shared_ptr<const GraphModule> runner, std::vector<at::Tensor> state,
                  std::vector<std::string> user_inputs,
                  std::optional<BatchSpecialisation> specialisation = std::nullopt,
-                 std::vector<TensorMeta> input_meta = {});
+                 std::vector<TensorMeta> input_meta = {}, uint64_t memory_budget = 0);
   /// Positional user inputs, in signature order; returns one tensor per output.
   /// ShapeError when the program is specialised to another batch size, or an input's
-  /// dimensions differ from the traced ones but for those that follow the batch.
+  /// dimensions differ from the traced ones but for those that follow the batch. With a
+  /// memory budget (a loaded program's), a RunError naming the node that would allocate past
+  /// it, before it allocates.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   /// User inputs by name (`{{"x", x}}`); every user input must be given once.
   std::vector<at::Tensor> operator()(
@@ -85,7 +87,12 @@ class ExportedModule {
   std::vector<std::string> user_inputs_;
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<TensorMeta> input_meta_;
+  uint64_t memory_budget_ = 0;
 };
+
+/// Where a loaded program's memory budget is set, for messages.
+inline constexpr const char* kProgramBudget =
+    "the program's memory budget (LoadOptions::memory_budget, tdfx run --memory-budget)";
 
 /// An exported program: its graph, signature and weights.
 class ExportedProgram {
@@ -112,6 +119,11 @@ class ExportedProgram {
   const std::vector<ModuleBox>& modules() const { return modules_; }
   /// A callable running the program on plain tensors.
   ExportedModule module() const;
+  /// The memory budget its runs are held to, in bytes (core/memory_budget.h): what load() was
+  /// given (LoadOptions::memory_budget) for a program read from a file, 0 (none) for one
+  /// exported in this process.
+  uint64_t memory_budget() const { return memory_budget_; }
+  void set_memory_budget(uint64_t bytes) { memory_budget_ = bytes; }
   /// The forward code in export style (`torch.ops.aten.linear.default(...)`).
   std::string code() const;
   /// The program as seed 000 prints it: annotations and `# Module:` comments.
@@ -125,6 +137,7 @@ class ExportedProgram {
   std::vector<ModuleBox> modules_;
   /// Each input's placeholder metadata, in signature order.
   std::vector<TensorMeta> in_meta_;
+  uint64_t memory_budget_ = 0;
 };
 
 /// Options of export_program.

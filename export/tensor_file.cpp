@@ -1,6 +1,7 @@
 #include "tdfx/export/tensor_file.h"
 
 #include <ATen/ATen.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/core/file_io.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/tensor_pickle.h"
@@ -180,6 +182,20 @@ TensorFile read_tensor_file(const detail::ByteSource& source, const std::string&
   for (const std::string& name : zip.names()) {
     if (!known.count(name)) {
       fail<ArchiveError>("{}: record {} is not part of the tensor file", where, quoted(name));
+    }
+  }
+  // A view's logical size, not its storage's, is what a program that reads it may have to
+  // hold: three floats with sizes (1e8, 3) and stride 0 become 1.2 GB once made contiguous.
+  for (const auto& [name, tensor] : file.entries) {
+    const uint64_t logical = static_cast<uint64_t>(tensor.numel()) * tensor.element_size();
+    if (logical > options.memory_budget) {
+      fail<ArchiveError>(
+          "{}: tensor {}({} [{}]{}) takes {} laid out, more than the memory budget of {} "
+          "(TensorFileOptions::memory_budget)",
+          where, name.empty() ? std::string() : quoted(name) + " ",
+          dtype_name(tensor.scalar_type()), fmt::join(tensor.sizes(), ", "),
+          tensor.is_contiguous() ? "" : ", a view of a smaller storage", bytes_text(logical),
+          bytes_text(options.memory_budget));
     }
   }
   return file;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/module_call.h"
 #include "tdfx/graph/plan.h"
@@ -397,6 +398,7 @@ void fetch_args(const Step& step, const std::vector<c10::IValue>& slots,
 c10::IValue call_step(const Step& step, std::vector<c10::IValue>& args) {
   switch (step.kind) {
     case Step::Kind::kAten:
+      if (memory_budget_active()) check_list_op(step.op->schema(), args);
       step.op->callBoxed(&args);
       if (step.returns == 1) return std::move(args[0]);
       return c10::ivalue::Tuple::create(std::move(args));

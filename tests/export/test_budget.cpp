@@ -1,0 +1,183 @@
+// Programs from strangers stay inside their memory budget: each archive below loads, and
+// asks for gigabytes when it runs; run, it is refused at the node that asks, before that node
+// allocates, and the process stays small. The archives are made here, by code, through the
+// Graph API and save(): no hand-written bytes.
+#include <doctest/doctest.h>
+#include <sys/resource.h>
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "tdfx/core/error.h"
+#include "tdfx/core/memory_budget.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
+
+using namespace tdfx;
+
+namespace {
+
+constexpr uint64_t kBudget = uint64_t{64} << 20;
+
+/// A program with one user input `x` (f32[2, 2]), the given state, and the node `build`
+/// makes from them as its one output; saved and loaded back with a 64 MiB budget.
+ExportedProgram attack(const std::function<Node*(Graph&, Node* x, std::map<std::string, Node*>&)>& build,
+                       std::map<std::string, at::Tensor> state = {}) {
+  Graph g;
+  std::map<std::string, Node*> placeholders;
+  GraphSignature signature;
+  for (const auto& [name, tensor] : state) {
+    placeholders[name] = g.placeholder(name);
+    placeholders[name]->meta().tensor = TensorMeta{tensor.scalar_type(), tensor.sizes().vec()};
+    signature.inputs.push_back({InputKind::kBuffer, name, "module." + name, {}});
+  }
+  Node* x = g.placeholder("x");
+  x->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{2, 2}};
+  signature.inputs.push_back({InputKind::kUserInput, "x", "x", {}});
+  Node* out = build(g, x, placeholders);
+  g.output(tuple({out}));
+  signature.outputs = {{out->name(), NestedKey("y")}};
+  const ExportedProgram program(std::move(g), std::move(signature), std::move(state));
+  const std::string bytes = archive_bytes(program);
+  LoadOptions options;
+  options.memory_budget = kBudget;
+  return load_bytes(bytes, "attack.pt2", options);
+}
+
+/// The message of running `program` on a small `x`, and that the process grew by less than
+/// 200 MB doing it.
+std::string refusal(const ExportedProgram& program) {
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  std::string message = "(ran)";
+  try {
+    program.module()({at::ones({2, 2})});
+  } catch (const RunError& e) {
+    message = e.what();
+  }
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  CHECK(after.ru_maxrss - before.ru_maxrss < 200 * 1024);  // kilobytes
+  return message;
+}
+
+Node* aten(Graph& g, const char* op, Args args, Kwargs kwargs = {}) {
+  return g.call_function(Target::aten(op), std::move(args), std::move(kwargs));
+}
+
+}  // namespace
+
+TEST_CASE("budget: programs that ask for gigabytes at run time are refused where they ask") {
+  const std::map<std::string, std::function<Node*(Graph&, Node*, std::map<std::string, Node*>&)>>
+      attacks = {
+          {"arange_float_end",
+           [](Graph& g, Node*, auto&) {
+             return aten(g, "aten::arange", {9e8}, {{"dtype", c10::ScalarType::Double}});
+           }},
+          {"eye", [](Graph& g, Node*, auto&) { return aten(g, "aten::eye.m", {40000, 40000}); }},
+          {"zeros_of_a_size",
+           [](Graph& g, Node*, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_empty"), 0});
+             return aten(g, "aten::zeros", {list({n, n})}, {{"dtype", c10::ScalarType::Float}});
+           }},
+          {"expand_contiguous",
+           [](Graph& g, Node* x, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_empty"), 0});
+             Node* one = aten(g, "aten::reshape", {aten(g, "aten::sum", {x}), list({1, 1})});
+             Node* wide = aten(g, "aten::expand", {one, list({n, n})});
+             return aten(g, "aten::contiguous", {wide});
+           }},
+          {"upsample",
+           [](Graph& g, Node* x, auto&) {
+             Node* image = aten(g, "aten::reshape", {x, list({1, 1, 2, 2})});
+             return aten(g, "aten::upsample_nearest2d.vec",
+                         {image, None{}, list({20000.0, 20000.0})});
+           }},
+          {"linspace_then_one_more",
+           [](Graph& g, Node*, auto&) {
+             Node* l = aten(g, "aten::linspace", {0.0, 1.0, static_cast<int64_t>(kBudget / 8)},
+                            {{"dtype", c10::ScalarType::Double}});
+             return aten(g, "aten::mul.Scalar", {l, 2});
+           }},
+          {"unbind",
+           [](Graph& g, Node*, auto& state) {
+             Node* parts = aten(g, "aten::unbind.int", {state.at("b_tall"), 0});
+             return g.call_function(Target::getitem(), {parts, 0});
+           }},
+      };
+  const std::map<std::string, at::Tensor> state = {{"b_empty", at::zeros({60000, 0})},
+                                                   {"b_tall", at::zeros({30000000, 0})}};
+  std::map<std::string, std::string> messages;
+  for (const auto& [name, build] : attacks) {
+    CAPTURE(name);
+    messages[name] = refusal(attack(build, state));
+  }
+  const std::string budget =
+      "the program's memory budget (LoadOptions::memory_budget, tdfx run --memory-budget) is "
+      "67.1 MB (67,108,864 bytes)";
+  const std::string none_live = ", with 0 bytes live already; " + budget;
+  CHECK(messages == std::map<std::string, std::string>{
+                        {"arange_float_end",
+                         "while executing %arange = torch.arange(end=900000000.0, "
+                         "dtype=torch.float64): an allocation of 7.2 GB (7,200,000,000 bytes)" +
+                             none_live},
+                        {"eye",
+                         "while executing %eye = torch.eye(n=40000, m=40000): an allocation of "
+                         "6.4 GB (6,400,000,000 bytes)" +
+                             none_live},
+                        {"expand_contiguous",
+                         "while executing %contiguous = torch.contiguous(%expand): an "
+                         "allocation of 14.4 GB (14,400,000,000 bytes), with 4 bytes live "
+                         "already; " +
+                             budget},
+                        {"linspace_then_one_more",
+                         "while executing %mul = operator.mul(%linspace, 2): an allocation of 8 "
+                         "bytes, with 67.1 MB (67,108,864 bytes) live already; " +
+                             budget},
+                        {"unbind",
+                         "while executing %unbind = torch.unbind(%b_tall): aten::unbind makes "
+                         "30000000 tensors, whose bookkeeping takes 15.4 GB (15,360,000,000 "
+                         "bytes)" +
+                             none_live},
+                        {"upsample",
+                         "while executing %upsample_nearest2d = "
+                         "torch._C._nn.upsample_nearest2d(%reshape, output_size=None, "
+                         "scale_factors=[20000.0, 20000.0]): an allocation of 6.4 GB "
+                         "(6,400,000,000 bytes)" +
+                             none_live},
+                        {"zeros_of_a_size",
+                         "while executing %zeros = torch.zeros(size=[%size, %size], "
+                         "dtype=torch.float32): an allocation of 14.4 GB (14,400,000,000 bytes)" +
+                             none_live},
+                    });
+}
+
+TEST_CASE("budget: what a loaded program allocates comes back zeroed; within it, it runs") {
+  const ExportedProgram program = attack([](Graph& g, Node* x, auto&) {
+    Node* e = aten(g, "aten::empty.memory_format", {list({256, 1024})},
+                   {{"dtype", c10::ScalarType::Float}});
+    return aten(g, "aten::add.Tensor", {e, aten(g, "aten::sum", {x})});
+  });
+  // Memory that held something else first: a freed tensor full of sevens.
+  { at::Tensor sevens = at::full({256, 1024}, 7.0f); }
+  const at::Tensor out = program.module()({at::ones({2, 2})}).at(0);
+  CHECK(at::equal(out, at::full({256, 1024}, 4.0f)));
+  // Without a budget (a program exported here) nothing is checked or zeroed.
+  CHECK_FALSE(memory_budget_active());
+}
+
+TEST_CASE("budget: nested budgets count once; bytes read for a person") {
+  CHECK(bytes_text(999) == "999 bytes");
+  CHECK(bytes_text(1500) == "1.5 kB (1,500 bytes)");
+  CHECK(bytes_text(uint64_t{4} << 30) == "4.29 GB (4,294,967,296 bytes)");
+  ScopedMemoryBudget outer(uint64_t{1} << 20, "the outer budget");
+  CHECK(memory_budget_active());
+  {
+    ScopedMemoryBudget inner(uint64_t{1} << 40, "the inner budget");
+    CHECK_THROWS_WITH_AS(at::empty({1 << 20}), doctest::Contains("the outer budget is"),
+                         BudgetExceeded);
+  }
+  const at::Tensor small = at::empty({1000});
+  CHECK(outer.peak() >= 4000);
+}
