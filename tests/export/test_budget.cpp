@@ -13,6 +13,7 @@
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 
@@ -180,4 +181,42 @@ TEST_CASE("budget: nested budgets count once; bytes read for a person") {
   }
   const at::Tensor small = at::empty({1000});
   CHECK(outer.peak() >= 4000);
+}
+
+TEST_CASE("budget: tdfx run refuses inputs it would draw or read past the budget") {
+  const testing::ScratchDir dir("tdfx_budget");
+  // A program whose input is [50000, 50000]: 10 GB drawn at random.
+  Graph g;
+  Node* x = g.placeholder("x");
+  x->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{50000, 50000}};
+  Node* relu = g.call_function(Target::aten("aten::relu"), {x});
+  relu->meta().tensor = x->meta().tensor;
+  g.output(tuple({relu}));
+  GraphSignature signature;
+  signature.inputs = {{InputKind::kUserInput, "x", "x", {}}};
+  signature.outputs = {{"relu", NestedKey("y")}};
+  save(ExportedProgram(std::move(g), std::move(signature), {}), (dir / "wide.pt2").string());
+  const std::string tdfx = "cd '" + dir.path().string() + "' && '" + testing::bin_dir() + "/tdfx' ";
+  const testing::CommandResult drawn =
+      testing::run_command(tdfx + "run wide.pt2 --memory-budget 64 2>&1");
+  CHECK(drawn.status == 1);
+  CHECK(drawn.out ==
+        "tdfx: input 'x' would be drawn as float32 [50000, 50000], which takes 10 GB "
+        "(10,000,000,000 bytes), more than the program's memory budget "
+        "(LoadOptions::memory_budget, tdfx run --memory-budget) (67.1 MB (67,108,864 bytes)); "
+        "give it with --input x=FILE\n");
+  // A file whose storage holds 3 floats and whose sizes are (1e8, 3), stride 0: 1.2 GB once
+  // laid out. Written by Python's torch.save, which keeps the view.
+  const testing::CommandResult saved = testing::run_command(
+      "/usr/bin/python3 -c \"import sys, torch; "
+      "torch.save(torch.tensor([1.0, 2.0, 3.0]).expand(100000000, 3), sys.argv[1])\" '" +
+      (dir / "tall.pt").string() + "' 2>&1");
+  REQUIRE_MESSAGE(saved.status == 0, saved.out);
+  const testing::CommandResult read =
+      testing::run_command(tdfx + "run wide.pt2 --input x=tall.pt --memory-budget 64 2>&1");
+  CHECK(read.status == 2);
+  CHECK(read.out ==
+        "tdfx: tall.pt: tensor (float32 [100000000, 3], a view of a smaller storage) takes "
+        "1.2 GB (1,200,000,000 bytes) laid out, more than the memory budget of 67.1 MB "
+        "(67,108,864 bytes) (TensorFileOptions::memory_budget)\n");
 }
