@@ -54,7 +54,30 @@ void BM_OpViewSvg(benchmark::State& state) {
   report(state, tdfx::to_dot(gm.graph(), tdfx::diagram_options(gm)));
 }
 BENCHMARK(BM_OpViewSvg)->Arg(30)->Arg(100)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_OpViewSvg)->Arg(1000)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+// 2499 modules: 9,998 nodes, the most RenderOptions::kDefaultMaxNodes lets through.
+BENCHMARK(BM_OpViewSvg)
+    ->Arg(1000)
+    ->Arg(2499)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+/// The page of a traced chain (`tdfx render -o x.html`): both views laid out, and the page.
+void BM_PageHtml(benchmark::State& state) {
+  const tdfx::TDGraphModule& gm = traced_chain(state.range(0));
+  size_t bytes = 0;
+  for (auto _ : state) {
+    tdfx::RenderOptions options = tdfx::diagram_options(gm);
+    bytes = tdfx::render(gm.graph(), Format::kHtml, options).size();
+  }
+  state.counters["page_MB"] = static_cast<double>(bytes) / (1 << 20);
+}
+BENCHMARK(BM_PageHtml)
+    ->Arg(1000)
+    ->Arg(2499)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 /// The module view of a chain, without tracing it: module_view_options, DOT, layout, SVG.
 void BM_ModuleViewSvg(benchmark::State& state) {

@@ -18,6 +18,7 @@
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/viz/html.h"
 #include "tdfx/viz/module_view.h"
+#include "tdfx/viz/render.h"
 
 namespace tdfx {
 namespace {
@@ -327,15 +328,17 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 std::string page_html(const Graph& graph, const RenderOptions& options) {
   const bool has_modules = std::any_of(options.modules.begin(), options.modules.end(),
                                        [](const ModuleBox& box) { return !box.sequential; });
-  // The page opens on its first view: the one the options ask for. Asked for the module view
-  // of a graph over the op view's budget, it holds the module view alone.
+  // The page opens on its first view: the one the options ask for. The other view comes
+  // second when it fits its budget (`budget_refusal`): a graph over the op view's budget
+  // gets a page with the module view alone, and the other way round.
+  auto fits = [&](View view) { return budget_refusal(graph, options, view).empty(); };
   std::vector<PageView> views;
   if (has_modules && options.view == View::kModules) {
     views.push_back(module_view(graph, options));
-    if (graph.size() <= options.max_nodes) views.push_back(op_view(graph, options));
+    if (fits(View::kOps)) views.push_back(op_view(graph, options));
   } else {
     views.push_back(op_view(graph, options));
-    if (has_modules) views.push_back(module_view(graph, options));
+    if (has_modules && fits(View::kModules)) views.push_back(module_view(graph, options));
   }
   return page_html(views, options.title);
 }

@@ -413,7 +413,12 @@
       search.value = params.get('search');
       search.dispatchEvent(new Event('input', {bubbles: true}));
     }
-    for (let i = Number(params.get('next') || 0); i > 0; --i) {
+    // Enter pressed `next` times; the matches repeat after their count, so at most that many
+    // presses, whatever the fragment asks (`next=100000000` would hold the page for minutes).
+    const presses = Number(params.get('next') || 0);
+    const matches = state.matches.length;
+    const needed = Number.isFinite(presses) && presses > 0 && matches > 0 ? presses % matches : 0;
+    for (let i = needed; i > 0; --i) {
       search.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true, cancelable: true}));
     }
     const rect = stage.getBoundingClientRect();

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/file_io.h"
@@ -37,23 +40,80 @@ const char* graphviz_format(Format format) {
 
 }  // namespace
 
-std::string render(const Graph& graph, Format format, const RenderOptions& options) {
-  // Compared by division: kModuleNodesPerNode * max_nodes overflows for a huge max_nodes.
-  if (format != Format::kDot && options.view == View::kModules &&
-      (options.modules.size() + kModuleNodesPerNode - 1) / kModuleNodesPerNode >
-          options.max_nodes) {
-    fail(
-        "viz: the pipeline has {} modules, more than the {} a module view may have ({} times "
-        "RenderOptions::max_nodes); raise max_nodes (tdfx render --max-nodes N) to draw it "
-        "anyway, or write .dot text, which has no limit",
-        options.modules.size(), kModuleNodesPerNode * options.max_nodes, kModuleNodesPerNode);
+namespace {
+
+// The deepest nesting of the boxes: each box's depth is one more than its nearest enclosing
+// sequential's (its path's longest prefix, by components, that is one).
+size_t nesting_depth(const std::vector<ModuleBox>& boxes) {
+  std::unordered_map<std::string_view, size_t> sequential_depth;
+  size_t deepest = 0;
+  for (const ModuleBox& box : boxes) {  // a sequential before its children
+    size_t depth = 1;
+    std::string_view path = box.path;
+    for (size_t dot = path.rfind('.'); dot != std::string_view::npos; dot = path.rfind('.', dot - 1)) {
+      auto parent = sequential_depth.find(path.substr(0, dot));
+      if (parent != sequential_depth.end()) {
+        depth = parent->second + 1;
+        break;
+      }
+      if (dot == 0) break;
+    }
+    if (box.sequential) sequential_depth.emplace(box.path, depth);
+    deepest = std::max(deepest, depth);
   }
-  if (format != Format::kDot && options.view == View::kOps && graph.size() > options.max_nodes) {
-    fail(
-        "viz: the graph has {} nodes, more than the {} a drawing may have; raise "
-        "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write "
-        ".dot text, which has no limit",
-        graph.size(), options.max_nodes);
+  return deepest;
+}
+
+std::string over_budget(const std::string& what, size_t count, size_t limit,
+                        const std::string& unit) {
+  return fmt::format(
+      "viz: the {} has {} {}, more than the {} a drawing may have; raise "
+      "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
+      "text, which has no limit",
+      what, count, unit, limit);
+}
+
+}  // namespace
+
+std::string budget_refusal(const Graph& graph, const RenderOptions& options, View view) {
+  const size_t n = options.max_nodes;
+  // More than `limit` times `per`; a huge max_nodes must not overflow the product.
+  auto over = [](size_t count, size_t limit, size_t per) {
+    return limit <= SIZE_MAX / per && count > limit * per;
+  };
+  const size_t depth = nesting_depth(options.modules);
+  if (depth > kMaxNesting) {
+    return fmt::format(
+        "viz: the pipeline's module boxes nest {} deep, more than the {} levels a drawing may "
+        "have; write .dot text, which has no limit",
+        depth, kMaxNesting);
+  }
+  if (view == View::kModules) {
+    size_t modules = 0, cells = 0;
+    for (const ModuleBox& box : options.modules) {
+      if (box.sequential) continue;
+      ++modules;
+      cells += box.in_keys.size() + box.out_keys.size();
+    }
+    if (modules > n) return over_budget("pipeline", modules, n, "modules");
+    if (over(cells, n, kKeyCellsPerNode)) {
+      return over_budget("module view", cells, n * kKeyCellsPerNode,
+                         "key cells (in and out keys)");
+    }
+    return "";
+  }
+  if (graph.size() > n) return over_budget("graph", graph.size(), n, "nodes");
+  size_t edges = 0;
+  for (const Node* node : graph.nodes()) edges += node->input_nodes().size();
+  if (over(edges, n, kEdgesPerNode)) return over_budget("graph", edges, n * kEdgesPerNode, "edges");
+  return "";
+}
+
+std::string render(const Graph& graph, Format format, const RenderOptions& options) {
+  if (format != Format::kDot) {
+    // The first view must fit; the page leaves out a second view that does not.
+    const std::string refusal = budget_refusal(graph, options, options.view);
+    if (!refusal.empty()) fail("{}", refusal);
   }
   if (format == Format::kHtml) return page_html(graph, options);
   return render_dot(to_dot(graph, options), format);

@@ -40,11 +40,16 @@ enum class Format { kSvg, kPng, kPdf, kDot, kHtml };
 /// found); a helper that cannot be found, crashes or runs past 600 s is a tdfx::Error;
 /// kHtml gives `page_html(graph, options)` (viz/page.h) around the SVG. Safe to call
 /// from several threads, which draw at once. Throws
-/// tdfx::Error when the drawing is over its budget (not for kDot): the op view's graph
-/// has more than `options.max_nodes` nodes, or the module view more than
-/// kModuleNodesPerNode times as many modules; and when Graphviz reports an error, with
-/// Graphviz's message.
+/// tdfx::Error, before any layout, when the view `options.view` is over its budget (not for
+/// kDot; `budget_refusal` gives the message; a page leaves out its second view when that one
+/// is over); and when Graphviz reports an error, with Graphviz's message.
 std::string render(const Graph& graph, Format format, const RenderOptions& options = {});
+
+/// Why `render` would refuse to lay out `view` of `graph`, or "" when it fits: the module
+/// boxes nest deeper than kMaxNesting; the op view has more than `options.max_nodes` nodes
+/// or kEdgesPerNode times as many edges; the module view more than `options.max_nodes`
+/// modules or kKeyCellsPerNode times as many key cells. Linear in the graph and the modules.
+std::string budget_refusal(const Graph& graph, const RenderOptions& options, View view);
 
 /// DOT text (from `to_dot` or elsewhere) laid out by `dot` and rendered in
 /// `format`; kDot returns it as is; kHtml, which needs the graph, is a

@@ -54,12 +54,20 @@ struct NodeOverlay {
   bool marked = false;
 };
 
-/// The default of RenderOptions::max_nodes: a graph of this size renders to SVG in a few
-/// seconds on a 2-core machine.
-inline constexpr size_t kDefaultMaxNodes = 2500;
+/// The default of RenderOptions::max_nodes: the op view of the traced 1000-module chain (4,002
+/// nodes) draws in under a second, and a module view of 10,000 modules in about four
+/// (bench/bench_viz.cpp); past this, drawings take tens of seconds and grow faster than
+/// their size.
+inline constexpr size_t kDefaultMaxNodes = 10000;
 
-/// How many modules the module view lays out per unit of RenderOptions::max_nodes.
-inline constexpr size_t kModuleNodesPerNode = 10;
+/// What else a drawing may hold, per unit of RenderOptions::max_nodes: the op view's edges
+/// (one per node input), and the module view's key cells (one per in key and per out key of
+/// each module, each an edge too). A 10,000-module chain has 20,000 key cells.
+inline constexpr size_t kEdgesPerNode = 4;
+inline constexpr size_t kKeyCellsPerNode = 3;
+/// The deepest nesting of module boxes (sequentials in sequentials) a drawing may have:
+/// Graphviz's clusters cost more with every level.
+inline constexpr size_t kMaxNesting = 64;
 
 /// What to draw beyond the graph itself. Everything is plain data, so that a
 /// caller without a tracer (a test, a tool) can supply it.
@@ -95,11 +103,12 @@ struct RenderOptions {
   std::map<std::string, NodeOverlay> module_overlay;
   /// A title drawn above the graph; none when "".
   std::string title;
-  /// The most graph nodes `render` lays out (SVG, PNG, PDF): Graphviz's layout grows faster
-  /// than the node count, and a graph of 100,000 nodes would not finish. Above it, render
-  /// throws tdfx::Error naming the count; raise it here or with `tdfx render --max-nodes N`.
-  /// DOT text has no limit. The module view counts modules, and lays out
-  /// kModuleNodesPerNode times as many (its nodes are cheaper: 10,000 modules take seconds).
+  /// The most graph nodes `render` lays out (SVG, PNG, PDF, and the page's drawings):
+  /// Graphviz's layout grows faster than the node count, and a graph of 100,000 nodes would
+  /// not finish. The module view counts modules. With it go kEdgesPerNode edges and
+  /// kKeyCellsPerNode key cells per node, and kMaxNesting levels of boxes. Past any of them,
+  /// render throws tdfx::Error at once naming the count and the limit; raise max_nodes here
+  /// or with `tdfx render --max-nodes N`. DOT text has no limit.
   size_t max_nodes = kDefaultMaxNodes;
 };
 

@@ -239,6 +239,15 @@ def check_search(root, what, matches, described):
 
 def check_traced_page(page, scratch):
     what = "traced page"
+    # Enter pressed once, and 100,000,001 times (which once held the page for minutes): the
+    # same match is current, the second of two.
+    once = ids_with_class(dom(page, scratch, search="mask", next="1"), "current")
+    check(once == ["cluster_1"], what + ": next=1 makes the second match current", repr(once))
+    root = dom(page, scratch, search="mask", next="100000001")
+    check_ran(root, what + " at next=100000001")
+    check(ids_with_class(root, "current") == once,
+          what + ": next=100000001 makes the same match current as next=1",
+          repr(ids_with_class(root, "current")))
     root = dom(page, scratch, search="mask", click="mul", hover="relu")
     check_ran(root, what)
     check_search(root, what, ["cluster_1", "node:getitem_1"],

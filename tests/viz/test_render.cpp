@@ -366,7 +366,7 @@ TEST_CASE("viz: a graph over the node budget is refused at once, naming how to r
   const Graph big = relu_chain(100000);
   CHECK_THROWS_WITH_AS(
       render(big, Format::kSvg),
-      "viz: the graph has 100002 nodes, more than the 2500 a drawing may have; raise "
+      "viz: the graph has 100002 nodes, more than the 10000 a drawing may have; raise "
       "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
       "text, which has no limit",
       tdfx::Error);
@@ -374,7 +374,7 @@ TEST_CASE("viz: a graph over the node budget is refused at once, naming how to r
   const std::string dir = scratch.path().string();
   CHECK_THROWS_WITH_AS(
       save_diagram(big, dir + "/big.png"),
-      "viz: the graph has 100002 nodes, more than the 2500 a drawing may have; raise "
+      "viz: the graph has 100002 nodes, more than the 10000 a drawing may have; raise "
       "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or "
       "write .dot text, which has no limit",
       tdfx::Error);
@@ -383,13 +383,13 @@ TEST_CASE("viz: a graph over the node budget is refused at once, naming how to r
   const Graph small = relu_chain(kDefaultMaxNodes);  // two nodes over the default
   RenderOptions options;
   CHECK_THROWS_WITH_AS(render(small, Format::kSvg, options),
-                       "viz: the graph has 2502 nodes, more than the 2500 a drawing may have; "
+                       "viz: the graph has 10002 nodes, more than the 10000 a drawing may have; "
                        "raise RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it "
                        "anyway, or write .dot text, which has no limit",
                        tdfx::Error);
-  options.max_nodes = 2501;
+  options.max_nodes = 10001;
   CHECK_THROWS_WITH_AS(render(small, Format::kPdf, options),
-                       "viz: the graph has 2502 nodes, more than the 2501 a drawing may have; "
+                       "viz: the graph has 10002 nodes, more than the 10001 a drawing may have; "
                        "raise RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it "
                        "anyway, or write .dot text, which has no limit",
                        tdfx::Error);
@@ -668,14 +668,87 @@ TEST_CASE("viz: the module view escapes keys, paths and types") {
 TEST_CASE("viz: the module view refuses more modules than its budget, naming it") {
   auto chain = testing::module_chain(30);
   chain.options.view = View::kModules;
-  chain.options.max_nodes = 2;
+  chain.options.max_nodes = 29;
   CHECK_THROWS_WITH_AS(
       render(chain.graph, Format::kSvg, chain.options),
-      "viz: the pipeline has 30 modules, more than the 20 a module view may have (10 times "
-      "RenderOptions::max_nodes); raise max_nodes (tdfx render --max-nodes N) to draw it "
-      "anyway, or write .dot text, which has no limit",
+      "viz: the pipeline has 30 modules, more than the 29 a drawing may have; raise "
+      "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
+      "text, which has no limit",
       tdfx::Error);
   CHECK(render(chain.graph, Format::kDot, chain.options) == to_dot(chain.graph, chain.options));
+  chain.options.max_nodes = 30;
+  CHECK(budget_refusal(chain.graph, chain.options, View::kModules).empty());
+}
+
+// The attacks of a module table that costs more than its module count: each refused at once
+// (before any layout, so these tests take milliseconds), by the budget named.
+TEST_CASE("viz: 20,004 modules reading one key are refused by the module budget") {
+  testing::Chain c = testing::module_chain(1);
+  for (int i = 0; i < 20003; ++i) {
+    c.options.modules.push_back({"1." + std::to_string(i), "M", {NestedKey("h0")}, {}, "M"});
+  }
+  c.options.view = View::kModules;
+  const std::string expected =
+      "viz: the pipeline has 20004 modules, more than the 10000 a drawing may have; raise "
+      "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
+      "text, which has no limit";
+  CHECK(budget_refusal(c.graph, c.options, View::kModules) == expected);
+  CHECK_THROWS_WITH_AS(render(c.graph, Format::kHtml, c.options), expected.c_str(), tdfx::Error);
+}
+
+TEST_CASE("viz: a module of 50,000 in-keys is refused by the key-cell budget") {
+  testing::Chain c = testing::module_chain(1);
+  for (int i = 0; i < 50000; ++i) c.options.modules[0].in_keys.emplace_back("k" + std::to_string(i));
+  c.options.view = View::kModules;
+  const std::string expected =
+      "viz: the module view has 50002 key cells (in and out keys), more than the 30000 a "
+      "drawing may have; raise RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it "
+      "anyway, or write .dot text, which has no limit";
+  CHECK_THROWS_WITH_AS(render(c.graph, Format::kSvg, c.options), expected.c_str(), tdfx::Error);
+  // The op view of the same graph fits; its page leaves out the module view it cannot draw.
+  c.options.view = View::kOps;
+  CHECK(budget_refusal(c.graph, c.options, View::kOps).empty());
+  CHECK(budget_refusal(c.graph, c.options, View::kModules) == expected);
+}
+
+TEST_CASE("viz: module boxes nested 7,000 deep are refused by the nesting budget") {
+  testing::Chain c = testing::module_chain(1);
+  std::string path = "1";
+  for (int depth = 0; depth < 7000; ++depth) {
+    c.options.modules.push_back({path, "TensorDictSequential", {}, {}, "Seq", true});
+    path += ".0";
+  }
+  c.options.modules.push_back({path, "M", {NestedKey("h0")}, {NestedKey("z")}, "M"});
+  const std::string expected =
+      "viz: the pipeline's module boxes nest 7001 deep, more than the 64 levels a drawing may "
+      "have; write .dot text, which has no limit";
+  for (const View view : {View::kOps, View::kModules}) {
+    c.options.view = view;
+    CHECK_THROWS_WITH_AS(render(c.graph, Format::kHtml, c.options), expected.c_str(),
+                         tdfx::Error);
+  }
+  c.options.modules.resize(kMaxNesting);  // 63 sequentials and one module in the last
+  c.options.modules.back().sequential = false;
+  CHECK(budget_refusal(c.graph, c.options, View::kModules).empty());
+}
+
+TEST_CASE("viz: an op view of many edges per node is refused by the edge budget") {
+  Graph g;
+  std::vector<Argument> inputs;
+  for (int i = 0; i < 300; ++i) inputs.emplace_back(g.placeholder("x" + std::to_string(i)));
+  std::vector<Argument> outputs;
+  for (int i = 0; i < 100; ++i) {
+    outputs.emplace_back(g.call_function(Target::aten("aten::cat"), {ArgumentList{inputs}}));
+  }
+  g.output(ArgumentList{outputs, true});
+  RenderOptions options;
+  options.max_nodes = 401;  // 401 nodes fit; 30,100 edges are more than 1,604
+  CHECK(budget_refusal(g, options, View::kOps) ==
+        "viz: the graph has 30100 edges, more than the 1604 a drawing may have; raise "
+        "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
+        "text, which has no limit");
+  options.max_nodes = 30100 / kEdgesPerNode + 1;
+  CHECK(budget_refusal(g, options, View::kOps).empty());
 }
 
 TEST_CASE("viz: views are named ops and modules") {
