@@ -1,11 +1,13 @@
 #include "tdfx/export/archive.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -143,6 +145,52 @@ int json_depth(std::string_view text) {
   return deepest;
 }
 
+// The first integer literal of a JSON text (no fraction, no exponent) outside the 64-bit
+// signed range, or "". The parser would keep 2^63..2^64-1 as unsigned (read as int64 they
+// wrap negative) and make a float of anything wider: both are refused before it sees them.
+std::string_view first_wide_integer(std::string_view text) {
+  constexpr std::string_view kMax = "9223372036854775807";
+  constexpr std::string_view kMinMagnitude = "9223372036854775808";
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && !std::isdigit(static_cast<unsigned char>(c))) continue;
+    const size_t start = i;
+    const bool negative = c == '-';
+    if (negative) ++i;
+    size_t digits_start = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    const bool integral =
+        i >= text.size() || (text[i] != '.' && text[i] != 'e' && text[i] != 'E');
+    // Skip the rest of a float's literal; a malformed one is the parser's to refuse.
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
+                               text[i] == '.' || text[i] == 'e' || text[i] == 'E' ||
+                               text[i] == '+' || text[i] == '-')) {
+      ++i;
+    }
+    const std::string_view magnitude = text.substr(digits_start, i - digits_start);
+    const std::string_view limit = negative ? kMinMagnitude : kMax;
+    if (integral && (magnitude.size() > limit.size() ||
+                     (magnitude.size() == limit.size() && magnitude > limit))) {
+      return text.substr(start, i - start);
+    }
+    --i;  // the loop's ++i reads the character after the literal
+  }
+  return {};
+}
+
 c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
   const auto dtype = value.is_string() ? dtype_from_name(value.get<std::string>()) : std::nullopt;
   if (!dtype) fail<ArchiveError>("{}: invalid dtype {}", where, describe(value));
@@ -221,6 +269,7 @@ class GraphReader {
     if (!nodes.is_array()) fail<ArchiveError>("{}: 'nodes' is not a list", where_);
     Graph graph;
     std::unordered_map<std::string, Node*> by_name;
+    std::unordered_set<std::string> input_names;  // the placeholders' targets: forward's
     for (size_t i = 0; i < nodes.size(); ++i) {
       const json& entry = nodes[i];
       const std::string name = text(entry, "name", fmt::format("{}: node {}", where_, i));
@@ -231,6 +280,12 @@ class GraphReader {
       const std::string where = fmt::format("{}: node %{}", where_, name);
       const std::string op = text(entry, "op", where);
       const std::string target_text = printable(text(entry, "target", where), "target", where);
+      if (op == "placeholder" && (target_text == "self" || !input_names.insert(target_text).second)) {
+        // Either would print `def forward(self, x, self)` or `(self, x, x)`: not Python.
+        fail<ArchiveError>("{}: placeholder target {} {}", where, python_repr(target_text),
+                           target_text == "self" ? "is the module's own name"
+                                                 : "repeats another input's");
+      }
       auto arg = [&](const json& value) { return argument(value, by_name, where, 0); };
       Args args;
       for (const json& value : array(entry, "args", where)) args.push_back(arg(value));
@@ -612,8 +667,29 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   if (json_depth(document_text) > kMaxJsonDepth) {
     fail<ArchiveError>("{}: program.json nests deeper than {} levels", where, kMaxJsonDepth);
   }
-  const json document = json::parse(document_text, nullptr, false);
+  if (const std::string_view wide = first_wide_integer(document_text); !wide.empty()) {
+    fail<ArchiveError>("{}: program.json holds the integer {}, outside the 64-bit signed range",
+                       where, wide.size() > 40 ? std::string(wide.substr(0, 40)) + "..."
+                                               : std::string(wide));
+  }
+  // An object that repeats a field is refused: which of the two counts is up to the parser
+  // (nlohmann keeps the last, another reader might keep the first).
+  std::vector<std::unordered_set<std::string>> open_objects;
+  bool repeats = false;
+  const json document = json::parse(
+      document_text,
+      [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
+        if (event == json::parse_event_t::object_end) open_objects.pop_back();
+        if (event == json::parse_event_t::key && !open_objects.empty() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second) {
+          repeats = true;
+        }
+        return true;
+      },
+      false);
   if (document.is_discarded()) fail<ArchiveError>("{}: program.json is not valid JSON", where);
+  if (repeats) fail<ArchiveError>("{}: program.json repeats a field of an object", where);
   if (!document.is_object() || !document.contains("format") || document["format"] != kFormat) {
     fail<ArchiveError>("{}: not a tdfx exported program", where);
   }

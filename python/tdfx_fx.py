@@ -39,11 +39,15 @@ record - raises `ArchiveError` (a `ValueError`) naming the file, the node (`%rel
 weight and what was expected.
 """
 
+import functools
+import itertools
 import json
 import keyword
 import math
 import operator
+import os
 import re
+import stat
 import sys
 import zipfile
 
@@ -153,8 +157,11 @@ def _describe(value):
     return f"a JSON {type(value).__name__}"
 
 
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f]")
+
+
 def _printable(text, what, where):
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+    if _CONTROL_CHARACTER.search(text):
         _fail(where, f"{what} {text!r} holds a control character")
     return text
 
@@ -217,6 +224,8 @@ def _key(parts, is_tuple, where):
     for part in parts:
         if not isinstance(part, str):
             _fail(where, "a key part is not a string")
+        if not part:
+            _fail(where, "a key part is empty")
         _printable(part, "key part", where)
     return tuple(parts) if is_tuple or len(parts) > 1 else parts[0]
 
@@ -232,16 +241,13 @@ def _shape(value, where):
 
 def _json_depth(text):
     """The deepest nesting of brackets in a JSON text, found without recursion before
-    the (recursive) parser sees it."""
-    depth = deepest = 0
-    for token in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
-        c = token.group()
-        if c in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif c in "]}":
-            depth -= 1
-    return deepest
+    the (recursive) parser sees it: strings taken out, then the brackets counted."""
+    brackets = _BRACKET.findall(_JSON_STRING.sub("", text))
+    return max(itertools.accumulate(1 if c in "[{" else -1 for c in brackets), default=0)
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
 
 
 def _parse_json(text, where):
@@ -254,10 +260,21 @@ def _parse_json(text, where):
             _fail(where, "program.json repeats a field of an object")
         return dict(pairs)
 
+    def int64(literal):
+        # 20 digits are past the range whatever they say (JSON has no leading zeros), and
+        # int() refuses texts of thousands of digits with a ValueError of its own.
+        value = int(literal) if len(literal.lstrip("-")) <= 19 else None
+        if value is None or not _INT64[0] <= value <= _INT64[1]:
+            shown = literal if len(literal) <= 40 else literal[:40] + "..."
+            _fail(where, f"program.json holds the integer {shown}, outside the 64-bit signed "
+                         f"range")
+        return value
+
     if _json_depth(text) > MAX_JSON_DEPTH:
         _fail(where, f"program.json nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_repeats)
+        return json.loads(text, parse_constant=no_constant, object_pairs_hook=no_repeats,
+                          parse_int=int64)
     except json.JSONDecodeError as error:
         _fail(where, f"program.json is not valid JSON ({error})")
 
@@ -407,6 +424,18 @@ def _equals_default(value, default):
     return False
 
 
+_ENUM_KINDS = {torch.dtype: "ScalarType", torch.memory_format: "MemoryFormat",
+               torch.layout: "Layout"}
+
+
+@functools.lru_cache(maxsize=None)
+def _enum_arguments(op):
+    """{argument name: ScalarType, MemoryFormat or Layout} for `op`'s enum arguments, which
+    Python's schema objects type as int: its printed schema names them."""
+    return {name: kind for kind, name in
+            re.findall(r"\b(ScalarType|MemoryFormat|Layout)\??\s+(\w+)", str(op._schema))}
+
+
 def _export_call(op, target, args, kwargs, where):
     """Arguments in schema order (program.json lists keyword-only ones too) as Python
     calls the operator, in export style as `tdfx show --code` prints it: positional ones
@@ -422,9 +451,16 @@ def _export_call(op, target, args, kwargs, where):
         if full[names.index(name)] is not _MISSING:
             _fail(where, f"argument {name!r} of {target} is given twice")
         full[names.index(name)] = value
+    declared = _enum_arguments(op)
     for value, formal in zip(full, formals):
         if value is _MISSING and not formal.has_default_value():
             _fail(where, f"argument {formal.name!r} of {target} is missing")
+        # An enum reaches the operator as an int: one of another kind (a layout where a
+        # memory format is due) would run as a wrong value, silently.
+        kind = _ENUM_KINDS.get(type(value))
+        if kind and declared.get(formal.name) != kind:
+            _fail(where, f"argument {formal.name!r} of {target} is {value}, where the schema "
+                         f"takes {declared.get(formal.name, formal.type)}")
 
     def is_default(i):
         return full[i] is _MISSING or (formals[i].has_default_value() and
@@ -467,7 +503,7 @@ class _GraphReader:
             _fail(self.where, "bodies nested too deeply")
         if not isinstance(nodes, list):
             _fail(self.where, "'nodes' is not a list")
-        records, defined = [], set()
+        records, defined, input_names = [], set(), set()
         for i, entry in enumerate(nodes):
             name = _text(entry, "name", f"{self.where}: node {i}")
             if not _is_identifier(name):
@@ -475,6 +511,14 @@ class _GraphReader:
             if name in defined:
                 _fail(self.where, f"node name {name!r} is used twice")
             record = self._node(entry, name, defined, depth)
+            if record.op == "placeholder":
+                # Either would print `def forward(self, x, self)` or `(self, x, x)`.
+                if record.target == "self" or record.target in input_names:
+                    problem = ("is the module's own name" if record.target == "self"
+                               else "repeats another input's")
+                    _fail(f"{self.where}: node %{name}",
+                          f"placeholder target {record.target!r} {problem}")
+                input_names.add(record.target)
             defined.add(name)
             records.append(record)
         outputs = [i for i, r in enumerate(records) if r.op == "output"]
@@ -730,6 +774,31 @@ def _check_records(z, where):
         if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
             _fail(where, f"record {info.filename!r:.60} is compressed or encrypted; tdfx stores "
                          f"records as they are")
+        if info.flag_bits & 0x8:
+            _fail(where, f"record {info.filename!r:.60} uses a data descriptor")
+
+
+def _check_end_record(file, where):
+    """Refuses, as tdfx's zip reader does, the end-of-directory records of what tdfx never
+    writes (split and zip64 files), which Python's zipfile would read."""
+    size = file.seek(0, os.SEEK_END)
+    tail_size = min(size, 22 + 0xFFFF)
+    file.seek(size - tail_size)
+    tail = file.read(tail_size)
+    for i in range(len(tail) - 22, -1, -1):
+        if tail[i:i + 4] == b"PK\x05\x06" and \
+                i + 22 + int.from_bytes(tail[i + 20:i + 22], "little") == len(tail):
+            break
+    else:
+        return  # zipfile refuses a file without one
+    disk, directory_disk, disk_entries, entries = (
+        int.from_bytes(tail[i + k:i + k + 2], "little") for k in (4, 6, 8, 10))
+    directory_offset = int.from_bytes(tail[i + 16:i + 20], "little")
+    if disk or directory_disk or disk_entries != entries:
+        _fail(where, "not a tdfx archive: split (multi-disk) zip files are not supported")
+    if entries == 0xFFFF or directory_offset == 0xFFFFFFFF:
+        _fail(where, "not a tdfx archive: zip64 files are not supported")
+    file.seek(0)
 
 
 def _read_archive(z, where, max_program_bytes, memory_budget):
@@ -769,11 +838,24 @@ def _modules(document, nodes, where):
         if not isinstance(entry, dict):
             _fail(here, "is not an object")
         path = _printable(_text(entry, "path", here), "module path", here)
+        if path and not _is_module_path(path):
+            _fail(here, f"path {path!r:.60} is not a module path")
         if path in paths:
             _fail(here, f"module {path!r} is listed twice")
         paths.add(path)
         for name in ("type", "label"):
             _printable(_text(entry, name, here), name, here)
+        sequential = _field(entry, "sequential", here)
+        if not isinstance(sequential, bool):
+            _fail(here, "sequential is not a bool")
+        if sequential and not path:
+            _fail(here, "the root sequential is the program itself, not a module")
+        for name in ("in_keys", "out_keys"):
+            for key in _list(entry, name, here):
+                is_tuple = _field(key, "is_tuple", here)
+                if not isinstance(is_tuple, bool):
+                    _fail(here, "is_tuple is not a bool")
+                _key(_field(key, "key", here), is_tuple, here)
         for name in ("parameters", "buffers"):
             count = _field(entry, name, here)
             if not _int(count) or count < 0:
@@ -786,15 +868,33 @@ def _modules(document, nodes, where):
     return out
 
 
+def _open_regular(path, where):
+    """`path` opened for reading in binary, when it is a regular file."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError as error:
+        _fail(where, f"cannot open the file: {error.strerror}")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a device")
+        _fail(where, f"is {kind}, not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def read(path, *, max_program_bytes=MAX_PROGRAM_BYTES, memory_budget=MEMORY_BUDGET):
     """The checked contents of the archive at `path` (a Program): its nodes, signature
-    and weights. A file that cannot be opened raises OSError; one that is not a tdfx
-    archive of this VERSION, or that fails a check, raises ArchiveError."""
+    and weights. Every refusal is an ArchiveError, as tdfx refuses the same files: one that
+    cannot be opened, or is not a regular file (a FIFO is refused, never waited on), one that
+    is not a tdfx archive of this VERSION, or one that fails a check."""
     where = str(path)
     if sys.byteorder != "little":
         _fail(where, "weight records are little-endian; this reader needs a little-endian host")
-    with open(path, "rb") as file:
+    with _open_regular(path, where) as file:
         try:
+            _check_end_record(file, where)
             with zipfile.ZipFile(file) as z:
                 return _read_archive(z, where, max_program_bytes, memory_budget)
         except ArchiveError:
@@ -856,8 +956,10 @@ def _build_graph(records, root, inputs, weights_as_inputs, where):
         elif record.op == "call_module":
             source = json.dumps(record.source.get("body"), sort_keys=True)
             if record.target not in bodies:
-                body = torch.fx.GraphModule(torch.nn.Module(), _build_graph(
-                    record.body, torch.nn.Module(), {}, True, f"{here} body"))
+                # The body's own call_module nodes install their bodies on its root.
+                body_root = torch.nn.Module()
+                body = torch.fx.GraphModule(body_root, _build_graph(
+                    record.body, body_root, {}, True, f"{here} body"))
                 _install(root, record.target, body, here)
                 bodies[record.target] = source
             elif bodies[record.target] != source:

@@ -39,6 +39,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 import zlib
 
@@ -46,6 +47,8 @@ CPU_LIMIT_S = float(os.environ.get("TDFX_HOSTILE_CPU_S", "2.0"))
 RSS_LIMIT_MB = float(os.environ.get("TDFX_HOSTILE_RSS_MB", "200"))
 # A run that takes this long is killed: it hangs.
 KILL_AFTER_S = max(30.0, 10 * CPU_LIMIT_S)
+# The most wall time the Python loader may take over one file.
+PYTHON_READ_S = 10 * CPU_LIMIT_S
 MIB = 1 << 20
 PWNED = '"); import os; os.system("echo pwned'
 
@@ -454,8 +457,21 @@ def cases(base):
              make=edited(base, lambda a: module(a, in_keys=[{"key": "x", "is_tuple": False}]))))
     add(Case("module_parameters_negative", "not a non-negative int",
              make=edited(base, lambda a: module(a, parameters=-5))))
-    add(Case("module_parameters_huge", "not a non-negative int",
+    add(Case("module_parameters_huge", "outside the 64-bit signed range",
              make=edited(base, lambda a: module(a, parameters=2**64 - 1))))
+    add(Case("module_parameters_2_pow_63", "outside the 64-bit signed range",
+             make=edited(base, lambda a: module(a, parameters=2**63))))
+    add(Case("module_root_sequential", "root sequential",
+             make=edited(base, lambda a: a.document["modules"].append(
+                 dict(a.document["modules"][0], path="", sequential=True)))))
+    add(Case("module_key_empty_part", "empty",
+             make=edited(base, lambda a: module(a, in_keys=[{"key": [""], "is_tuple": False}]))))
+    add(Case("module_key_part_not_string", "not a string",
+             make=edited(base, lambda a: module(a, out_keys=[{"key": [1], "is_tuple": False}]))))
+    add(Case("module_key_empty_list", "non-empty list",
+             make=edited(base, lambda a: module(a, out_keys=[{"key": [], "is_tuple": True}]))))
+    add(Case("module_is_tuple_not_bool", "is_tuple is not a bool",
+             make=edited(base, lambda a: module(a, in_keys=[{"key": ["x"], "is_tuple": 1}]))))
     add(Case("module_sequential_not_bool", "sequential is not a bool",
              make=edited(base, lambda a: module(a, sequential="yes"))))
     add(Case("module_unlisted_td_module", "which 'modules' does not list",
@@ -470,6 +486,20 @@ def cases(base):
     add(Case("json_nan_literal", "not valid JSON",
              make=edited(base, lambda a: a.program_text().replace(b'"version": 3',
                                                                   b'"version": NaN'))))
+    def int_argument(value):
+        return lambda a: a.victim()["args"].append({"int": value})
+    add(Case("json_int_2_pow_64_minus_1", "integer 18446744073709551615, outside",
+             make=edited(base, int_argument(2**64 - 1)), commands=("show", "show --code")))
+    add(Case("json_int_2_pow_63", "integer 9223372036854775808, outside",
+             make=edited(base, int_argument(2**63))))
+    add(Case("json_int_below_int64", "integer -9223372036854775809, outside",
+             make=edited(base, int_argument(-2**63 - 1))))
+    add(Case("json_int_5000_digits", "outside the 64-bit signed range",
+             make=edited(base, lambda a: a.program_text().replace(
+                 b'"version": 3', b'"version": 1' + b"0" * 4999))))
+    add(Case("json_field_repeated", "repeats a field",
+             make=edited(base, lambda a: a.program_text().replace(
+                 b'"version": 3', b'"version": 3, "version": 2'))))
     add(Case("json_top_level_list", "not a tdfx exported program",
              make=edited(base, text_of(b"[]"))))
     add(Case("json_deep_version_40000", "nests deeper",
@@ -503,6 +533,10 @@ def cases(base):
             node["body"] = [inner, call, result]
             node = call
     add(Case("bodies_10_deep", "nested too deeply", make=edited(base, nest_bodies)))
+    add(Case("bodies_9_deep", "nested too deeply",
+             make=edited(base, lambda a: nest_bodies(a, 9))))
+    add(Case("bodies_8_deep", None, make=edited(base, lambda a: nest_bodies(a, 8)),
+             accept=True, note="legal: bodies as deep as a program may nest them"))
 
     # Structure of the document.
     add(Case("nodes_missing", "'nodes'",
@@ -534,6 +568,14 @@ def cases(base):
     add(Case("placeholder_target_injection", "placeholder target",
              make=edited(base, lambda a: a.user_placeholder().update(target="x" + PWNED)),
              commands=("show", "show --code")))
+    add(Case("placeholder_target_self", "is the module's own name",
+             make=edited(base, lambda a: a.user_placeholder().update(target="self")),
+             commands=("show", "show --code")))
+    add(Case("placeholder_target_repeated", "repeats another input's",
+             make=edited(base, lambda a: a.user_placeholder().update(
+                 target=a.placeholders()[0]["target"])), commands=("show", "show --code")))
+    add(Case("placeholder_target_keyword", "placeholder target",
+             make=edited(base, lambda a: a.user_placeholder().update(target="lambda"))))
     add(Case("placeholder_target_newline", "control character",
              make=edited(base, lambda a: a.user_placeholder().update(target="x\nimport os"))))
     add(Case("call_target_newline", "control character",
@@ -563,6 +605,8 @@ def cases(base):
     add(Case("kwarg_not_identifier", "not an identifier",
              make=edited(base, lambda a: a.victim().update(
                  kwargs=[["a" + PWNED, {"int": 1}]]))))
+    add(Case("kwarg_out", "out",
+             make=edited(base, lambda a: a.victim().update(kwargs=[["out", victim_input(a)]]))))
     add(Case("kwargs_duplicate", "repeats",
              make=edited(base, lambda a: a.victim().update(
                  kwargs=[["inplace", {"bool": False}], ["inplace", {"bool": False}]]))))
@@ -825,6 +869,53 @@ def check_acceptance(case, spec, result, scratch):
     return problems
 
 
+class PythonLoader:
+    """python/tdfx_fx.py, loaded in this process (`load`: read and made a GraphModule): the second loader, which must accept and
+    refuse the same files as tdfx, and refuse only with its ArchiveError. A read that runs
+    past PYTHON_READ_S is interrupted (SIGALRM) and fails the case: it hangs."""
+
+    def __init__(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "python"))
+        import tdfx_fx  # imports Debian's python3-torch
+        self.module = tdfx_fx
+        signal.signal(signal.SIGALRM, self._timeout)
+
+    class Timeout(Exception):
+        pass
+
+    def _timeout(self, signum, frame):
+        raise PythonLoader.Timeout()
+
+    def check(self, path, accept):
+        """The problems of reading `path`, which tdfx accepted when `accept`, and the read's
+        times as `run` reports them (its peak memory is not measured: 0)."""
+        start, start_cpu = time.monotonic(), time.process_time()
+        problems = self._problems(path, accept)
+        return problems, (0, b"", b"", time.monotonic() - start, 0.0,
+                          time.process_time() - start_cpu)
+
+    def _problems(self, path, accept):
+        signal.setitimer(signal.ITIMER_REAL, PYTHON_READ_S)
+        try:
+            self.module.load(path)
+            error = None
+        except self.module.ArchiveError as e:
+            error = e
+        except PythonLoader.Timeout:
+            return [f"the Python loader took more than {PYTHON_READ_S:g} s"]
+        except BaseException as e:  # anything but ArchiveError is a bug of the loader
+            return [f"the Python loader raised {type(e).__name__}, not ArchiveError: "
+                    f"{str(e)[:300]!r}"]
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if accept and error is not None:
+            return [f"the Python loader refuses what tdfx accepts: {str(error)[:300]!r}"]
+        if not accept and error is None:
+            return ["the Python loader accepts what tdfx refuses"]
+        return []
+
+
 def check_limits(result, startup):
     status, stdout, stderr, seconds, rss, cpu = result
     problems = []
@@ -890,6 +981,8 @@ def main(argv):
         accept = Case("original", None, accept=True)
         problems = check_acceptance(accept, spec, result, scratch)
         report(f"original [{spec}]", problems + check_limits(result, startup), result)
+    python = PythonLoader()
+    report("original [python]", *python.check(archive_path, True))
 
     for case in cases(base):
         path = case.path or os.path.join(cases_dir, case.name + ".pt2")
@@ -914,6 +1007,12 @@ def main(argv):
             if problems and case.note:
                 problems.append(f"(the case: {case.note})")
             report(label, problems, result)
+            if spec == "show" and case.path is None:
+                # The loaders agree: what `tdfx show` refuses, tdfx_fx.read refuses.
+                problems, timing = python.check(path, result[0] == 0)
+                if problems and case.note:
+                    problems.append(f"(the case: {case.note})")
+                report(f"{case.name} [python]", problems, timing)
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
