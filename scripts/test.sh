@@ -9,7 +9,7 @@ build=build
 args=(-DCMAKE_BUILD_TYPE=Release)
 if [ "${TDFX_SANITIZE:-0}" = 1 ]; then
   build=build-asan
-  args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDFX_SANITIZE=ON)
+  args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDFX_SANITIZE=ON -DTDFX_BUILD_BENCH=OFF)
 fi
 cmake -S . -B "$build" "${args[@]}"
 cmake --build "$build" -j "$(nproc)"
