@@ -88,14 +88,20 @@ std::string budget_refusal(const Graph& graph, const RenderOptions& options, Vie
         "have; write .dot text, which has no limit",
         depth, kMaxNesting);
   }
-  if (view == View::kModules) {
-    size_t modules = 0, cells = 0;
-    for (const ModuleBox& box : options.modules) {
-      if (box.sequential) continue;
-      ++modules;
-      cells += box.in_keys.size() + box.out_keys.size();
+  // Both views draw every box: a TensorDictModule's (a node of the module view, a cluster of
+  // the op view) and a sequential's (a cluster of both).
+  size_t modules = 0, sequentials = 0, cells = 0;
+  for (const ModuleBox& box : options.modules) {
+    if (box.sequential) {
+      ++sequentials;
+      continue;
     }
-    if (modules > n) return over_budget("pipeline", modules, n, "modules");
+    ++modules;
+    cells += box.in_keys.size() + box.out_keys.size();
+  }
+  if (modules > n) return over_budget("pipeline", modules, n, "modules");
+  if (sequentials > n) return over_budget("pipeline", sequentials, n, "sequentials");
+  if (view == View::kModules) {
     if (over(cells, n, kKeyCellsPerNode)) {
       return over_budget("module view", cells, n * kKeyCellsPerNode,
                          "key cells (in and out keys)");

@@ -46,9 +46,10 @@ enum class Format { kSvg, kPng, kPdf, kDot, kHtml };
 std::string render(const Graph& graph, Format format, const RenderOptions& options = {});
 
 /// Why `render` would refuse to lay out `view` of `graph`, or "" when it fits: the module
-/// boxes nest deeper than kMaxNesting; the op view has more than `options.max_nodes` nodes
-/// or kEdgesPerNode times as many edges; the module view more than `options.max_nodes`
-/// modules or kKeyCellsPerNode times as many key cells. Linear in the graph and the modules.
+/// boxes nest deeper than kMaxNesting; either view has more than `options.max_nodes`
+/// TensorDictModules or as many sequentials (each a box of both views); the op view has more
+/// than `options.max_nodes` nodes or kEdgesPerNode times as many edges; the module view more
+/// than kKeyCellsPerNode times as many key cells. Linear in the graph and the modules.
 std::string budget_refusal(const Graph& graph, const RenderOptions& options, View view);
 
 /// DOT text (from `to_dot` or elsewhere) laid out by `dot` and rendered in

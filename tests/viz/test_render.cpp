@@ -694,6 +694,15 @@ TEST_CASE("viz: 20,004 modules reading one key are refused by the module budget"
       "text, which has no limit";
   CHECK(budget_refusal(c.graph, c.options, View::kModules) == expected);
   CHECK_THROWS_WITH_AS(render(c.graph, Format::kHtml, c.options), expected.c_str(), tdfx::Error);
+  // The op view draws them too (as clusters, and as items of its page).
+  c.options.view = View::kOps;
+  CHECK_THROWS_WITH_AS(render(c.graph, Format::kHtml, c.options), expected.c_str(), tdfx::Error);
+  // As many sequentials, each a box of both views.
+  for (ModuleBox& box : c.options.modules) box.sequential = box.path != "0";
+  CHECK(budget_refusal(c.graph, c.options, View::kOps) ==
+        "viz: the pipeline has 20003 sequentials, more than the 10000 a drawing may have; raise "
+        "RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it anyway, or write .dot "
+        "text, which has no limit");
 }
 
 TEST_CASE("viz: a module of 50,000 in-keys is refused by the key-cell budget") {
