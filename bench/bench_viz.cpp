@@ -7,9 +7,9 @@
 
 #include <benchmark/benchmark.h>
 #include <graphviz/cgraph.h>
+#include <graphviz/gvc.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <graphviz/gvc.h>
 
 #include <map>
 #include <memory>

@@ -172,12 +172,11 @@ std::string_view first_wide_integer(std::string_view text) {
     if (negative) ++i;
     size_t digits_start = i;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    const bool integral =
-        i >= text.size() || (text[i] != '.' && text[i] != 'e' && text[i] != 'E');
+    const bool integral = i >= text.size() || (text[i] != '.' && text[i] != 'e' && text[i] != 'E');
     // Skip the rest of a float's literal; a malformed one is the parser's to refuse.
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) ||
-                               text[i] == '.' || text[i] == 'e' || text[i] == 'E' ||
-                               text[i] == '+' || text[i] == '-')) {
+    while (i < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' || text[i] == 'e' ||
+            text[i] == 'E' || text[i] == '+' || text[i] == '-')) {
       ++i;
     }
     const std::string_view magnitude = text.substr(digits_start, i - digits_start);
@@ -280,11 +279,12 @@ class GraphReader {
       const std::string where = fmt::format("{}: node %{}", where_, name);
       const std::string op = text(entry, "op", where);
       const std::string target_text = printable(text(entry, "target", where), "target", where);
-      if (op == "placeholder" && (target_text == "self" || !input_names.insert(target_text).second)) {
+      if (op == "placeholder" &&
+          (target_text == "self" || !input_names.insert(target_text).second)) {
         // Either would print `def forward(self, x, self)` or `(self, x, x)`: not Python.
-        fail<ArchiveError>("{}: placeholder target {} {}", where, python_repr(target_text),
-                           target_text == "self" ? "is the module's own name"
-                                                 : "repeats another input's");
+        fail<ArchiveError>(
+            "{}: placeholder target {} {}", where, python_repr(target_text),
+            target_text == "self" ? "is the module's own name" : "repeats another input's");
       }
       auto arg = [&](const json& value) { return argument(value, by_name, where, 0); };
       Args args;
@@ -668,9 +668,9 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
     fail<ArchiveError>("{}: program.json nests deeper than {} levels", where, kMaxJsonDepth);
   }
   if (const std::string_view wide = first_wide_integer(document_text); !wide.empty()) {
-    fail<ArchiveError>("{}: program.json holds the integer {}, outside the 64-bit signed range",
-                       where, wide.size() > 40 ? std::string(wide.substr(0, 40)) + "..."
-                                               : std::string(wide));
+    fail<ArchiveError>(
+        "{}: program.json holds the integer {}, outside the 64-bit signed range", where,
+        wide.size() > 40 ? std::string(wide.substr(0, 40)) + "..." : std::string(wide));
   }
   // An object that repeats a field is refused: which of the two counts is up to the parser
   // (nlohmann keeps the last, another reader might keep the first).

@@ -241,7 +241,8 @@ PageView module_view(const Graph& graph, const RenderOptions& options) {
     if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
     auto overlay = options.module_overlay.find(box.path);
     if (overlay != options.module_overlay.end()) {
-      for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
+      for (const std::string& line : overlay->second.lines)
+        item.fields.push_back({"run", line, {}});
     }
     view.items.push_back(std::move(item));
   }

@@ -50,7 +50,8 @@ size_t nesting_depth(const std::vector<ModuleBox>& boxes) {
   for (const ModuleBox& box : boxes) {  // a sequential before its children
     size_t depth = 1;
     std::string_view path = box.path;
-    for (size_t dot = path.rfind('.'); dot != std::string_view::npos; dot = path.rfind('.', dot - 1)) {
+    for (size_t dot = path.rfind('.'); dot != std::string_view::npos;
+         dot = path.rfind('.', dot - 1)) {
       auto parent = sequential_depth.find(path.substr(0, dot));
       if (parent != sequential_depth.end()) {
         depth = parent->second + 1;
@@ -103,8 +104,7 @@ std::string budget_refusal(const Graph& graph, const RenderOptions& options, Vie
   if (sequentials > n) return over_budget("pipeline", sequentials, n, "sequentials");
   if (view == View::kModules) {
     if (over(cells, n, kKeyCellsPerNode)) {
-      return over_budget("module view", cells, n * kKeyCellsPerNode,
-                         "key cells (in and out keys)");
+      return over_budget("module view", cells, n * kKeyCellsPerNode, "key cells (in and out keys)");
     }
     return "";
   }

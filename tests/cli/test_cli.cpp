@@ -338,7 +338,8 @@ TEST_CASE("cli: run --stats, --find-nonfinite and -o report what each node produ
   // From ('intermediate', 'x') alone: the gradient of the probabilities' sum is zero, and what
   // a machine prints for it is its rounding noise, which differs between CPUs.
   const Run grads = tdfx::testing::run_command(
-      in_dir + "run p.pt2 --seed 0 --backward --loss linear_1 --grad-stats --find-nonfinite-grad 2>&1");
+      in_dir +
+      "run p.pt2 --seed 0 --backward --loss linear_1 --grad-stats --find-nonfinite-grad 2>&1");
   CHECK(grads.status == 0);
   check_golden("run_backward.txt", grads.out);
   // The gradients drawn: each node on the op view, each TensorDictModule on the module view;

@@ -696,8 +696,9 @@ TEST_CASE("archive: a hostile modules table is refused, saying where") {
         "edited.pt2: module 0: parameters is not a non-negative int: -1");
   CHECK(refusal([](Records& r) {
           r.document["modules"][0]["buffers"] = json::parse("18446744073709551615");
-        }) == "edited.pt2: program.json holds the integer 18446744073709551615, outside the "
-              "64-bit signed range");
+        }) ==
+        "edited.pt2: program.json holds the integer 18446744073709551615, outside the "
+        "64-bit signed range");
   CHECK(refusal([](Records& r) {
           r.document["modules"][0]["path"] = "module.9";
         }).find("comes from module 'module.0', which 'modules' does not list") !=

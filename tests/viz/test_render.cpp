@@ -707,7 +707,8 @@ TEST_CASE("viz: 20,004 modules reading one key are refused by the module budget"
 
 TEST_CASE("viz: a module of 50,000 in-keys is refused by the key-cell budget") {
   testing::Chain c = testing::module_chain(1);
-  for (int i = 0; i < 50000; ++i) c.options.modules[0].in_keys.emplace_back("k" + std::to_string(i));
+  for (int i = 0; i < 50000; ++i)
+    c.options.modules[0].in_keys.emplace_back("k" + std::to_string(i));
   c.options.view = View::kModules;
   const std::string expected =
       "viz: the module view has 50002 key cells (in and out keys), more than the 30000 a "
@@ -733,8 +734,7 @@ TEST_CASE("viz: module boxes nested 7,000 deep are refused by the nesting budget
       "have; write .dot text, which has no limit";
   for (const View view : {View::kOps, View::kModules}) {
     c.options.view = view;
-    CHECK_THROWS_WITH_AS(render(c.graph, Format::kHtml, c.options), expected.c_str(),
-                         tdfx::Error);
+    CHECK_THROWS_WITH_AS(render(c.graph, Format::kHtml, c.options), expected.c_str(), tdfx::Error);
   }
   c.options.modules.resize(kMaxNesting);  // 63 sequentials and one module in the last
   c.options.modules.back().sequential = false;
