@@ -120,11 +120,25 @@ json signature_to_json(const GraphSignature& signature) {
 
 // --- checks on untrusted JSON ---------------------------------------------------
 
-// The deepest nesting of brackets in a JSON text, found without recursion
-// before any parser or printer that recurses sees the text.
-int json_depth(std::string_view text) {
+// What the checks below need to know of a JSON text before any parser sees it, found in one
+// pass without recursion.
+struct JsonTextFacts {
+  int depth = 0;                  // the deepest nesting of brackets
+  std::string_view wide_integer;  // the first integer literal outside int64's range, or ""
+};
+
+// A JSON integer literal (no fraction, no exponent) past int64's range: the parser would keep
+// 2^63..2^64-1 as unsigned (read as int64 they wrap negative) and make a float of anything
+// wider; both are refused before it sees them.
+bool outside_int64(std::string_view magnitude, bool negative) {
+  const std::string_view limit = negative ? "9223372036854775808" : "9223372036854775807";
+  return magnitude.size() > limit.size() || (magnitude.size() == limit.size() && magnitude > limit);
+}
+
+JsonTextFacts json_text_facts(std::string_view text) {
+  JsonTextFacts facts;
+  auto digit = [&](size_t i) { return std::isdigit(static_cast<unsigned char>(text[i])) != 0; };
   int depth = 0;
-  int deepest = 0;
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
@@ -137,57 +151,26 @@ int json_depth(std::string_view text) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
+      facts.depth = std::max(facts.depth, ++depth);
     } else if (c == ']' || c == '}') {
       --depth;
-    }
-  }
-  return deepest;
-}
-
-// The first integer literal of a JSON text (no fraction, no exponent) outside the 64-bit
-// signed range, or "". The parser would keep 2^63..2^64-1 as unsigned (read as int64 they
-// wrap negative) and make a float of anything wider: both are refused before it sees them.
-std::string_view first_wide_integer(std::string_view text) {
-  constexpr std::string_view kMax = "9223372036854775807";
-  constexpr std::string_view kMinMagnitude = "9223372036854775808";
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
+    } else if (c == '-' || digit(i)) {
+      const size_t start = i;
+      if (c == '-') ++i;
+      const size_t digits = i;
+      while (i < text.size() && digit(i)) ++i;
+      const bool integral =
+          i == text.size() || (text[i] != '.' && text[i] != 'e' && text[i] != 'E');
+      const std::string_view magnitude = text.substr(digits, i - digits);
+      // The rest of a float's literal; a malformed one is the parser's to refuse.
+      while (i < text.size() && (digit(i) || std::strchr(".eE+-", text[i]) != nullptr)) ++i;
+      if (integral && facts.wide_integer.empty() && outside_int64(magnitude, c == '-')) {
+        facts.wide_integer = text.substr(start, i - start);
       }
-      continue;
+      --i;  // the loop's ++i reads the character after the literal
     }
-    if (c == '"') {
-      in_string = true;
-      continue;
-    }
-    if (c != '-' && !std::isdigit(static_cast<unsigned char>(c))) continue;
-    const size_t start = i;
-    const bool negative = c == '-';
-    if (negative) ++i;
-    size_t digits_start = i;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-    const bool integral = i >= text.size() || (text[i] != '.' && text[i] != 'e' && text[i] != 'E');
-    // Skip the rest of a float's literal; a malformed one is the parser's to refuse.
-    while (i < text.size() &&
-           (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' || text[i] == 'e' ||
-            text[i] == 'E' || text[i] == '+' || text[i] == '-')) {
-      ++i;
-    }
-    const std::string_view magnitude = text.substr(digits_start, i - digits_start);
-    const std::string_view limit = negative ? kMinMagnitude : kMax;
-    if (integral && (magnitude.size() > limit.size() ||
-                     (magnitude.size() == limit.size() && magnitude > limit))) {
-      return text.substr(start, i - start);
-    }
-    --i;  // the loop's ++i reads the character after the literal
   }
-  return {};
+  return facts;
 }
 
 c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
@@ -664,10 +647,11 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   }
   const std::string document_text =
       zip.read(kProgramRecord, options.max_program_bytes, "LoadOptions::max_program_bytes");
-  if (json_depth(document_text) > kMaxJsonDepth) {
+  const JsonTextFacts facts = json_text_facts(document_text);
+  if (facts.depth > kMaxJsonDepth) {
     fail<ArchiveError>("{}: program.json nests deeper than {} levels", where, kMaxJsonDepth);
   }
-  if (const std::string_view wide = first_wide_integer(document_text); !wide.empty()) {
+  if (const std::string_view wide = facts.wide_integer; !wide.empty()) {
     fail<ArchiveError>(
         "{}: program.json holds the integer {}, outside the 64-bit signed range", where,
         wide.size() > 40 ? std::string(wide.substr(0, 40)) + "..." : std::string(wide));
