@@ -3,9 +3,11 @@
 #include <torch/utils.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tests/support/test_support.h"
 
@@ -176,4 +178,33 @@ TEST_CASE("export: an input key called self is renamed in the signature, as a Py
         "input user_input self_1 -> self (dim 0 is s0)\n"
         "output mul -> 'y'\n");
   CHECK(program.module()({{"self", at::ones({4, 3})}})[0].equal(at::full({4, 3}, 2.0)));
+}
+
+TEST_CASE("export: threads export, save, load and run programs at once") {
+  // Each thread exports its own model, writes and reads its archive, and runs the loaded
+  // program under its memory budget (a per-thread allocator check): results as eager's.
+  const testing::ScratchDir dir("tdfx_export_threads");
+  constexpr int kThreads = 4;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        auto model = samples::seed_000_model();
+        const at::Tensor x = at::randn({2, 3});
+        const std::string path = (dir / ("m" + std::to_string(t) + ".pt2")).string();
+        save(export_program(model, {{"x", x}}), path);
+        const ExportedProgram loaded = load(path);
+        const auto got = loaded.module()({{"x", x}});
+        const auto expected = model->call({}, {{"x", x}});
+        for (size_t i = 0; i < expected.size(); ++i) {
+          if (!at::equal(got[i], expected[i])) failures[t] = "output " + std::to_string(i);
+        }
+      } catch (const std::exception& e) {
+        failures[t] = e.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures == std::vector<std::string>(kThreads));
 }
