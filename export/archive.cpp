@@ -173,6 +173,49 @@ JsonTextFacts json_text_facts(std::string_view text) {
   return facts;
 }
 
+// Builds the document as nlohmann's parser does, and notes an object that repeats a field:
+// which of the two would count is up to the parser (nlohmann keeps the last, another reader
+// the first), so such a file is refused. (nlohmann's parser callback could see the keys too,
+// but it rescans the enclosing object at every object's end: quadratic in a list's length.)
+class RefusingDomBuilder {
+ public:
+  explicit RefusingDomBuilder(json& result) : dom_(result, /*allow_exceptions=*/false) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool value) { return dom_.boolean(value); }
+  bool number_integer(json::number_integer_t value) { return dom_.number_integer(value); }
+  bool number_unsigned(json::number_unsigned_t value) { return dom_.number_unsigned(value); }
+  bool number_float(json::number_float_t value, const std::string& text) {
+    return dom_.number_float(value, text);
+  }
+  bool string(std::string& value) { return dom_.string(value); }
+  bool binary(json::binary_t& value) { return dom_.binary(value); }
+  bool start_object(std::size_t size) {
+    keys_.emplace_back();
+    return dom_.start_object(size);
+  }
+  bool key(std::string& name) {
+    if (!keys_.back().insert(name).second) repeats = true;
+    return dom_.key(name);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t size) { return dom_.start_array(size); }
+  bool end_array() { return dom_.end_array(); }
+  bool parse_error(std::size_t position, const std::string& token,
+                   const nlohmann::detail::exception& error) {
+    return dom_.parse_error(position, token, error);
+  }
+
+  bool repeats = false;
+
+ private:
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<std::unordered_set<std::string>> keys_;  // the fields of each open object
+};
+
 c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
   const auto dtype = value.is_string() ? dtype_from_name(value.get<std::string>()) : std::nullopt;
   if (!dtype) fail<ArchiveError>("{}: invalid dtype {}", where, describe(value));
@@ -656,24 +699,12 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
         "{}: program.json holds the integer {}, outside the 64-bit signed range", where,
         wide.size() > 40 ? std::string(wide.substr(0, 40)) + "..." : std::string(wide));
   }
-  // An object that repeats a field is refused: which of the two counts is up to the parser
-  // (nlohmann keeps the last, another reader might keep the first).
-  std::vector<std::unordered_set<std::string>> open_objects;
-  bool repeats = false;
-  const json document = json::parse(
-      document_text,
-      [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-        if (event == json::parse_event_t::object_start) open_objects.emplace_back();
-        if (event == json::parse_event_t::object_end) open_objects.pop_back();
-        if (event == json::parse_event_t::key && !open_objects.empty() &&
-            !open_objects.back().insert(parsed.get<std::string>()).second) {
-          repeats = true;
-        }
-        return true;
-      },
-      false);
-  if (document.is_discarded()) fail<ArchiveError>("{}: program.json is not valid JSON", where);
-  if (repeats) fail<ArchiveError>("{}: program.json repeats a field of an object", where);
+  json document;
+  RefusingDomBuilder builder(document);
+  if (!json::sax_parse(document_text, &builder)) {
+    fail<ArchiveError>("{}: program.json is not valid JSON", where);
+  }
+  if (builder.repeats) fail<ArchiveError>("{}: program.json repeats a field of an object", where);
   if (!document.is_object() || !document.contains("format") || document["format"] != kFormat) {
     fail<ArchiveError>("{}: not a tdfx exported program", where);
   }

@@ -9,7 +9,10 @@ build=build
 args=(-DCMAKE_BUILD_TYPE=Release)
 if [ "${TDFX_SANITIZE:-0}" = 1 ]; then
   build=build-asan
-  args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDFX_SANITIZE=ON -DTDFX_BUILD_BENCH=OFF)
+  # -O1 -g1: what the sanitizers need (line tables for their reports) and half the compile
+  # time of -O2 -g on the largest test files.
+  args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+        -DTDFX_SANITIZE=ON -DTDFX_BUILD_BENCH=OFF)
 fi
 cmake -S . -B "$build" "${args[@]}"
 cmake --build "$build" -j "$(nproc)"

@@ -43,8 +43,9 @@ import time
 import zipfile
 import zlib
 
-CPU_LIMIT_S = float(os.environ.get("TDFX_HOSTILE_CPU_S", "2.0"))
-RSS_LIMIT_MB = float(os.environ.get("TDFX_HOSTILE_RSS_MB", "200"))
+DEFAULT_CPU_S, DEFAULT_RSS_MB = 2.0, 200.0
+CPU_LIMIT_S = float(os.environ.get("TDFX_HOSTILE_CPU_S", DEFAULT_CPU_S))
+RSS_LIMIT_MB = float(os.environ.get("TDFX_HOSTILE_RSS_MB", DEFAULT_RSS_MB))
 # A run that takes this long is killed: it hangs.
 KILL_AFTER_S = max(30.0, 10 * CPU_LIMIT_S)
 # The most wall time the Python loader may take over one file.
@@ -202,8 +203,10 @@ class Case:
         # Limits of their own for the few files whose size is the point (a program.json of
         # tens of megabytes, which LoadOptions::max_program_bytes bounds): what reading them
         # costs is measured, and the note says why.
-        self.rss_mb = rss_mb or RSS_LIMIT_MB
-        self.cpu_s = cpu_s or CPU_LIMIT_S
+        # Given for a Release build; a sanitizer build's environment raises both limits, and
+        # these by as much (CPU by the same factor, memory by the same megabytes).
+        self.rss_mb = RSS_LIMIT_MB + (rss_mb - DEFAULT_RSS_MB if rss_mb else 0)
+        self.cpu_s = CPU_LIMIT_S * (cpu_s / DEFAULT_CPU_S if cpu_s else 1)
         self.status = status          # the exit status of a refusal: 2 for a file refused,
         self.names_file = names_file  # 1 for a run or drawing refused (stderr: `tdfx: why`)
         self.name = name
@@ -1053,8 +1056,6 @@ def check_limits(result, startup, case=None):
     status, stdout, stderr, seconds, rss, cpu = result
     cpu_limit = case.cpu_s if case else CPU_LIMIT_S
     rss_limit = case.rss_mb if case else RSS_LIMIT_MB
-    if rss_limit > RSS_LIMIT_MB and RSS_LIMIT_MB > 200:  # a sanitizer build's allowance too
-        rss_limit += RSS_LIMIT_MB - 200
     problems = []
     if cpu - startup >= cpu_limit:
         problems.append(f"used {cpu:.2f} s of CPU, {cpu - startup:.2f} s more than starting "
