@@ -53,22 +53,30 @@ thread_local ScopedMemoryBudget::State* active = nullptr;
 // LibTorch's CPU allocator with the active budget's check before each allocation and zeros in
 // what it hands out. Without a budget it is the allocator it wraps. Frees go through the
 // wrapped allocator's own DataPtr (the budget's accounting of them is c10's report).
+//
+// Installed by one thread while others may already allocate: c10 publishes the allocator
+// through a plain pointer, so what it wraps is an atomic, stored before it is installed and
+// loaded with acquire (without it, ThreadSanitizer saw a thread read `base_` that another had
+// just written).
 class BudgetAllocator final : public c10::Allocator {
  public:
-  explicit BudgetAllocator(c10::Allocator* base) : base_(base) {}
+  explicit BudgetAllocator(c10::Allocator* base) { base_.store(base, std::memory_order_release); }
 
   c10::DataPtr allocate(size_t bytes) const override {
+    c10::Allocator* base = base_.load(std::memory_order_acquire);
     ScopedMemoryBudget::State* budget = active;
-    if (budget == nullptr) return base_->allocate(bytes);
+    if (budget == nullptr) return base->allocate(bytes);
     if (bytes > budget->left()) budget->refuse("an allocation of", bytes);
-    c10::DataPtr data = base_->allocate(bytes);
+    c10::DataPtr data = base->allocate(bytes);
     if (bytes > 0 && data.get() != nullptr) std::memset(data.get(), 0, bytes);
     return data;
   }
-  c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return base_.load(std::memory_order_acquire)->raw_deleter();
+  }
 
  private:
-  c10::Allocator* base_;
+  std::atomic<c10::Allocator*> base_;
 };
 
 void install_allocator() {
@@ -86,7 +94,7 @@ constexpr uint64_t kTensorBookkeeping = 512;
 int64_t int_arg(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                 const char* name, int64_t otherwise) {
   const auto index = schema.argumentIndexWithName(name);
-  if (!index || *index >= args.size() || !args[*index].isInt()) return otherwise;
+  if (!index || static_cast<size_t>(*index) >= args.size() || !args[*index].isInt()) return otherwise;
   return args[*index].toInt();
 }
 
