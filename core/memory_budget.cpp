@@ -39,10 +39,10 @@ struct ScopedMemoryBudget::State : c10::MemoryReportingInfoBase {
   }
 
   [[noreturn]] void refuse(const std::string& asked, uint64_t bytes) const {
-    throw BudgetExceeded(fmt::format(
-        "{} {}, with {} live already; {} is {}", asked, bytes_text(bytes),
-        bytes_text(static_cast<uint64_t>(std::max<int64_t>(0, live.load()))), what,
-        bytes_text(budget)));
+    throw BudgetExceeded(
+        fmt::format("{} {}, with {} live already; {} is {}", asked, bytes_text(bytes),
+                    bytes_text(static_cast<uint64_t>(std::max<int64_t>(0, live.load()))), what,
+                    bytes_text(budget)));
   }
 };
 
@@ -94,7 +94,8 @@ constexpr uint64_t kTensorBookkeeping = 512;
 int64_t int_arg(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
                 const char* name, int64_t otherwise) {
   const auto index = schema.argumentIndexWithName(name);
-  if (!index || static_cast<size_t>(*index) >= args.size() || !args[*index].isInt()) return otherwise;
+  if (!index || static_cast<size_t>(*index) >= args.size() || !args[*index].isInt())
+    return otherwise;
   return args[*index].toInt();
 }
 
@@ -159,8 +160,7 @@ void check_list_op(const c10::FunctionSchema& schema, const std::vector<c10::IVa
   }
   const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(count, 0)) * kTensorBookkeeping;
   if (bytes > budget->left()) {
-    budget->refuse(fmt::format("{} makes {} tensors, whose bookkeeping takes", name, count),
-                   bytes);
+    budget->refuse(fmt::format("{} makes {} tensors, whose bookkeeping takes", name, count), bytes);
   }
 }
 
