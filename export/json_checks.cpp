@@ -53,7 +53,8 @@ bool is_module_path(const std::string& path) {
     const auto dot = path.find('.', start);
     const std::string part = path.substr(start, dot == std::string::npos ? dot : dot - start);
     const bool digits = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits && !is_python_identifier(part)) return false;
+    // A keyword part (`module.lambda`) would print as invalid Python: `self.module.lambda`.
+    if (!digits && (!is_python_identifier(part) || is_python_keyword(part))) return false;
     if (dot == std::string::npos) return true;
     start = dot + 1;
   }

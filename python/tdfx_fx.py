@@ -173,7 +173,17 @@ def _is_identifier(text):
 def _is_module_path(path):
     """`module.0.fc1`: dotted identifiers or indices, which FX prints as `self.module` or
     `getattr(self.module, "0")`."""
-    return all(_is_identifier(p) or (p.isascii() and p.isdigit()) for p in path.split("."))
+    return (bool(_PATH_CHARACTERS.match(path)) and not path.startswith(".")
+            and not path.endswith(".") and ".." not in path
+            and not _DIGITS_THEN_NAME.search("." + path)
+            and not _KEYWORDS.intersection(path.split(".")))
+
+
+# Checked by the whole path, not part by part: a module table may hold 50 MB of paths. A part
+# is an index (digits) or an identifier: one that starts with a digit must be all digits.
+_PATH_CHARACTERS = re.compile(r"[A-Za-z0-9_.]+\Z")
+_DIGITS_THEN_NAME = re.compile(r"\.[0-9]+[A-Za-z_]")
+_KEYWORDS = frozenset(keyword.kwlist)
 
 
 def dtype_of(name, where="dtype"):

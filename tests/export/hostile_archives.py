@@ -459,6 +459,9 @@ def cases(base):
     add(Case("module_path_injection", "is not a module path",
              make=edited(base, lambda a: module(a, path="0\"];evil[label=\"")),
              commands=("show", "render")))
+    add(Case("module_path_keyword", "is not a module path",
+             make=edited(base, lambda a: a.document["modules"].append(
+                 dict(a.document["modules"][0], path="module.lambda")))))
     add(Case("module_path_twice", "given twice",
              make=edited(base, lambda a: a.document["modules"].append(
                  json.loads(json.dumps(a.document["modules"][0]))))))
