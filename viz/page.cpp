@@ -332,9 +332,15 @@ std::string page_html(const Graph& graph, const RenderOptions& options) {
   // The page opens on its first view: the one the options ask for. The other view comes
   // second when it fits its budget (`budget_refusal`): a graph over the op view's budget
   // gets a page with the module view alone, and the other way round.
+  // The first view must fit (without modules to show, that is the op view, whatever the
+  // options ask for).
   auto fits = [&](View view) { return budget_refusal(graph, options, view).empty(); };
+  const View first = has_modules ? options.view : View::kOps;
+  if (const std::string refusal = budget_refusal(graph, options, first); !refusal.empty()) {
+    fail("{}", refusal);
+  }
   std::vector<PageView> views;
-  if (has_modules && options.view == View::kModules) {
+  if (first == View::kModules) {
     views.push_back(module_view(graph, options));
     if (fits(View::kOps)) views.push_back(op_view(graph, options));
   } else {

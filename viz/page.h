@@ -103,8 +103,9 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 /// The page of `graph` with every view tdfx draws of it — the op view, and the module view
 /// when `options.modules` lists TensorDictModules — titled by `options.title`; what
 /// `save_diagram(graph, "x.html", options)` writes. It opens on `options.view`; the other view
-/// is left out when it is over its budget (`budget_refusal`, viz/render.h). This function
-/// does not check the first view's budget: `render` and `save_diagram` do.
+/// is left out when it is over its budget (`budget_refusal`, viz/render.h). The first view
+/// over its budget is a tdfx::Error with that message (the op view is first when there are
+/// no modules to show, whatever `options.view` says).
 std::string page_html(const Graph& graph, const RenderOptions& options = {});
 
 }  // namespace tdfx

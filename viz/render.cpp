@@ -116,12 +116,11 @@ std::string budget_refusal(const Graph& graph, const RenderOptions& options, Vie
 }
 
 std::string render(const Graph& graph, Format format, const RenderOptions& options) {
+  if (format == Format::kHtml) return page_html(graph, options);  // it checks its views
   if (format != Format::kDot) {
-    // The first view must fit; the page leaves out a second view that does not.
     const std::string refusal = budget_refusal(graph, options, options.view);
     if (!refusal.empty()) fail("{}", refusal);
   }
-  if (format == Format::kHtml) return page_html(graph, options);
   return render_dot(to_dot(graph, options), format);
 }
 

@@ -41,8 +41,9 @@ enum class Format { kSvg, kPng, kPdf, kDot, kHtml };
 /// kHtml gives `page_html(graph, options)` (viz/page.h) around the SVG. Safe to call
 /// from several threads, which draw at once. Throws
 /// tdfx::Error, before any layout, when the view `options.view` is over its budget (not for
-/// kDot; `budget_refusal` gives the message; a page leaves out its second view when that one
-/// is over); and when Graphviz reports an error, with Graphviz's message.
+/// kDot; `budget_refusal` gives the message; a page checks the view it opens on, and leaves
+/// out its second view when that one is over); and when Graphviz reports an error, with
+/// Graphviz's message.
 std::string render(const Graph& graph, Format format, const RenderOptions& options = {});
 
 /// Why `render` would refuse to lay out `view` of `graph`, or "" when it fits: the module

@@ -105,8 +105,9 @@ struct RenderOptions {
   std::string title;
   /// The most graph nodes `render` lays out (SVG, PNG, PDF, and the page's drawings):
   /// Graphviz's layout grows faster than the node count, and a graph of 100,000 nodes would
-  /// not finish. The module view counts modules. With it go kEdgesPerNode edges and
-  /// kKeyCellsPerNode key cells per node, and kMaxNesting levels of boxes. Past any of them,
+  /// not finish. It also bounds the TensorDictModules and the sequentials (boxes of both
+  /// views), and with it go kEdgesPerNode edges and kKeyCellsPerNode key cells per node, and
+  /// kMaxNesting levels of boxes (`budget_refusal`, viz/render.h). Past any of them,
   /// render throws tdfx::Error at once naming the count and the limit; raise max_nodes here
   /// or with `tdfx render --max-nodes N`. DOT text has no limit.
   size_t max_nodes = kDefaultMaxNodes;

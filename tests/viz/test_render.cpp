@@ -393,6 +393,15 @@ TEST_CASE("viz: a graph over the node budget is refused at once, naming how to r
                        "raise RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it "
                        "anyway, or write .dot text, which has no limit",
                        tdfx::Error);
+  // A page asked for the module view of a graph without modules opens on its op view, which
+  // must fit.
+  options.view = View::kModules;
+  CHECK_THROWS_WITH_AS(render(small, Format::kHtml, options),
+                       "viz: the graph has 10002 nodes, more than the 10001 a drawing may have; "
+                       "raise RenderOptions::max_nodes (tdfx render --max-nodes N) to draw it "
+                       "anyway, or write .dot text, which has no limit",
+                       tdfx::Error);
+  options.view = View::kOps;
   // DOT text is linear in the graph and has no budget.
   CHECK(render(small, Format::kDot, options) == to_dot(small, options));
 
