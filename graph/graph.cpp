@@ -103,8 +103,8 @@ Node* Graph::call_function(Target target, Args args, Kwargs kwargs) {
   return create_node(OpCode::kCallFunction, std::move(target), std::move(args), std::move(kwargs));
 }
 
-Node* Graph::call_method(const std::string& method, Args args, Kwargs kwargs) {
-  return create_node(OpCode::kCallMethod, Target(method), std::move(args), std::move(kwargs));
+Node* Graph::call_method(Target method, Args args, Kwargs kwargs) {
+  return create_node(OpCode::kCallMethod, std::move(method), std::move(args), std::move(kwargs));
 }
 
 Node* Graph::call_module(const std::string& path, Args args, Kwargs kwargs) {

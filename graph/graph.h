@@ -101,7 +101,8 @@ class Graph {
   Node* placeholder(const std::string& name);
   Node* get_attr(const std::string& path);
   Node* call_function(Target target, Args args, Kwargs kwargs = {});
-  Node* call_method(const std::string& method, Args args, Kwargs kwargs = {});
+  /// `x.method(...)`: a plain method name prints but cannot run; Target::method(op) runs op.
+  Node* call_method(Target method, Args args, Kwargs kwargs = {});
   Node* call_module(const std::string& path, Args args, Kwargs kwargs = {});
   /// The output node; at most one per graph, and the last node.
   Node* output(Argument result);

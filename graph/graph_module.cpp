@@ -211,13 +211,13 @@ class Compiler {
         compile_call_module(node, step);
         break;
       case OpCode::kCallMethod:
-        if (!node.meta().method_op.is_aten()) {
+        if (!node.target().has_operator()) {
           fail<GraphError>(
-              "call_method %{} ('{}') cannot run: tdfx runs aten operators, and no operator was "
-              "recorded for this method call",
+              "call_method %{} ('{}') cannot run: tdfx runs aten operators, and its target names "
+              "none (give it one with Target::method(Target::aten(...)))",
               node.name(), node.target().str());
         }
-        compile_aten(node, node.meta().method_op, step);
+        compile_aten(node, node.target(), step);
         break;
     }
     return step;

@@ -68,10 +68,10 @@ struct NodeMeta {
   /// printed (`%_0_fc1 = call_module[target=0.module.fc1](...)`), so errors
   /// name it. "" when the node is the one printed.
   std::string shown_as;
-  /// For a call_method node the tracer recorded from an aten operator
-  /// (`view = x.view([2, -1])` from `aten::view`): that operator, which is
-  /// what runs. A plain name (nothing) for other nodes.
-  Target method_op;
+  /// The name the node takes in the program graph derived from this one (TDGraphModule's,
+  /// exported): torch.export's names, which differ from torch.fx's (`getitem` for a key read
+  /// in FX is a placeholder there). Set by the tracer; "" keeps the node's own name.
+  std::string program_name;
 };
 
 /// An insertion-ordered set of nodes: a node's users. Iterates in the order

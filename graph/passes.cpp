@@ -8,6 +8,38 @@
 namespace tdfx {
 namespace {
 
+// True when every use of a call's result `value` can be bound to the part of the body's result
+// `result` it reads: a node, or a tuple read by getitem with a constant index (a recurrent
+// layer's `(output, (h, c))`), at any depth.
+bool bindable(const Node* value, const Argument& result) {
+  if (result.node()) return true;
+  if (!result.is<ArgumentList>()) return false;
+  const auto& items = result.as<ArgumentList>().items;
+  for (const Node* user : value->users()) {
+    if (!user->target().is_getitem() || user->args().size() != 2 || !user->args()[1].is<int64_t>())
+      return false;
+    const int64_t i = user->args()[1].as<int64_t>();
+    if (i < 0 || i >= static_cast<int64_t>(items.size()) || !bindable(user, items[i])) return false;
+  }
+  return true;
+}
+
+// Replaces the uses of `value` by the nodes of `result` (bindable() said they fit); the
+// getitem nodes that picked from a tuple are erased.
+void bind_result(Graph& graph, Node* value, const Argument& result,
+                 const std::unordered_map<const Node*, Node*>& value_map) {
+  if (Node* node = result.node()) {
+    value->replace_all_uses_with(value_map.at(node));
+    return;
+  }
+  const auto& items = result.as<ArgumentList>().items;
+  const std::vector<Node*> users(value->users().begin(), value->users().end());
+  for (Node* user : users) {
+    bind_result(graph, user, items[static_cast<size_t>(user->args()[1].as<int64_t>())], value_map);
+    graph.erase_node(user);
+  }
+}
+
 bool inline_one(Graph& graph, Node* call) {
   const Graph& body = *call->body();
   std::vector<Node*> placeholders;
@@ -15,7 +47,7 @@ bool inline_one(Graph& graph, Node* call) {
     if (node->op() == OpCode::kPlaceholder) placeholders.push_back(node);
   }
   const Node* output = body.output_node();
-  if (!output || !output->args()[0].node() || placeholders.size() != call->args().size()) {
+  if (!output || placeholders.size() != call->args().size() || !bindable(call, output->args()[0])) {
     return false;
   }
   std::unordered_map<const Node*, Node*> value_map;
@@ -26,6 +58,7 @@ bool inline_one(Graph& graph, Node* call) {
   }
   auto lookup = [&](Node* n) { return value_map.at(n); };
   const std::string prefix = call->target().str() + ".";
+  const NodeMeta& called = call->meta();
   {
     auto guard = graph.inserting_before(call);
     for (Node* node : body.nodes()) {
@@ -34,15 +67,18 @@ bool inline_one(Graph& graph, Node* call) {
                        ? graph.create_node(OpCode::kGetAttr, Target(prefix + node->target().str()),
                                            {}, {}, node->name())
                        : graph.node_copy(*node, lookup);
-      if (node->op() == OpCode::kGetAttr) copy->meta() = node->meta();
+      NodeMeta& meta = copy->meta();
+      if (node->op() == OpCode::kGetAttr) meta = node->meta();
+      // The body's ops belong to the module the call ran, as the call itself does.
+      meta.module_path = called.module_path;
+      meta.module_type = called.module_type;
+      meta.td_module = called.td_module;
       // Errors while running name the call the user saw, outermost first.
-      copy->meta().shown_as =
-          call->meta().shown_as.empty() ? describe(*call) : call->meta().shown_as;
+      meta.shown_as = called.shown_as.empty() ? describe(*call) : called.shown_as;
       value_map[node] = copy;
     }
   }
-  Node* result = value_map.at(output->args()[0].node());
-  call->replace_all_uses_with(result);
+  bind_result(graph, call, output->args()[0], value_map);
   graph.erase_node(call);
   return true;
 }

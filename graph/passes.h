@@ -16,8 +16,13 @@ namespace tdfx {
 ///     after:  %weight = get_attr[0.module.fc1.weight]; %t = aten.t(%weight); ...
 ///             %addmm = aten.addmm(%bias, %x, %t)
 ///
-/// Calls whose arguments are not all nodes, or whose body returns a tuple,
-/// are left alone. Returns the number inlined; lint()s the graph.
+/// A body that returns a tuple (a recurrent layer's `(output, (h, c))`) binds
+/// each getitem user of the call to the tuple's item, which replaces it. The
+/// copies belong to the call's module (NodeMeta module_path, module_type and
+/// td_module are the call's) and name the call in errors
+/// (shown_as). Calls whose arguments are not all nodes, or whose result is
+/// used otherwise than by getitem with a constant index, are left alone.
+/// Returns the number inlined; lint()s the graph.
 size_t inline_call_modules(Graph& graph);
 
 }  // namespace tdfx

@@ -26,6 +26,23 @@ Target Target::aten(const std::string& qualified_name) {
   return target;
 }
 
+Target Target::method(const Target& op) {
+  if (!op.is_aten()) throw InternalError("Target::method of " + op.str() + ": not an aten target");
+  Target target = op;
+  target.kind_ = Kind::kMethod;
+  target.name_ = op.op_name_;
+  return target;
+}
+
+Target Target::as_function() const {
+  if (kind_ == Kind::kAten) return *this;
+  if (kind_ != Kind::kMethod) throw InternalError("target " + name_ + " has no aten operator");
+  Target target = *this;
+  target.kind_ = Kind::kAten;
+  target.name_ = handle_->schema().name() + (overload_.empty() ? "" : "." + overload_);
+  return target;
+}
+
 Target Target::getitem() {
   Target target("operator.getitem");
   target.kind_ = Kind::kGetItem;
@@ -35,7 +52,7 @@ Target Target::getitem() {
 const c10::FunctionSchema& Target::schema() const { return handle().schema(); }
 
 const c10::OperatorHandle& Target::handle() const {
-  if (!handle_) throw InternalError("target " + name_ + " is not an aten operator");
+  if (!handle_) throw InternalError("target " + name_ + " has no aten operator");
   return *handle_;
 }
 

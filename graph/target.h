@@ -2,8 +2,9 @@
 
 /// \file
 /// Target: what a node calls or names. An aten operator with its schema
-/// (`aten::add.Tensor`), the builtin `operator.getitem`, or a plain name (a
-/// placeholder's name, a module or attribute path, a method name).
+/// (`aten::add.Tensor`), a method face of one (`view`, running `aten::view`),
+/// the builtin `operator.getitem`, or a plain name (a placeholder's name, a
+/// module or attribute path, a method name with no operator).
 
 #include <memory>
 #include <string>
@@ -18,7 +19,7 @@ namespace tdfx {
 /// The target of a node. Cheap to copy.
 class Target {
  public:
-  enum class Kind { kName, kAten, kGetItem };
+  enum class Kind { kName, kAten, kMethod, kGetItem };
 
   /// A plain name: placeholder name, module path, attribute path, method name.
   Target(std::string name = "");                           // NOLINT(google-explicit-constructor)
@@ -28,25 +29,38 @@ class Target {
   /// `aten::relu` (default overload). Throws GraphError when the dispatcher
   /// knows no such operator.
   static Target aten(const std::string& qualified_name);
+  /// A call_method target printed as the method name of `op` (`view` for `aten::view`),
+  /// which runs `op`: what a call_method node runs is its target, as for call_function.
+  /// InternalError unless `op` is an aten target.
+  static Target method(const Target& op);
+  /// The aten target of a method target's operator (`aten::view` for `view`); an aten
+  /// target itself. InternalError for other kinds.
+  Target as_function() const;
   /// Python's `operator.getitem`: `x[i]` on lists/tuples, `td[key]` on TensorDicts.
   static Target getitem();
 
   Kind kind() const { return kind_; }
   bool is_aten() const { return kind_ == Kind::kAten; }
   bool is_getitem() const { return kind_ == Kind::kGetItem; }
+  bool is_method() const { return kind_ == Kind::kMethod; }
+  /// True for aten and method targets: those with an operator (schema(), handle()).
+  bool has_operator() const { return handle_ != nullptr; }
 
-  /// The plain name, or `aten::add.Tensor`, or `operator.getitem`.
+  /// The plain name, or `aten::add.Tensor`, or the method name, or `operator.getitem`.
   const std::string& str() const { return name_; }
-  /// For aten targets: the operator name without namespace and overload (`add`).
+  /// For aten and method targets: the operator name without namespace and overload (`add`).
   const std::string& op_name() const { return op_name_; }
-  /// For aten targets: the overload name (`Tensor`), "" for the default one.
+  /// For aten and method targets: the overload name (`Tensor`), "" for the default one.
   const std::string& overload() const { return overload_; }
-  /// For aten targets: the operator's schema.
+  /// For aten and method targets: the operator's schema.
   const c10::FunctionSchema& schema() const;
-  /// For aten targets: the dispatcher handle (cached at construction).
+  /// For aten and method targets: the dispatcher handle (cached at construction).
   const c10::OperatorHandle& handle() const;
 
-  friend bool operator==(const Target& a, const Target& b) { return a.name_ == b.name_; }
+  /// Same kind, name and overload (a method face and a plain name are different targets).
+  friend bool operator==(const Target& a, const Target& b) {
+    return a.kind_ == b.kind_ && a.name_ == b.name_ && a.overload_ == b.overload_;
+  }
 
  private:
   Kind kind_ = Kind::kName;

@@ -33,7 +33,11 @@ class Builder {
         options_(options),
         updates_(updates),
         names_(recording),
-        method_calls_(options.method_calls && options.outline_leaves) {}
+        method_calls_(options.method_calls && options.outline_leaves) {
+    const bool flat =
+        options.key_style == KeyStyle::kPlaceholder && !options.outline_leaves && !method_calls_;
+    if (!flat) program_names_ = std::make_shared<ProgramNames>(recording);
+  }
 
   BuiltGraph build() {
     for (const auto& [key, value] : recording_.outputs) needed_.insert(value);
@@ -78,11 +82,17 @@ class Builder {
       // A parameter read outside a leaf: a get_attr at its first use.
       const size_t call = current_call_;
       std::string path = path_within(value, param->second, call);
+      const std::string full_path = path;
       if (!param_prefix_.empty() && path.rfind(param_prefix_, 0) == 0) {
         path = path.substr(param_prefix_.size());  // inside a leaf's body
       }
       Node* node = create(OpCode::kGetAttr, Target(path), {}, call, relative_to_call(path, call));
       set_meta(node, value, call);
+      // The program reads a tensor once, however many bodies read it (a shared layer).
+      if (program_names_ && program_names_->attributes.insert(value).second) {
+        name_in_program(node, OpCode::kGetAttr, relative_to_call(full_path, program_call()),
+                        program_call());
+      }
       env_[value] = node;
       return node;
     }
@@ -244,6 +254,7 @@ class Builder {
             ? create_method(target, args)
             : create(OpCode::kCallFunction, target, args, current_call_, fx_name(target, args, {}));
     if (!body_) out_.origin[node] = created;
+    name_in_program(created, OpCode::kCallFunction, fx_name(target, args, {}), program_call());
     if (node->outputs().empty()) {
       // Called for its effect (a guard's `_assert_async`): no value, no tensor metadata.
       set_meta(created, nullptr, current_call_, node);
@@ -273,11 +284,9 @@ class Builder {
     for (size_t i = positional; i < args.size(); ++i) {
       if (!is_default(i)) kwargs.emplace_back(formals[i].name(), args[i]);
     }
-    Node* node = create(OpCode::kCallMethod, Target(target.op_name()),
-                        Args(args.begin(), args.begin() + static_cast<long>(kept)), current_call_,
-                        target.op_name(), std::move(kwargs));
-    node->meta().method_op = target;
-    return node;
+    return create(OpCode::kCallMethod, Target::method(target),
+                  Args(args.begin(), args.begin() + static_cast<long>(kept)), current_call_,
+                  target.op_name(), std::move(kwargs));
   }
 
   // `getitem(source, i)` for each of `values` that something reads: an unused item would be a
@@ -290,6 +299,9 @@ class Builder {
       Node* item = create(OpCode::kCallFunction, Target::getitem(),
                           {source, static_cast<int64_t>(i)}, call, "getitem");
       set_meta(item, value, call);
+      if (source->op() != OpCode::kCallModule) {
+        name_in_program(item, OpCode::kCallFunction, "getitem", body_ ? body_call_ : call);
+      }
       env_[value] = item;
     }
   }
@@ -316,6 +328,10 @@ class Builder {
     }
     set_meta(created, node->output(), recording_.calls.size());
     created->meta().td_module = recording_.calls[read.call].td_path;
+    if (program_names_) {
+      created->meta().program_name =
+          program_names_->graph.create_name(parameter_name(read.key.joined("_")));
+    }
     out_.origin[node] = created;
     out_.input_keys.push_back(read.key);
     env_[node->output()] = created;
@@ -329,6 +345,8 @@ class Builder {
       Builder sub(recording_, options_, updates_);
       sub.current_call_ = recording_.calls.size();
       sub.body_ = true;
+      sub.body_call_ = region.call;
+      sub.program_names_ = program_names_;
       sub.method_calls_ = false;
       for (size_t i = 0; i < region.inputs.size(); ++i) {
         sub.env_[region.inputs[i]] = sub.out_.graph.placeholder("input");
@@ -426,6 +444,27 @@ class Builder {
   std::unordered_set<const jit::Value*> needed_;
   /// For a leaf's body builder, the region's nodes: reads by other nodes are not its own.
   const std::unordered_set<const jit::Node*>* scope_ = nullptr;
+  /// The names the nodes take in the program graph (NodeMeta::program_name), given as a
+  /// build with every op inline and each key a placeholder would name them; shared with the
+  /// body builders. Null when the graph built is flat already.
+  struct ProgramNames {
+    explicit ProgramNames(const Recording& recording) : scopes(recording) {}
+    NameScopes scopes;
+    Namespace graph;  // the program graph's own: placeholders and ops share it
+    std::unordered_set<const jit::Value*> attributes;  // parameters named so far
+  };
+  std::shared_ptr<ProgramNames> program_names_;
+  /// For a leaf's body builder, the TensorDictModule call its ops belong to in the program.
+  size_t body_call_ = 0;
+
+  // Names `node` as the program graph will: an op of `call` made from `base`.
+  void name_in_program(Node* node, OpCode op, const std::string& base, size_t call) {
+    if (!program_names_) return;
+    const std::string scoped =
+        call < recording_.calls.size() ? program_names_->scopes.node_name(call, base, op) : base;
+    node->meta().program_name = program_names_->graph.create_name(scoped);
+  }
+  size_t program_call() const { return body_ ? body_call_ : current_call_; }
 };
 
 }  // namespace

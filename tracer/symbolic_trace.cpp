@@ -7,6 +7,7 @@
 #include "tdfx/graph/interpreter.h"
 #include "tdfx/graph/namespace.h"
 #include "tdfx/graph/passes.h"
+#include "tdfx/graph/schema_arguments.h"
 #include "tdfx/tracer/batch_generalise.h"
 #include "tdfx/tracer/graph_builder.h"
 #include "tdfx/tracer/recorder.h"
@@ -15,62 +16,186 @@ namespace tdfx {
 
 namespace {
 
-// The program graph of an edited printed graph (recompile): bodies inlined, each
-// getitem(tensordict, key) a placeholder named as the recording names it.
-Graph program_from_printed(const Graph& traced, std::vector<NestedKey>& input_keys) {
-  Graph graph = traced.copy();
-  inline_call_modules(graph);
-  Node* tensordict = nullptr;
-  std::vector<Node*> reads;
-  for (Node* node : graph.nodes()) {
-    if (node->op() == OpCode::kPlaceholder && node->target().str() == "tensordict")
-      tensordict = node;
-    if (tensordict && node->target().is_getitem() && node->args()[0].node() == tensordict) {
-      reads.push_back(node);
+// Builds the program graph of a printed graph, as traced or edited (recompile), in one walk:
+// each getitem(tensordict, key) becomes a placeholder named by its key, before any other node,
+// in the order of the reads; a call_module's body is inlined (its get_attr paths made whole,
+// its result bound to the call's users, getitem picking from a tuple result); a call_method is
+// the aten call it runs, every schema argument positional; every node takes its
+// NodeMeta::program_name when it has one. Ops of a body belong to the module the call ran and
+// name the call in errors (shown_as), as does a method call.
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(const std::shared_ptr<torch::nn::Module>& root) : root_(root) {}
+
+  Graph build(const Graph& printed, std::vector<NestedKey>& input_keys) {
+    input_keys_ = &input_keys;
+    for (const Node* node : printed.nodes()) {
+      if (node->op() == OpCode::kPlaceholder && node->target().str() == "tensordict") {
+        tensordict_ = node;
+        input_keys.clear();  // the reads give them, in order
+      }
+    }
+    copy_nodes(printed, nullptr, "");
+    out_.lint();
+    return std::move(out_);
+  }
+
+ private:
+  Argument map(const Argument& arg) const {
+    if (const Node* node = arg.node()) return env_.at(node);
+    if (arg.is<ArgumentList>()) {
+      const auto& list = arg.as<ArgumentList>();
+      std::vector<Argument> items;
+      items.reserve(list.items.size());
+      for (const Argument& item : list.items) items.push_back(map(item));
+      return ArgumentList{std::move(items), list.is_tuple};
+    }
+    return arg;
+  }
+  Args map_all(const Args& args) const {
+    Args out;
+    out.reserve(args.size());
+    for (const Argument& arg : args) out.push_back(map(arg));
+    return out;
+  }
+  Kwargs map_all(const Kwargs& kwargs) const {
+    Kwargs out;
+    for (const auto& [name, arg] : kwargs) out.emplace_back(name, map(arg));
+    return out;
+  }
+  static const std::string& name_of(const Node& node) {
+    return node.meta().program_name.empty() ? node.name() : node.meta().program_name;
+  }
+
+  // Copies `graph`'s nodes; `call` is the call_module whose body it is (null for the top),
+  // `prefix` its target with a dot.
+  void copy_nodes(const Graph& graph, const Node* call, const std::string& prefix) {
+    size_t next_arg = 0;
+    for (const Node* node : graph.nodes()) {
+      switch (node->op()) {
+        case OpCode::kPlaceholder:
+          if (call) {
+            env_[node] = map(call->args().at(next_arg++));
+          } else if (node != tensordict_) {
+            env_[node] = add_placeholder(*node, node->target().str());
+          }
+          continue;
+        case OpCode::kOutput:
+          if (call) {
+            env_[call] = map(node->args().at(0));
+          } else {
+            finish(out_.output(map(node->args().at(0))), *node, nullptr);
+          }
+          continue;
+        case OpCode::kCallModule:
+          if (node->body()) {
+            copy_nodes(*node->body(), node, prefix + node->target().str() + ".");
+            continue;
+          }
+          break;
+        case OpCode::kGetAttr: {
+          const std::string path = prefix + node->target().str();
+          Node*& read = attribute_reads_[tensor_at(path)];
+          if (!read || !tensor_at(path)) {
+            read = finish(out_.create_node(OpCode::kGetAttr, Target(path), {}, {}, name_of(*node)),
+                          *node, call);
+          }
+          env_[node] = read;
+          continue;
+        }
+        case OpCode::kCallMethod:
+          if (node->target().has_operator()) {
+            env_[node] =
+                finish(out_.create_node(OpCode::kCallFunction, node->target().as_function(),
+                                        map_all(schema_arguments(*node)), {}, name_of(*node)),
+                       *node, call, /*method=*/true);
+            continue;
+          }
+          break;
+        case OpCode::kCallFunction:
+          if (node->target().is_getitem() && tensordict_ &&
+              node->args().at(0).node() == tensordict_) {
+            const auto& key = node->args().at(1).as<NestedKey>();
+            input_keys_->push_back(key);
+            env_[node] = add_placeholder(*node, parameter_name(key.joined("_")));
+            continue;
+          }
+          if (node->target().is_getitem()) {
+            // An item of a body's tuple result is that item.
+            const Argument source = map(node->args().at(0));
+            if (source.is<ArgumentList>() && node->args().at(1).is<int64_t>()) {
+              env_[node] = source.as<ArgumentList>().items.at(
+                  static_cast<size_t>(node->args()[1].as<int64_t>()));
+              continue;
+            }
+          }
+          break;
+      }
+      env_[node] = finish(out_.create_node(node->op(), node->target(), map_all(node->args()),
+                                           map_all(node->kwargs()), name_of(*node)),
+                          *node, call);
     }
   }
-  if (!tensordict) return graph;
-  for (Node* read : reads) {
+
+  Node* add_placeholder(const Node& node, const std::string& target) {
     Node* input;
     {
-      auto guard = graph.inserting_before(tensordict);
-      input = graph.placeholder(parameter_name(read->args()[1].as<NestedKey>().joined("_")));
+      auto guard = first_op_ ? out_.inserting_before(first_op_) : Graph::InsertGuard(out_, nullptr);
+      input = out_.placeholder(target);
     }
-    input->meta() = read->meta();
-    input_keys.push_back(read->args()[1].as<NestedKey>());
-    read->replace_all_uses_with(input);
-    graph.erase_node(read);
+    if (!node.meta().program_name.empty()) out_.rename(input, node.meta().program_name);
+    input->meta() = node.meta();
+    input->meta().program_name.clear();
+    return input;
   }
-  graph.erase_node(tensordict);
-  graph.lint();
-  return graph;
-}
 
-// The program graph of a trace, built from its recording: every op inlined, each key a
-// placeholder, aten calls only. Its nodes that differ from the printed ones (an op of a
-// call_module's body, a renamed one) name the printed node for errors.
-Graph program_graph(const detail::Recording& recording, const TraceOptions& options,
-                    const detail::BuiltGraph& printed, std::vector<NestedKey>& input_keys) {
-  TraceOptions flat = options;
-  flat.key_style = KeyStyle::kPlaceholder;
-  flat.outline_leaves = false;
-  flat.method_calls = false;
-  detail::BuiltGraph runnable = detail::build_graph(recording, flat);
-  for (const auto& [op, node] : runnable.origin) {
-    auto shown = printed.origin.find(op);
-    if (shown == printed.origin.end()) continue;
-    const Node& user_view = *shown->second;
-    if (user_view.op() == OpCode::kCallModule || user_view.name() != node->name()) {
-      node->meta().shown_as = describe(user_view);
+  Node* finish(Node* copy, const Node& node, const Node* call, bool method = false) {
+    if (!first_op_ && copy->op() != OpCode::kPlaceholder) first_op_ = copy;
+    NodeMeta& meta = copy->meta();
+    meta = node.meta();
+    meta.program_name.clear();
+    if (call) {
+      const NodeMeta& called = call->meta();
+      meta.module_path = called.module_path;
+      meta.module_type = called.module_type;
+      meta.td_module = called.td_module;
+      meta.shown_as = called.shown_as.empty() ? describe(*call) : called.shown_as;
+    } else if (meta.shown_as.empty() && (method || copy->name() != node.name())) {
+      meta.shown_as = describe(node);  // errors name the node as printed
     }
-    // An op of a leaf's body belongs to the leaf (`0.module.fc1`), as its call_module does.
-    if (user_view.op() == OpCode::kCallModule) {
-      node->meta().module_path = user_view.meta().module_path;
-      node->meta().module_type = user_view.meta().module_type;
-    }
+    return copy;
   }
-  input_keys = std::move(runnable.input_keys);
-  return std::move(runnable.graph);
+
+  // The tensor of root_ at `path`, or null: bodies that read one tensor (a layer shared by two
+  // TensorDictModules) share its get_attr, as its first path.
+  const c10::TensorImpl* tensor_at(const std::string& path) {
+    if (!root_) return nullptr;
+    if (tensors_.empty()) {
+      for (const auto& item : root_->named_parameters(true))
+        tensors_[item.key()] = item.value().unsafeGetTensorImpl();
+      for (const auto& item : root_->named_buffers(true))
+        tensors_[item.key()] = item.value().unsafeGetTensorImpl();
+    }
+    auto it = tensors_.find(path);
+    return it == tensors_.end() ? nullptr : it->second;
+  }
+
+  std::shared_ptr<torch::nn::Module> root_;
+  std::unordered_map<std::string, const c10::TensorImpl*> tensors_;
+  std::unordered_map<const c10::TensorImpl*, Node*> attribute_reads_;
+  Graph out_;
+  const Node* tensordict_ = nullptr;
+  Node* first_op_ = nullptr;
+  std::vector<NestedKey>* input_keys_ = nullptr;
+  std::unordered_map<const Node*, Argument> env_;
+};
+
+// The program graph of a printed graph whose targets are paths in `root` (ProgramBuilder); the
+// keys its placeholders read replace `input_keys` when it reads them from a tensordict, and
+// are kept when it takes placeholders.
+Graph program_from_printed(const Graph& printed, const std::shared_ptr<torch::nn::Module>& root,
+                           std::vector<NestedKey>& input_keys) {
+  return ProgramBuilder(root).build(printed, input_keys);
 }
 
 }  // namespace
@@ -193,8 +318,8 @@ void TDGraphModule::recompile() {
       if (lacks_meta(*node)) node->meta().tensor = by_name.at(node->name())->meta().tensor;
     }
   }
-  std::vector<NestedKey> input_keys;
-  runner_ = std::make_unique<GraphModule>(root_, program_from_printed(graph_, input_keys));
+  std::vector<NestedKey> input_keys = input_keys_;
+  runner_ = std::make_unique<GraphModule>(root_, program_from_printed(graph_, root_, input_keys));
   input_keys_ = std::move(input_keys);
   note_input_meta();
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
@@ -276,8 +401,8 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   if (recorded.divergence) detail::refuse_divergence(recorded, built, module->describe());
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<ModuleBox> modules = pipeline_modules(*module, prefix);
-  std::vector<NestedKey> input_keys;
-  Graph program = program_graph(recorded.recording, options, built, input_keys);
+  std::vector<NestedKey> input_keys = built.input_keys;
+  Graph program = program_from_printed(built.graph, root, input_keys);
   return TDGraphModule(module, root, prefix, std::move(built.graph), std::move(program),
                        std::move(input_keys), std::move(built.output_keys), std::move(modules),
                        std::move(specialisation), std::move(recorded.recorded));

@@ -33,7 +33,7 @@ struct TraceOptions {
   /// call_method nodes, as torch.fx records `x.view(...)`, so that the printed
   /// code is valid Python (`view = flatten.view([2, -1])`, not
   /// `torch.view(...)`). Each keeps the aten operator it was recorded from
-  /// (NodeMeta::method_op), which is what runs.
+  /// as its target (Target::method), which is what runs.
   bool method_calls = true;
   /// Declares more leaf modules, as torch.fx's `Tracer.is_leaf_module`:
   /// called with a module and its path from the graph root. Built-in

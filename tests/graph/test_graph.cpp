@@ -134,6 +134,26 @@ TEST_CASE("graph: set_target changes what a node calls, checked as create_node a
   CHECK_THROWS_WITH_AS(g.lint(), doctest::Contains("lint: %relu calls 'torch.relu'"), GraphError);
 }
 
+TEST_CASE("graph: a call_method node runs the operator of its target, and an edit of it") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* m = g.call_method(Target::method(Target::aten("aten::neg")), {x});
+  g.output(m);
+  CHECK(to_string(*m) == "%neg : [#users=1] = call_method[target=neg](args = (%x,), kwargs = {})");
+  const at::Tensor input = at::tensor({1.0F, -2.0F});
+  CHECK(at::equal(GraphModule(nullptr, g.copy()).run({input})[0].toTensor(), -input));
+  const uint64_t before = g.generation();
+  m->set_target(Target::method(Target::aten("aten::abs")));
+  CHECK(g.generation() != before);
+  CHECK(at::equal(GraphModule(nullptr, g.copy()).run({input})[0].toTensor(), input.abs()));
+  m->set_target("abs");  // a plain method name prints, but names no operator
+  CHECK_THROWS_WITH_AS(GraphModule(nullptr, g.copy()),
+                       "call_method %neg ('abs') cannot run: tdfx runs aten operators, and its "
+                       "target names none (give it one with Target::method(Target::aten(...)))",
+                       GraphError);
+  CHECK(!(Target::method(Target::aten("aten::abs")) == Target("abs")));
+}
+
 TEST_CASE("graph: erase_node rejects a node with users") {
   Graph g;
   Node* x = g.placeholder("x");

@@ -219,8 +219,8 @@ TEST_CASE("fx code: a traced graph with method calls runs them as their recorded
   Node* x = graph.placeholder("x");
   graph.output(graph.call_method("view", {x, list({-1})}));
   CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(graph)),
-                       "call_method %view ('view') cannot run: tdfx runs aten operators, and no "
-                       "operator was recorded for this method call",
+                       "call_method %view ('view') cannot run: tdfx runs aten operators, and its "
+                       "target names none (give it one with Target::method(Target::aten(...)))",
                        GraphError);
 }
 
