@@ -7,6 +7,7 @@
 #include "tdfx/core/error.h"
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
+#include "tdfx/graph/passes.h"
 #include "tests/graph/graphs.h"
 
 using namespace tdfx;
@@ -152,6 +153,38 @@ TEST_CASE("graph: a call_method node runs the operator of its target, and an edi
                        "target names none (give it one with Target::method(Target::aten(...)))",
                        GraphError);
   CHECK(!(Target::method(Target::aten("aten::abs")) == Target("abs")));
+}
+
+TEST_CASE("graph: inline_call_modules binds the items of a body's nested tuple to its getitems") {
+  // A recurrent layer's body returns (output, (h, c)); its users pick with getitem.
+  auto body = std::make_shared<Graph>();
+  Node* input = body->placeholder("input");
+  Node* out = body->call_function(relu(), {input});
+  Node* h = body->call_function(Target::aten("aten::neg"), {input});
+  Node* c = body->call_function(Target::aten("aten::abs"), {input});
+  body->output(tuple({out, tuple({h, c})}));
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* call = g.call_module("rnn", {x});
+  call->set_body(body);
+  call->meta().module_path = "rnn";
+  Node* state = g.call_function(Target::getitem(), {call, 1});
+  Node* cell = g.call_function(Target::getitem(), {state, 1});
+  Node* output = g.call_function(Target::getitem(), {call, 0});
+  g.output(tuple({output, cell}));
+  CHECK(inline_call_modules(g) == 1);
+  std::ostringstream printed;
+  printed << g;
+  CHECK(printed.str() ==
+        "graph():\n"
+        "    %x : [#users=3] = placeholder[target=x]\n"
+        "    %relu : [#users=1] = call_function[target=torch.relu](args = (%x,), kwargs = {})\n"
+        "    %neg : [#users=0] = call_function[target=operator.neg](args = (%x,), kwargs = {})\n"
+        "    %abs_1 : [#users=1] = call_function[target=torch.abs](args = (%x,), kwargs = {})\n"
+        "    return (relu, abs_1)\n");
+  for (const Node* node : g.nodes()) {
+    if (node->op() == OpCode::kCallFunction) CHECK(node->meta().module_path == "rnn");
+  }
 }
 
 TEST_CASE("graph: erase_node rejects a node with users") {
