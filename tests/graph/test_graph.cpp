@@ -181,7 +181,7 @@ TEST_CASE("graph: inline_call_modules binds the items of a body's nested tuple t
         "    %relu : [#users=1] = call_function[target=torch.relu](args = (%x,), kwargs = {})\n"
         "    %neg : [#users=0] = call_function[target=operator.neg](args = (%x,), kwargs = {})\n"
         "    %abs_1 : [#users=1] = call_function[target=torch.abs](args = (%x,), kwargs = {})\n"
-        "    return (relu, abs_1)\n");
+        "    return (relu, abs_1)");
   for (const Node* node : g.nodes()) {
     if (node->op() == OpCode::kCallFunction) CHECK(node->meta().module_path == "rnn");
   }
