@@ -69,9 +69,12 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
     fail<GraphError>("graph already has an output node %{}", output_node()->name());
   }
   Node::check_arguments(
-      this, "cannot create %" + (name_hint.empty() ? default_name(op, target) : name_hint), args,
-      kwargs);
-  Node::check_target(op, target, "");
+      this,
+      [&] {
+        return "cannot create %" + (name_hint.empty() ? default_name(op, target) : name_hint);
+      },
+      args, kwargs);
+  Node::check_target(op, target, [] { return std::string(); });
   const std::string name =
       names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
   std::unique_ptr<Node> node(new Node(this, name, op, std::move(target)));
@@ -261,7 +264,7 @@ void Graph::lint() const {
     if (node->op_ == OpCode::kOutput && std::next(node->position_) != nodes_.end()) {
       fail<GraphError>("lint: output node %{} is not the last node", node->name_);
     }
-    Node::check_target(node->op_, node->target_, "lint: %" + node->name_ + ": ");
+    Node::check_target(node->op_, node->target_, [node] { return "lint: %" + node->name_ + ": "; });
     if (node->op_ == OpCode::kCallFunction && !node->target_.is_aten() &&
         !node->target_.is_getitem()) {
       fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",

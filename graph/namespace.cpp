@@ -53,8 +53,15 @@ const std::unordered_set<std::string>& reserved_names() {
 bool Namespace::is_reserved(const std::string& name) { return reserved_names().count(name) > 0; }
 
 std::string identifier_from(std::string_view raw) {
+  // Most names are identifiers already.
+  bool legal = !raw.empty() && !std::isdigit(static_cast<unsigned char>(raw[0]));
+  for (size_t i = 0; legal && i < raw.size(); ++i) {
+    legal = std::isalnum(static_cast<unsigned char>(raw[i])) || raw[i] == '_';
+  }
+  if (legal) return std::string(raw);
   // Runs of characters illegal in an identifier become one '_'.
   std::string candidate;
+  candidate.reserve(raw.size() + 1);
   bool in_illegal_run = false;
   for (const char c : raw) {
     const auto byte = static_cast<unsigned char>(c);
@@ -80,6 +87,12 @@ std::string Namespace::create_name(std::string_view raw) {
   std::string candidate = identifier_from(raw);
 
   // A trailing "_<digits>" is a counter to continue from.
+  const auto last = candidate.back();
+  if (!std::isdigit(static_cast<unsigned char>(last)) && !used_.count(candidate) &&
+      !is_reserved(candidate) && highest_suffix_.count(candidate) == 0) {
+    used_.insert(candidate);  // a fresh name without a counter: taken as it is
+    return candidate;
+  }
   std::string base = candidate;
   long long num = 0;
   const auto underscore = candidate.rfind('_');

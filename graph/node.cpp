@@ -130,13 +130,13 @@ void Node::remove_uses() {
   for (Node* input : input_nodes()) input->users_.erase(this);
 }
 
-void Node::check_arguments(const Graph* graph, const std::string& who, const Args& args,
+void Node::check_arguments(const Graph* graph, const Who& who, const Args& args,
                            const Kwargs& kwargs) {
   auto check_node = [&](Node* n) {
-    if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who);
-    if (n->graph_ == nullptr) fail<GraphError>("{}: argument %{} was erased", who, n->name());
+    if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who());
+    if (n->graph_ == nullptr) fail<GraphError>("{}: argument %{} was erased", who(), n->name());
     if (n->graph_ != graph) {
-      fail<GraphError>("{}: argument %{} belongs to another graph", who, n->name());
+      fail<GraphError>("{}: argument %{} belongs to another graph", who(), n->name());
     }
   };
   for (const auto& arg : args) for_each_node(arg, check_node);
@@ -144,32 +144,35 @@ void Node::check_arguments(const Graph* graph, const std::string& who, const Arg
     const std::string& key = kwargs[i].first;
     // Keyword names are printed as they are in code: only identifiers, once each.
     if (!is_python_identifier(key)) {
-      fail<GraphError>("{}: keyword argument {} is not an identifier", who, python_repr(key));
+      fail<GraphError>("{}: keyword argument {} is not an identifier", who(), python_repr(key));
     }
     for (size_t j = 0; j < i; ++j) {
-      if (kwargs[j].first == key) fail<GraphError>("{}: keyword argument '{}' repeats", who, key);
+      if (kwargs[j].first == key) {
+        fail<GraphError>("{}: keyword argument '{}' repeats", who(), key);
+      }
     }
     for_each_node(kwargs[i].second, check_node);
   }
 }
 
-void Node::check_target(OpCode op, const Target& target, const std::string& who) {
+void Node::check_target(OpCode op, const Target& target, const Who& who) {
+  if (op != OpCode::kCallMethod && op != OpCode::kPlaceholder) return;
   const bool identifier = is_python_identifier(target.str()) && !is_python_keyword(target.str());
   if (op == OpCode::kCallMethod && !identifier) {
     // Printed as `x.method(...)`.
-    fail<GraphError>("{}call_method target {} is not a method name", who,
+    fail<GraphError>("{}call_method target {} is not a method name", who(),
                      python_repr(target.str()));
   }
   if (op == OpCode::kPlaceholder && !identifier) {
     // The target is the forward's parameter name in printed code.
-    fail<GraphError>("{}placeholder target {} is not an identifier (or is a Python keyword)", who,
+    fail<GraphError>("{}placeholder target {} is not an identifier (or is a Python keyword)", who(),
                      python_repr(target.str()));
   }
 }
 
 void Node::set_target(Target target) {
   Graph& owner = graph();
-  check_target(op_, target, "%" + name_ + ": ");
+  check_target(op_, target, [this] { return "%" + name_ + ": "; });
   // A call_module's body is the recorded code of the module it named: retargeted, the node
   // calls the module at its new target (as FX's call_module does), not the old body.
   if (op_ == OpCode::kCallModule && !(target.str() == target_.str())) body_.reset();
@@ -178,7 +181,7 @@ void Node::set_target(Target target) {
 }
 
 void Node::set_args(Args args) {
-  check_arguments(&graph(), "%" + name_, args, {});
+  check_arguments(&graph(), [this] { return "%" + name_; }, args, {});
   remove_uses();
   args_ = std::move(args);
   add_uses();
@@ -186,7 +189,8 @@ void Node::set_args(Args args) {
 }
 
 void Node::set_kwargs(Kwargs kwargs) {
-  check_arguments(&graph(), "%" + name_, {}, kwargs);
+  check_arguments(
+      &graph(), [this] { return "%" + name_; }, {}, kwargs);
   remove_uses();
   kwargs_ = std::move(kwargs);
   add_uses();

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cstddef>
+#include <functional>
 #include <iosfwd>
 #include <iterator>
 #include <list>
@@ -211,12 +212,15 @@ class Node {
 
   void add_uses();
   void remove_uses();
+  // What starts a check's message (`lint: %relu: `), made only when the check fails: the
+  // checks run for every node created or linted.
+  using Who = std::function<std::string()>;
   // GraphError unless a placeholder's or call_method's target is an identifier (not a
   // keyword); `who` starts the message.
-  static void check_target(OpCode op, const Target& target, const std::string& who);
+  static void check_target(OpCode op, const Target& target, const Who& who);
   // GraphError unless every node argument is a non-null node of `graph` and
   // every keyword name is an identifier given once; `who` starts the message.
-  static void check_arguments(const Graph* graph, const std::string& who, const Args& args,
+  static void check_arguments(const Graph* graph, const Who& who, const Args& args,
                               const Kwargs& kwargs);
 
   Graph* graph_;  // null once erased
