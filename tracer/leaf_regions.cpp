@@ -1,6 +1,7 @@
 #include "tdfx/tracer/leaf_regions.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 
@@ -17,7 +18,11 @@ ParameterUpdates::ParameterUpdates(const Recording& recording) {
     if (node->inputs().empty() || node->outputs().size() != 1) continue;
     const jit::Value* root = parameter_of(node->input(0));
     if (!recording.parameters.count(root)) continue;
-    // The schema lookup is the costly test: made only for ops on a parameter.
+    // The schema lookup is the costly test (tens of thousands of instructions for a node whose
+    // schema was never asked for): made only for ops on a parameter named as in-place ops are
+    // (`add_`, `copy_`), the only ones whose first argument aten marks as written.
+    const char* name = node->kind().toUnqualString();
+    if (name[0] == '\0' || name[std::strlen(name) - 1] != '_') continue;
     const c10::FunctionSchema* schema = node->maybeSchema();
     if (!schema) continue;
     const auto& self = schema->arguments();
