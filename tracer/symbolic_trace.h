@@ -30,9 +30,10 @@ class TDGraphModule {
   /// A traced module of `pipeline`, whose graph's targets are paths from `root` (`pipeline`
   /// or one of its modules, reached by `root_prefix`: "module" for a sequential's module
   /// list). `graph` is the printed graph: it reads its keys with getitem(tensordict, key)
-  /// and calls leaves with call_module. `program` is what runs: the flat op-level graph of
-  /// the same recording, taking `input_keys` as positional inputs (symbolic_trace builds
-  /// both). `specialisation`: set for a static trace of an example with a batch.
+  /// and calls leaves with call_module. `program` is what runs: the flat op-level graph
+  /// derived from `graph` (symbolic_trace derives it, as recompile() does), taking
+  /// `input_keys` as positional inputs. `specialisation`: set for a static trace of an
+  /// example with a batch.
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix, Graph graph,
                 Graph program, std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
@@ -61,8 +62,9 @@ class TDGraphModule {
   const std::shared_ptr<TensorDictModuleBase>& pipeline() const { return pipeline_; }
   const std::string& root_prefix() const { return root_prefix_; }
   /// What runs: the flat op-level program graph (every leaf's ops inline, each input key a
-  /// placeholder in input_keys() order, aten calls only), built from the same recording as
-  /// graph(), or from graph() by recompile(). export_program(const TDGraphModule&) exports it.
+  /// placeholder in input_keys() order, aten calls only, named as torch.export names them),
+  /// derived from graph() by one pass, at the trace and at each recompile().
+  /// export_program(const TDGraphModule&) exports it.
   const Graph& program_graph() const;
   /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
   std::string code() const;
