@@ -180,26 +180,52 @@ TEST_CASE("fx code: without method calls the code compiles but names no torch fu
   CHECK(checked.out.find("module 'torch' has no attribute 'view'") != std::string::npos);
 }
 
-TEST_CASE("fx code: the recording of a method-call graph runs bit-identically as aten calls") {
-  // A GraphModule runs aten call_function nodes: the graph that runs is built from the same
-  // recording with every op inlined and each key a placeholder, as export builds its program.
+TEST_CASE("fx code: the program graph of a method-call trace runs bit-identically as aten calls") {
+  // What runs is derived from the printed graph: each call_method is the aten call of its
+  // target, every key a placeholder, named as torch.export names them.
   auto module = make_td_module(method_calls, {"x"}, {"y"});
   const TensorDict input = batch_of(at::randn({2, 3, 4}));
-  TraceOptions printed;
-  printed.method_calls = true;
-  auto [root, prefix] = tdfx::detail::graph_root(module, printed);
-  tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, printed);
-  TraceOptions flat = printed;
-  flat.outline_leaves = false;
-  flat.key_style = KeyStyle::kPlaceholder;
-  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, flat);
-  for (const Node* node : runnable.graph.nodes()) CHECK(node->op() != OpCode::kCallMethod);
-  REQUIRE(runnable.input_keys == std::vector<NestedKey>{"x"});
-  GraphModule gm(root, std::move(runnable.graph));
+  const TDGraphModule traced = symbolic_trace(module, input);
+  const Graph& program = traced.program_graph();
+  for (const Node* node : program.nodes()) CHECK(node->op() != OpCode::kCallMethod);
+  REQUIRE(traced.input_keys() == std::vector<NestedKey>{"x"});
+  GraphModule gm(traced.root(), program.copy());
   // sub_ writes into a view of its input: each run gets its own copy.
   const auto outputs = gm.run({input.get("x").clone()});
   REQUIRE(outputs.size() == 1);
   CHECK(tdfx::testing::bit_equal(outputs[0].toTensor(), method_calls(input.get("x").clone())));
+}
+
+TEST_CASE("fx code: an edited call_method target is what runs after recompile()") {
+  auto module = make_td_module(
+      [](const at::Tensor& x) {
+        return x.flatten(1).view({2, -1});
+      },
+      {"x"}, {"y"});
+  const TensorDict input = batch_of(at::randn({2, 3, 4}));
+  TDGraphModule traced = symbolic_trace(module, input);
+  Node* view = nullptr;
+  for (Node* node : traced.mutable_graph().nodes()) {
+    if (node->op() == OpCode::kCallMethod && node->target().str() == "view") view = node;
+  }
+  REQUIRE(view != nullptr);
+  view->set_target(Target::method(Target::aten("aten::reshape")));
+  CHECK_THROWS_AS(traced.run(input), GraphError);  // edited, not recompiled
+  traced.recompile();
+  CHECK(traced.code() ==
+        "\n\n\ndef forward(self, tensordict):\n"
+        "    getitem = tensordict['x'];  tensordict = None\n"
+        "    flatten = torch.flatten(getitem, start_dim = 1);  getitem = None\n"
+        "    view = flatten.reshape([2, -1]);  flatten = None\n"
+        "    return (view,)\n    ");
+  const auto outputs = traced.run(input);
+  REQUIRE(outputs.size() == 1);
+  CHECK(tdfx::testing::bit_equal(outputs[0], input.get("x").reshape({2, -1})));
+  view->set_target("reshape");  // a method name without an operator
+  CHECK_THROWS_WITH_AS(traced.recompile(),
+                       "call_method %view ('reshape') cannot run: tdfx runs aten operators, and "
+                       "its target names none (give it one with Target::method(Target::aten(...)))",
+                       GraphError);
 }
 
 TEST_CASE("fx code: a traced graph with method calls runs them as their recorded operators") {
