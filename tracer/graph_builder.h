@@ -7,7 +7,9 @@
 /// leaf modules are outlined into call_module nodes that keep their body, one
 /// per call (a Linear called twice gives `lin` and `lin_1`).
 /// Node names follow the tensordict prototype tracer exactly (name_scopes.h); which ops
-/// are leaf calls, leaf_regions.h finds.
+/// are leaf calls, leaf_regions.h finds. Unless the graph built is flat already, each node
+/// also gets the name a flat build would give it (NodeMeta::program_name, torch.export's
+/// names), which the program graph derived from this one takes.
 
 #include <unordered_map>
 
