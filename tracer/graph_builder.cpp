@@ -249,12 +249,12 @@ class Builder {
     const std::string qualified =
         schema->name() + (schema->overload_name().empty() ? "" : "." + schema->overload_name());
     Target target = Target::aten(qualified);
-    Node* created =
-        method_calls_ && prints_as_method(target.op_name())
-            ? create_method(target, args)
-            : create(OpCode::kCallFunction, target, args, current_call_, fx_name(target, args, {}));
+    const std::string base = fx_name(target, args, {});
+    Node* created = method_calls_ && prints_as_method(target.op_name())
+                        ? create_method(target, args)
+                        : create(OpCode::kCallFunction, target, args, current_call_, base);
     if (!body_) out_.origin[node] = created;
-    name_in_program(created, OpCode::kCallFunction, fx_name(target, args, {}), program_call());
+    name_in_program(created, OpCode::kCallFunction, base, program_call());
     if (node->outputs().empty()) {
       // Called for its effect (a guard's `_assert_async`): no value, no tensor metadata.
       set_meta(created, nullptr, current_call_, node);
