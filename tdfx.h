@@ -34,6 +34,7 @@
 #include "tdfx/export/program_diagram.h"
 #include "tdfx/export/tensor_file.h"
 #include "tdfx/export/torchscript.h"
+#include "tdfx/onnx/onnx_export.h"
 
 // Looking inside a run: statistics, NaN/Inf origin, profiles, diagram overlays.
 #include "tdfx/debug/first_nonfinite.h"

@@ -4,7 +4,7 @@
 # <tdfx/NAME/...>. In the build tree <build>/include/tdfx/NAME links to the source folder,
 # so the build sees the installed layout (cmake/install.cmake) and nothing else of the
 # repository; <tdfx/tdfx.h> is the umbrella header at the repository root.
-set(TDFX_COMPONENTS core tensordict graph codegen viz tracer diagram export debug)
+set(TDFX_COMPONENTS core tensordict graph codegen viz tracer diagram export onnx debug)
 set(TDFX_BUILD_INCLUDE_DIR ${PROJECT_BINARY_DIR}/include)
 file(MAKE_DIRECTORY ${TDFX_BUILD_INCLUDE_DIR}/tdfx)
 foreach(component ${TDFX_COMPONENTS})

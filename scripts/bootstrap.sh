@@ -21,14 +21,21 @@ packages=(
   doctest-dev libbenchmark-dev        # tests, benchmarks
   nlohmann-json3-dev                  # archive metadata
   libcli11-dev                        # the tdfx command's argument parser
+  libonnx-dev                         # ONNX 1.12: tdfx::onnx writes and checks models
   python3-torch                       # torch.fx 1.13: the reference the tests compare against
   python3-tabulate                    # torch.fx's print_tabular: the reference of test_tabular
                                       # and of tests/python/test_loader.py
 )
 test_packages=(
   chromium                            # headless: the interactive page's test (tests/viz/browser_page.py)
+  python3-onnx                        # checks test_onnx's models from Python too
 )
-if ((with_tests)); then packages+=("${test_packages[@]}"); fi
+if ((with_tests)); then
+  packages+=("${test_packages[@]}")
+  # Node.js runs ONNX Runtime in test_onnx; a machine that has it (Debian's or NodeSource's)
+  # keeps its own, as Debian's npm package would conflict with NodeSource's nodejs.
+  command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -39,4 +46,14 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ONNX Runtime for test_onnx, from the npm registry into .deps/ (git-ignored): its CPU library
+# ships in the package; without the flag its install script downloads GPU binaries.
+ort_version=1.20.1
+ort_dir="$(cd "$(dirname "$0")/.." && pwd)/.deps/onnxruntime"
+if ((with_tests)) && [ ! -f "$ort_dir/node_modules/onnxruntime-node/package.json" ]; then
+  mkdir -p "$ort_dir"
+  npm install --prefix "$ort_dir" --no-audit --no-fund --silent \
+    --onnxruntime-node-install-cuda=skip "onnxruntime-node@$ort_version"
 fi

@@ -1,0 +1,1836 @@
+#include "tdfx/onnx/onnx_export.h"
+
+#include <ATen/core/function_schema.h>
+#include <c10/core/ScalarType.h>
+#include <fmt/format.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tdfx/core/file_io.h"
+#include "tdfx/graph/schema_arguments.h"
+
+namespace tdfx {
+namespace {
+
+using onnx::NodeProto;
+using onnx::TensorProto;
+
+/// What a program node's value is in the ONNX graph.
+struct Value {
+  enum class Kind { kTensor, kInt, kList };
+  Kind kind = Kind::kTensor;
+  /// kTensor: the tensor's name. kInt: a 1-D int64 tensor of one element (a size).
+  std::string name;
+  /// kList: the items (a tuple or list result: chunk, lstm).
+  std::vector<Value> items;
+};
+
+int32_t onnx_type(c10::ScalarType dtype, const std::string& where) {
+  switch (dtype) {
+    case c10::kFloat:
+      return TensorProto::FLOAT;
+    case c10::kDouble:
+      return TensorProto::DOUBLE;
+    case c10::kHalf:
+      return TensorProto::FLOAT16;
+    case c10::kBFloat16:
+      return TensorProto::BFLOAT16;
+    case c10::kLong:
+      return TensorProto::INT64;
+    case c10::kInt:
+      return TensorProto::INT32;
+    case c10::kShort:
+      return TensorProto::INT16;
+    case c10::kChar:
+      return TensorProto::INT8;
+    case c10::kByte:
+      return TensorProto::UINT8;
+    case c10::kBool:
+      return TensorProto::BOOL;
+    default:
+      throw OnnxError(
+          fmt::format("{}: dtype {} has no ONNX tensor type", where, c10::toString(dtype)));
+  }
+}
+
+void set_attr(NodeProto* node, const std::string& name, int64_t value) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::INT);
+  attr->set_i(value);
+}
+void set_attr(NodeProto* node, const std::string& name, double value) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::FLOAT);
+  attr->set_f(static_cast<float>(value));
+}
+void set_attr(NodeProto* node, const std::string& name, const std::vector<int64_t>& values) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) attr->add_ints(v);
+}
+void set_attr(NodeProto* node, const std::string& name, const std::string& value) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::STRING);
+  attr->set_s(value);
+}
+void set_attr(NodeProto* node, const std::string& name, const std::vector<std::string>& values) {
+  auto* attr = node->add_attribute();
+  attr->set_name(name);
+  attr->set_type(onnx::AttributeProto::STRINGS);
+  for (const auto& v : values) attr->add_strings(v);
+}
+
+/// Writes `tensor`'s bytes into `proto` (raw_data, little-endian as the machine).
+void fill_tensor(TensorProto* proto, const at::Tensor& tensor, const std::string& where) {
+  const at::Tensor t = tensor.detach().contiguous().cpu();
+  proto->set_data_type(onnx_type(t.scalar_type(), where));
+  for (int64_t d : t.sizes()) proto->add_dims(d);
+  proto->set_raw_data(std::string(static_cast<const char*>(t.data_ptr()), t.nbytes()));
+}
+
+class Converter;
+using Rule = std::function<Value(Converter&)>;
+struct RuleEntry {
+  std::string_view onnx;
+  Rule rule;
+};
+const std::map<std::string, RuleEntry, std::less<>>& rules();
+
+/// Converts one program, node by node, into a GraphProto.
+class Converter {
+ public:
+  Converter(const ExportedProgram& program, onnx::GraphProto* graph)
+      : program_(program), graph_(graph) {}
+
+  void convert();
+
+  // --- the node being converted, for the rules ---
+
+  const Node& node() const { return *node_; }
+  std::string where() const {
+    return fmt::format("node '{}' ({})", node_->name(), node_->target().str());
+  }
+  [[noreturn]] void refuse(const std::string& why) const {
+    throw OnnxError(fmt::format("cannot write {} as ONNX: {}", where(), why));
+  }
+  size_t arg_count() const { return args_.size(); }
+  const Argument& arg(size_t i) const {
+    if (i >= args_.size()) throw InternalError(where() + ": argument index out of range");
+    return args_[i];
+  }
+  bool is_none(size_t i) const { return i >= args_.size() || args_[i].is<None>(); }
+  /// Argument `i` as a tensor value: a node's tensor, or a number as a 0-d tensor of
+  /// `dtype_for_numbers` (the output's dtype when unset).
+  std::string tensor(size_t i, std::optional<c10::ScalarType> dtype_for_numbers = std::nullopt);
+  std::vector<std::string> tensors(size_t i);
+  int64_t int_arg(size_t i) const;
+  double double_arg(size_t i) const;
+  bool bool_arg(size_t i) const;
+  std::vector<int64_t> ints_arg(size_t i) const;
+  std::string string_arg(size_t i) const;
+  /// Argument `i`, a list of ints some of which may be size nodes, as a 1-D int64 tensor.
+  std::string ints_tensor(size_t i);
+  /// True when argument `i` is a list of constant ints.
+  bool ints_constant(size_t i) const;
+
+  /// The dtype of argument `i`'s node (a number: its own kind).
+  c10::ScalarType dtype_of(size_t i) const;
+  c10::ScalarType out_dtype() const;
+  /// The traced shape of argument `i`'s node.
+  const std::vector<int64_t>& shape_of(size_t i) const;
+  int64_t rank_of(size_t i) const { return static_cast<int64_t>(shape_of(i).size()); }
+  /// Dimension `dim` of argument `i` normalised to [0, rank).
+  int64_t norm_dim(int64_t dim, int64_t rank) const;
+  /// True when dimension `dim` of argument `i` follows the batch.
+  bool follows_batch(size_t i, int64_t dim) const;
+
+  // --- emitting ---
+
+  /// Adds an ONNX node of `op` reading `inputs` with `outputs` fresh outputs.
+  NodeProto* emit(const std::string& op, const std::vector<std::string>& inputs, int outputs = 1);
+  /// emit() of a node with one output; returns the output.
+  std::string op(const std::string& op, const std::vector<std::string>& inputs) {
+    return emit(op, inputs)->output(0);
+  }
+  std::string const_ints(const std::vector<int64_t>& values);
+  std::string const_scalar(double value, c10::ScalarType dtype);
+  /// An initializer holding `value`.
+  std::string const_tensor(const at::Tensor& value);
+  std::string cast(const std::string& value, c10::ScalarType to);
+  /// `value` (of dtype `from`) cast to `to` unless it already is.
+  std::string cast_if(const std::string& value, c10::ScalarType from, c10::ScalarType to) {
+    return from == to ? value : cast(value, to);
+  }
+  std::string shape(const std::string& value) { return op("Shape", {value}); }
+  std::string reshape(const std::string& value, const std::string& shape_tensor) {
+    return op("Reshape", {value, shape_tensor});
+  }
+  /// Reshapes `value` to the output's traced shape, taking each dimension that follows the
+  /// batch from the same dimension of argument `from`.
+  std::string reshape_to_output(const std::string& value, size_t from);
+  /// The size of dimension `dim` of `value` as a 1-D int64 tensor of one element.
+  std::string dim_size(const std::string& value, int64_t dim);
+
+ private:
+  Value convert_node();
+  void add_input(const std::string& name, const Node& node);
+  void add_output(const std::string& name, const Node& node);
+  onnx::ValueInfoProto* value_info(onnx::ValueInfoProto* info, const std::string& name,
+                                   const Node& node);
+  /// A value name not yet used.
+  std::string fresh(const std::string& candidate) { return unique(names_, candidate); }
+  /// A node name not yet used (nodes and values are named apart in ONNX).
+  std::string fresh_node(const std::string& candidate) { return unique(node_names_, candidate); }
+  static std::string unique(std::unordered_set<std::string>& used, const std::string& candidate);
+  const Value& value_of(const Node* node) const;
+  /// Gives the value `value` the name of `node` when it has a made-up name (`linear/MatMul`)
+  /// and was computed by a node emitted for the program node being converted or `from`.
+  void adopt_name(Value& value, const Node& node);
+
+  const ExportedProgram& program_;
+  onnx::GraphProto* graph_;
+  std::unordered_map<const Node*, Value> values_;
+  std::unordered_set<std::string> names_, node_names_;
+  std::unordered_map<std::string, std::string> const_cache_;
+  // Each node output's node index and output slot, so that a value can be renamed.
+  std::unordered_map<std::string, std::pair<int, int>> producer_;
+  // The ONNX nodes emitted for the program node being converted.
+  const Node* node_ = nullptr;
+  Args args_;
+  int first_emitted_ = 0;
+  std::string doc_;
+};
+
+std::string Converter::unique(std::unordered_set<std::string>& used, const std::string& candidate) {
+  std::string name = candidate.empty() ? std::string("v") : candidate;
+  for (int i = 1; used.count(name); ++i) name = fmt::format("{}_{}", candidate, i);
+  used.insert(name);
+  return name;
+}
+
+const Value& Converter::value_of(const Node* node) const {
+  auto it = values_.find(node);
+  if (it == values_.end()) {
+    throw InternalError(
+        fmt::format("onnx export: node '{}' read before it is converted", node->name()));
+  }
+  return it->second;
+}
+
+NodeProto* Converter::emit(const std::string& op, const std::vector<std::string>& inputs,
+                           int outputs) {
+  NodeProto* proto = graph_->add_node();
+  proto->set_op_type(op);
+  const int index = graph_->node_size() - 1;
+  proto->set_name(fresh_node(index == first_emitted_ ? node_->name() : node_->name() + "/" + op));
+  for (const auto& in : inputs) proto->add_input(in);
+  for (int i = 0; i < outputs; ++i) {
+    proto->add_output(fresh(node_->name() + "/" + op));
+    producer_[proto->output(i)] = {index, i};
+  }
+  if (!doc_.empty()) proto->set_doc_string(doc_);
+  return proto;
+}
+
+std::string Converter::const_ints(const std::vector<int64_t>& values) {
+  const std::string key = fmt::format("i64:{}", fmt::join(values, ","));
+  auto it = const_cache_.find(key);
+  if (it != const_cache_.end()) return it->second;
+  TensorProto* init = graph_->add_initializer();
+  init->set_name(fresh("const/ints"));
+  init->set_data_type(TensorProto::INT64);
+  init->add_dims(static_cast<int64_t>(values.size()));
+  for (int64_t v : values) init->add_int64_data(v);
+  return const_cache_[key] = init->name();
+}
+
+std::string Converter::const_scalar(double value, c10::ScalarType dtype) {
+  const std::string key = fmt::format("{}:{}", c10::toString(dtype), value);
+  auto it = const_cache_.find(key);
+  if (it != const_cache_.end()) return it->second;
+  TensorProto* init = graph_->add_initializer();
+  init->set_name(fresh("const/" + std::string(c10::toString(dtype))));
+  fill_tensor(init, at::scalar_tensor(value, at::TensorOptions().dtype(dtype)), where());
+  return const_cache_[key] = init->name();
+}
+
+std::string Converter::const_tensor(const at::Tensor& value) {
+  TensorProto* init = graph_->add_initializer();
+  init->set_name(fresh("const/tensor"));
+  fill_tensor(init, value, where());
+  return init->name();
+}
+
+std::string Converter::cast(const std::string& value, c10::ScalarType to) {
+  NodeProto* proto = emit("Cast", {value});
+  set_attr(proto, "to", static_cast<int64_t>(onnx_type(to, where())));
+  return proto->output(0);
+}
+
+std::string Converter::dim_size(const std::string& value, int64_t dim) {
+  NodeProto* proto = emit("Shape", {value});
+  set_attr(proto, "start", dim);
+  set_attr(proto, "end", dim + 1);
+  return proto->output(0);
+}
+
+std::string Converter::reshape_to_output(const std::string& value, size_t from) {
+  const TensorMeta& out = node_->meta().tensor;
+  if (!out.shape) refuse("its output has no traced shape");
+  const auto& in_meta = arg(from).node()->meta().tensor;
+  std::vector<std::string> pieces;
+  std::vector<int64_t> constant;
+  auto flush = [&] {
+    if (!constant.empty()) pieces.push_back(const_ints(constant));
+    constant.clear();
+  };
+  for (size_t d = 0; d < out.shape->size(); ++d) {
+    if (!out.follows_batch(d)) {
+      constant.push_back((*out.shape)[d]);
+      continue;
+    }
+    // A dimension that follows the batch: the first input dimension that does.
+    if (in_meta.batch_dims.empty()) refuse("a dimension follows the batch but no input one does");
+    flush();
+    pieces.push_back(dim_size(value, in_meta.batch_dims.front()));
+  }
+  flush();
+  if (pieces.empty()) return reshape(value, const_ints({}));
+  std::string shape_tensor = pieces.front();
+  if (pieces.size() > 1) {
+    NodeProto* concat = emit("Concat", pieces);
+    set_attr(concat, "axis", int64_t{0});
+    shape_tensor = concat->output(0);
+  }
+  return reshape(value, shape_tensor);
+}
+
+std::string Converter::tensor(size_t i, std::optional<c10::ScalarType> dtype_for_numbers) {
+  const Argument& a = arg(i);
+  if (const Node* n = a.node()) {
+    const Value& v = value_of(n);
+    if (v.kind == Value::Kind::kList) refuse(fmt::format("argument {} is a list, not a tensor", i));
+    if (v.kind == Value::Kind::kInt) {
+      // A size used as a tensor: a 0-d int64.
+      NodeProto* squeeze = emit("Squeeze", {v.name, const_ints({0})});
+      return squeeze->output(0);
+    }
+    return v.name;
+  }
+  const c10::ScalarType dtype = dtype_for_numbers.value_or(out_dtype());
+  if (a.is<double>()) return const_scalar(a.as<double>(), dtype);
+  if (a.is<int64_t>()) return const_scalar(static_cast<double>(a.as<int64_t>()), dtype);
+  if (a.is<bool>()) return const_scalar(a.as<bool>() ? 1.0 : 0.0, dtype);
+  refuse(fmt::format("argument {} is neither a tensor nor a number", i));
+}
+
+std::vector<std::string> Converter::tensors(size_t i) {
+  const Argument& a = arg(i);
+  std::vector<std::string> out;
+  if (const Node* n = a.node()) {
+    const Value& v = value_of(n);
+    if (v.kind != Value::Kind::kList) refuse(fmt::format("argument {} is not a list", i));
+    for (const Value& item : v.items) out.push_back(item.name);
+    return out;
+  }
+  if (!a.is<ArgumentList>()) refuse(fmt::format("argument {} is not a list of tensors", i));
+  for (const Argument& item : a.as<ArgumentList>().items) {
+    const Node* n = item.node();
+    if (!n) refuse(fmt::format("argument {} holds something other than tensors", i));
+    const Value& v = value_of(n);
+    if (v.kind != Value::Kind::kTensor) refuse(fmt::format("argument {} holds a non-tensor", i));
+    out.push_back(v.name);
+  }
+  return out;
+}
+
+int64_t Converter::int_arg(size_t i) const {
+  const Argument& a = arg(i);
+  if (a.is<int64_t>()) return a.as<int64_t>();
+  if (a.is<bool>()) return a.as<bool>();
+  refuse(fmt::format("argument {} must be a constant int", i));
+}
+
+double Converter::double_arg(size_t i) const {
+  const Argument& a = arg(i);
+  if (a.is<double>()) return a.as<double>();
+  if (a.is<int64_t>()) return static_cast<double>(a.as<int64_t>());
+  if (a.is<bool>()) return a.as<bool>();
+  refuse(fmt::format("argument {} must be a constant number", i));
+}
+
+bool Converter::bool_arg(size_t i) const {
+  const Argument& a = arg(i);
+  if (a.is<bool>()) return a.as<bool>();
+  if (a.is<int64_t>()) return a.as<int64_t>() != 0;
+  refuse(fmt::format("argument {} must be a constant bool", i));
+}
+
+std::string Converter::string_arg(size_t i) const {
+  const Argument& a = arg(i);
+  if (a.is<std::string>()) return a.as<std::string>();
+  refuse(fmt::format("argument {} must be a string", i));
+}
+
+bool Converter::ints_constant(size_t i) const {
+  const Argument& a = arg(i);
+  if (a.is<int64_t>()) return true;
+  if (!a.is<ArgumentList>()) return false;
+  for (const Argument& item : a.as<ArgumentList>().items) {
+    if (!item.is<int64_t>()) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> Converter::ints_arg(size_t i) const {
+  const Argument& a = arg(i);
+  if (a.is<int64_t>()) return {a.as<int64_t>()};
+  if (!a.is<ArgumentList>() || !ints_constant(i)) {
+    refuse(fmt::format("argument {} must be a list of constant ints", i));
+  }
+  std::vector<int64_t> out;
+  for (const Argument& item : a.as<ArgumentList>().items) out.push_back(item.as<int64_t>());
+  return out;
+}
+
+std::string Converter::ints_tensor(size_t i) {
+  if (ints_constant(i)) return const_ints(ints_arg(i));
+  const Argument& a = arg(i);
+  if (!a.is<ArgumentList>()) refuse(fmt::format("argument {} must be a list of ints", i));
+  std::vector<std::string> pieces;
+  std::vector<int64_t> constant;
+  for (const Argument& item : a.as<ArgumentList>().items) {
+    if (item.is<int64_t>()) {
+      constant.push_back(item.as<int64_t>());
+      continue;
+    }
+    const Node* n = item.node();
+    if (!n || value_of(n).kind != Value::Kind::kInt) {
+      refuse(fmt::format("argument {} holds something other than ints and sizes", i));
+    }
+    if (!constant.empty()) pieces.push_back(const_ints(constant));
+    constant.clear();
+    pieces.push_back(value_of(n).name);
+  }
+  if (!constant.empty()) pieces.push_back(const_ints(constant));
+  NodeProto* concat = emit("Concat", pieces);
+  set_attr(concat, "axis", int64_t{0});
+  return concat->output(0);
+}
+
+c10::ScalarType Converter::dtype_of(size_t i) const {
+  const Argument& a = arg(i);
+  if (const Node* n = a.node()) {
+    if (value_of(n).kind == Value::Kind::kInt) return c10::kLong;
+    if (!n->meta().tensor.dtype) {
+      refuse(fmt::format("the dtype of argument {} ('{}') is not known", i, n->name()));
+    }
+    return *n->meta().tensor.dtype;
+  }
+  if (a.is<double>()) return c10::kDouble;
+  if (a.is<int64_t>()) return c10::kLong;
+  if (a.is<bool>()) return c10::kBool;
+  refuse(fmt::format("argument {} has no dtype", i));
+}
+
+c10::ScalarType Converter::out_dtype() const {
+  if (!node_->meta().tensor.dtype) refuse("its output's dtype is not known");
+  return *node_->meta().tensor.dtype;
+}
+
+const std::vector<int64_t>& Converter::shape_of(size_t i) const {
+  const Node* n = arg(i).node();
+  if (!n || !n->meta().tensor.shape) {
+    refuse(fmt::format("the shape of argument {} is not known", i));
+  }
+  return *n->meta().tensor.shape;
+}
+
+int64_t Converter::norm_dim(int64_t dim, int64_t rank) const {
+  const int64_t r = std::max<int64_t>(rank, 1);
+  if (dim < -r || dim >= r)
+    refuse(fmt::format("dimension {} is out of range for rank {}", dim, rank));
+  return dim < 0 ? dim + r : dim;
+}
+
+bool Converter::follows_batch(size_t i, int64_t dim) const {
+  const Node* n = arg(i).node();
+  return n && n->meta().tensor.follows_batch(static_cast<size_t>(dim));
+}
+
+onnx::ValueInfoProto* Converter::value_info(onnx::ValueInfoProto* info, const std::string& name,
+                                            const Node& node) {
+  info->set_name(name);
+  const TensorMeta& meta = node.meta().tensor;
+  const std::string who = fmt::format("node '{}'", node.name());
+  if (!meta.dtype)
+    throw OnnxError(fmt::format("cannot write {} as ONNX: its dtype is not known", who));
+  auto* type = info->mutable_type()->mutable_tensor_type();
+  type->set_elem_type(onnx_type(*meta.dtype, who));
+  if (meta.shape) {
+    auto* shape = type->mutable_shape();
+    for (size_t d = 0; d < meta.shape->size(); ++d) {
+      auto* dim = shape->add_dim();
+      if (meta.follows_batch(d)) {
+        dim->set_dim_param("s0");
+      } else {
+        dim->set_dim_value((*meta.shape)[d]);
+      }
+    }
+  }
+  return info;
+}
+
+void Converter::convert() {
+  const GraphSignature& signature = program_.graph_signature();
+  std::unordered_map<std::string, const InputSpec*> input_of;
+  for (const InputSpec& in : signature.inputs) input_of[in.name] = &in;
+  // Names the model gives: graph inputs, initializers, then output keys.
+  for (const InputSpec& in : signature.inputs) {
+    names_.insert(in.kind == InputKind::kUserInput ? in.target : in.name);
+  }
+  std::vector<std::string> output_names;
+  for (const OutputSpec& out : signature.outputs) {
+    std::string name = out.key.joined("_");
+    if (names_.count(name)) name = fresh(name + "_out");
+    names_.insert(name);
+    output_names.push_back(name);
+  }
+  for (const Node* n : program_.graph().nodes()) {
+    node_ = n;
+    first_emitted_ = graph_->node_size();
+    doc_ = n->meta().module_path.empty()
+               ? n->meta().module_type
+               : n->meta().module_path +
+                     (n->meta().module_type.empty() ? "" : " (" + n->meta().module_type + ")");
+    switch (n->op()) {
+      case OpCode::kPlaceholder: {
+        auto it = input_of.find(n->name());
+        if (it == input_of.end()) {
+          throw OnnxError(
+              fmt::format("cannot write placeholder '{}' as ONNX: it is not in the "
+                          "program's signature",
+                          n->name()));
+        }
+        const InputSpec& spec = *it->second;
+        if (spec.kind == InputKind::kUserInput) {
+          value_info(graph_->add_input(), spec.target, *n);
+          values_[n] = {Value::Kind::kTensor, spec.target, {}};
+        } else {
+          auto state = program_.state().find(spec.name);
+          if (state == program_.state().end()) {
+            throw OnnxError(
+                fmt::format("cannot write placeholder '{}' as ONNX: no tensor for it", spec.name));
+          }
+          TensorProto* init = graph_->add_initializer();
+          init->set_name(spec.name);
+          fill_tensor(init, state->second, fmt::format("placeholder '{}'", spec.name));
+          values_[n] = {Value::Kind::kTensor, spec.name, {}};
+        }
+        break;
+      }
+      case OpCode::kOutput: {
+        const auto& results = n->args().at(0).as<ArgumentList>().items;
+        if (results.size() != output_names.size()) {
+          throw InternalError("onnx export: the output node and the signature disagree");
+        }
+        for (size_t i = 0; i < results.size(); ++i) {
+          const Node* result = results[i].node();
+          if (!result || value_of(result).kind != Value::Kind::kTensor) {
+            throw OnnxError(fmt::format("cannot write output '{}' as ONNX: it is not a tensor",
+                                        output_names[i]));
+          }
+          emit("Identity", {value_of(result).name})->set_output(0, output_names[i]);
+          graph_->mutable_node(graph_->node_size() - 1)
+              ->set_name(fresh_node("output/" + output_names[i]));
+          add_output(output_names[i], *result);
+        }
+        break;
+      }
+      case OpCode::kCallFunction:
+      case OpCode::kCallMethod: {
+        Value v = convert_node();
+        adopt_name(v, *n);
+        if (n->target().is_getitem()) {
+          // The list's item takes the getitem's name too (`getitem_1`, not `chunk/Split_1`).
+          const Node* list = n->args()[0].node();
+          const size_t count = values_[list].items.size();
+          int64_t index = n->args()[1].as<int64_t>();
+          if (index < 0) index += static_cast<int64_t>(count);
+          values_[list].items[static_cast<size_t>(index)].name = v.name;
+        }
+        values_[n] = std::move(v);
+        break;
+      }
+      default:
+        throw OnnxError(
+            fmt::format("cannot write node '{}' ({}) as ONNX: only aten calls, "
+                        "getitem and placeholders have an ONNX form",
+                        n->name(), to_string(n->op())));
+    }
+  }
+}
+
+void Converter::adopt_name(Value& value, const Node& node) {
+  if (value.kind != Value::Kind::kTensor || value.name.find('/') == std::string::npos) return;
+  auto it = producer_.find(value.name);
+  if (it == producer_.end()) return;  // an initializer
+  const auto [index, slot] = it->second;
+  producer_.erase(it);
+  names_.erase(value.name);
+  value.name = fresh(node.name());
+  graph_->mutable_node(index)->set_output(slot, value.name);
+  producer_[value.name] = {index, slot};
+}
+
+void Converter::add_output(const std::string& name, const Node& node) {
+  value_info(graph_->add_output(), name, node);
+}
+
+Value Converter::convert_node() {
+  const Node& n = *node_;
+  if (n.target().is_getitem()) {
+    args_ = n.args();
+    const Node* from = arg(0).node();
+    if (!from || value_of(from).kind != Value::Kind::kList || !arg(1).is<int64_t>()) {
+      refuse("getitem reads an item of a list by a constant index only");
+    }
+    const auto& items = value_of(from).items;
+    int64_t index = arg(1).as<int64_t>();
+    if (index < 0) index += static_cast<int64_t>(items.size());
+    if (index < 0 || index >= static_cast<int64_t>(items.size())) refuse("index out of range");
+    return items[static_cast<size_t>(index)];
+  }
+  if (!n.target().has_operator()) refuse("its target is no aten operator");
+  const Target target = n.target().as_function();
+  args_ = schema_arguments(n);
+  const auto& table = rules();
+  const std::string full =
+      target.overload().empty() ? target.op_name() : target.op_name() + "." + target.overload();
+  if (!target.op_name().empty() && target.op_name().back() == '_') {
+    refuse(
+        "it updates its input in place (a buffer, as BatchNorm's statistics in training "
+        "mode), which an ONNX model cannot; export the pipeline in eval mode");
+  }
+  auto it = table.find(full);
+  if (it == table.end()) it = table.find(target.op_name());
+  if (it == table.end()) {
+    refuse(fmt::format("aten::{} has no ONNX form at opset {} (see onnx_operators())",
+                       target.op_name(), kOnnxOpset));
+  }
+  return it->second.rule(*this);
+}
+
+// --------------------------------------------------------------------------------------
+// The rules: one per aten operator (or overload), each returning the node's value.
+
+Value tensor_value(std::string name) { return {Value::Kind::kTensor, std::move(name), {}}; }
+
+/// The dtype two operands compute in: ATen's promotion, where a number operand does not
+/// widen a tensor of its own category.
+c10::ScalarType operand_dtype(Converter& c, size_t a, size_t b) {
+  const bool a_tensor = c.arg(a).node() != nullptr, b_tensor = c.arg(b).node() != nullptr;
+  const c10::ScalarType ta = c.dtype_of(a), tb = c.dtype_of(b);
+  if (a_tensor && b_tensor) return c10::promoteTypes(ta, tb);
+  const c10::ScalarType tensor_type = a_tensor ? ta : tb, number_type = a_tensor ? tb : ta;
+  if (!a_tensor && !b_tensor) return c10::promoteTypes(ta, tb);
+  if (c10::isFloatingType(number_type) && !c10::isFloatingType(tensor_type)) return c10::kFloat;
+  if (number_type == c10::kLong && tensor_type == c10::kBool) return c10::kLong;
+  return tensor_type;
+}
+
+/// Operands `a` and `b` cast to the dtype they compute in.
+std::pair<std::string, std::string> operands(Converter& c, size_t a, size_t b) {
+  const c10::ScalarType t = operand_dtype(c, a, b);
+  std::string x = c.tensor(a, t), y = c.tensor(b, t);
+  if (c.arg(a).node()) x = c.cast_if(x, c.dtype_of(a), t);
+  if (c.arg(b).node()) y = c.cast_if(y, c.dtype_of(b), t);
+  return {x, y};
+}
+
+Rule unary(std::string op) {
+  return [op](Converter& c) { return tensor_value(c.op(op, {c.tensor(0)})); };
+}
+
+Rule binary(std::string op) {
+  return [op](Converter& c) {
+    auto [x, y] = operands(c, 0, 1);
+    return tensor_value(c.op(op, {x, y}));
+  };
+}
+
+/// add/sub with `alpha` (argument 2): x op alpha * y.
+Rule add_sub(std::string op, bool reversed) {
+  return [op, reversed](Converter& c) {
+    auto [x, y] = operands(c, 0, 1);
+    const c10::ScalarType t = operand_dtype(c, 0, 1);
+    // rsub(x, y, alpha) is y - alpha x: alpha scales the operand subtracted.
+    if (c.arg_count() > 2 && !c.is_none(2) && c.double_arg(2) != 1.0) {
+      std::string& scaled = reversed ? x : y;
+      scaled = c.op("Mul", {scaled, c.const_scalar(c.double_arg(2), t)});
+    }
+    if (reversed) return tensor_value(c.op(op, {y, x}));
+    return tensor_value(c.op(op, {x, y}));
+  };
+}
+
+Rule comparison(std::string op, bool negate) {
+  return [op, negate](Converter& c) {
+    auto [x, y] = operands(c, 0, 1);
+    std::string out = c.op(op, {x, y});
+    return tensor_value(negate ? c.op("Not", {out}) : out);
+  };
+}
+
+Value div_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.cast_if(c.tensor(0, t), c.dtype_of(0), t);
+  std::string y = c.cast_if(c.tensor(1, t), c.dtype_of(1), t);
+  std::string q = c.op("Div", {x, y});
+  const std::string mode = c.arg_count() > 2 && !c.is_none(2) ? c.string_arg(2) : "";
+  if (mode == "floor") {
+    if (!c10::isFloatingType(t)) c.refuse("floor division of integers");
+    q = c.op("Floor", {q});
+  } else if (mode == "trunc") {
+    if (!c10::isFloatingType(t)) c.refuse("truncating division of integers");
+    q = c.op("Mul", {c.op("Sign", {q}), c.op("Floor", {c.op("Abs", {q})})});
+  } else if (!mode.empty()) {
+    c.refuse("unknown rounding mode '" + mode + "'");
+  }
+  return tensor_value(q);
+}
+
+/// Clip with optional constant bounds in arguments `lo` and `hi`.
+Value clip(Converter& c, std::optional<size_t> lo, std::optional<size_t> hi) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0);
+  auto bound = [&](std::optional<size_t> i) -> std::string {
+    if (!i || c.is_none(*i)) return "";
+    if (c.arg(*i).node()) c.refuse("a tensor bound");
+    return c.const_scalar(c.double_arg(*i), t);
+  };
+  const std::string low = bound(lo), high = bound(hi);
+  if (high.empty()) return tensor_value(c.op("Clip", {x, low}));
+  return tensor_value(c.op("Clip", {x, low, high}));
+}
+
+Value softplus_rule(Converter& c) {
+  // softplus(x, beta, threshold) = x where beta * x > threshold, else log1p(exp(beta x)) / beta.
+  const c10::ScalarType t = c.out_dtype();
+  const double beta = c.double_arg(1), threshold = c.double_arg(2);
+  std::string x = c.tensor(0);
+  std::string bx = beta == 1.0 ? x : c.op("Mul", {x, c.const_scalar(beta, t)});
+  std::string soft = c.op("Softplus", {bx});
+  if (beta != 1.0) soft = c.op("Div", {soft, c.const_scalar(beta, t)});
+  std::string above = c.op("Greater", {bx, c.const_scalar(threshold, t)});
+  return tensor_value(c.op("Where", {above, x, soft}));
+}
+
+Value gelu_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0);
+  const std::string approximate = c.arg_count() > 1 ? c.string_arg(1) : "none";
+  std::string half_x = c.op("Mul", {x, c.const_scalar(0.5, t)});
+  if (approximate == "tanh") {
+    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    std::string cube = c.op("Mul", {c.op("Mul", {x, x}), x});
+    std::string inner = c.op("Add", {x, c.op("Mul", {cube, c.const_scalar(0.044715, t)})});
+    inner = c.op("Mul", {inner, c.const_scalar(0.7978845608028654, t)});
+    std::string one_plus = c.op("Add", {c.op("Tanh", {inner}), c.const_scalar(1.0, t)});
+    return tensor_value(c.op("Mul", {half_x, one_plus}));
+  }
+  if (approximate != "none") c.refuse("unknown approximation '" + approximate + "'");
+  std::string erf = c.op("Erf", {c.op("Mul", {x, c.const_scalar(0.7071067811865476, t)})});
+  std::string one_plus = c.op("Add", {erf, c.const_scalar(1.0, t)});
+  return tensor_value(c.op("Mul", {half_x, one_plus}));
+}
+
+Value linear_rule(Converter& c) {
+  std::string x = c.tensor(0), w = c.tensor(1);
+  const bool bias = !c.is_none(2);
+  if (c.rank_of(0) == 2) {
+    NodeProto* gemm = c.emit("Gemm", bias ? std::vector<std::string>{x, w, c.tensor(2)}
+                                          : std::vector<std::string>{x, w});
+    set_attr(gemm, "transB", int64_t{1});
+    return tensor_value(gemm->output(0));
+  }
+  NodeProto* t = c.emit("Transpose", {w});
+  set_attr(t, "perm", std::vector<int64_t>{1, 0});
+  std::string y = c.op("MatMul", {x, t->output(0)});
+  if (bias) y = c.op("Add", {y, c.tensor(2)});
+  return tensor_value(y);
+}
+
+Value addmm_rule(Converter& c) {
+  // addmm(bias, a, b, beta, alpha) = beta bias + alpha (a @ b).
+  NodeProto* gemm = c.emit("Gemm", {c.tensor(1), c.tensor(2), c.tensor(0)});
+  set_attr(gemm, "beta", c.double_arg(3));
+  set_attr(gemm, "alpha", c.double_arg(4));
+  return tensor_value(gemm->output(0));
+}
+
+Value transpose_rule(Converter& c) {
+  const int64_t rank = c.rank_of(0);
+  if (rank < 2) return tensor_value(c.op("Identity", {c.tensor(0)}));
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
+  int64_t a = rank == 2 && c.arg_count() == 1 ? 0 : c.norm_dim(c.int_arg(1), rank);
+  int64_t b = rank == 2 && c.arg_count() == 1 ? 1 : c.norm_dim(c.int_arg(2), rank);
+  std::swap(perm[static_cast<size_t>(a)], perm[static_cast<size_t>(b)]);
+  NodeProto* t = c.emit("Transpose", {c.tensor(0)});
+  set_attr(t, "perm", perm);
+  return tensor_value(t->output(0));
+}
+
+Value permute_rule(Converter& c) {
+  const int64_t rank = c.rank_of(0);
+  std::vector<int64_t> perm = c.ints_arg(1);
+  for (auto& d : perm) d = c.norm_dim(d, rank);
+  NodeProto* t = c.emit("Transpose", {c.tensor(0)});
+  set_attr(t, "perm", perm);
+  return tensor_value(t->output(0));
+}
+
+Value view_rule(Converter& c) {
+  std::string shape = c.ints_tensor(1);
+  NodeProto* r = c.emit("Reshape", {c.tensor(0), shape});
+  // A literal 0 is a size of 0 in ATen, not "copy this dimension" as Reshape's default.
+  if (c.ints_constant(1)) {
+    const auto sizes = c.ints_arg(1);
+    if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
+      set_attr(r, "allowzero", int64_t{1});
+  }
+  return tensor_value(r->output(0));
+}
+
+Value flatten_rule(Converter& c) { return tensor_value(c.reshape_to_output(c.tensor(0), 0)); }
+
+Value unsqueeze_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0) + 1);
+  return tensor_value(c.op("Unsqueeze", {c.tensor(0), c.const_ints({dim})}));
+}
+
+Value squeeze_rule(Converter& c) {
+  const auto& shape = c.shape_of(0);
+  const int64_t rank = c.rank_of(0);
+  std::vector<int64_t> axes;
+  if (c.arg_count() > 1 && !c.is_none(1)) {
+    for (int64_t d : c.ints_arg(1)) {
+      d = c.norm_dim(d, rank);
+      if (rank > 0 && shape[static_cast<size_t>(d)] == 1 && !c.follows_batch(0, d))
+        axes.push_back(d);
+      if (c.follows_batch(0, d)) c.refuse("squeezes a dimension that follows the batch");
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d) {
+      if (c.follows_batch(0, d)) c.refuse("squeezes a dimension that follows the batch");
+      if (shape[static_cast<size_t>(d)] == 1) axes.push_back(d);
+    }
+  }
+  if (axes.empty()) return tensor_value(c.op("Identity", {c.tensor(0)}));
+  return tensor_value(c.op("Squeeze", {c.tensor(0), c.const_ints(axes)}));
+}
+
+Value identity_rule(Converter& c) { return tensor_value(c.op("Identity", {c.tensor(0)})); }
+
+Value dropout_rule(Converter& c) {
+  if (c.bool_arg(2)) c.refuse("dropout in training mode; export the pipeline in eval mode");
+  return identity_rule(c);
+}
+
+Value softmax_rule(Converter& c, const std::string& op) {
+  const int64_t axis = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  std::string x = c.tensor(0);
+  const c10::ScalarType t = c.out_dtype();
+  x = c.cast_if(x, c.dtype_of(0), t);
+  NodeProto* s = c.emit(op, {x});
+  set_attr(s, "axis", axis);
+  return tensor_value(s->output(0));
+}
+
+/// The sizes of the pieces chunk(x, chunks, dim) gives, from the traced shape.
+std::vector<int64_t> chunk_sizes(Converter& c, int64_t chunks, int64_t dim) {
+  if (c.follows_batch(0, dim)) c.refuse("splits a dimension that follows the batch");
+  const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
+  const int64_t each = (size + chunks - 1) / std::max<int64_t>(chunks, 1);
+  std::vector<int64_t> sizes;
+  for (int64_t left = size; left > 0; left -= each) sizes.push_back(std::min(each, left));
+  if (sizes.empty()) sizes.push_back(0);
+  return sizes;
+}
+
+Value split_into(Converter& c, const std::vector<int64_t>& sizes, int64_t dim) {
+  NodeProto* s =
+      c.emit("Split", {c.tensor(0), c.const_ints(sizes)}, static_cast<int>(sizes.size()));
+  set_attr(s, "axis", dim);
+  Value list{Value::Kind::kList, "", {}};
+  for (int i = 0; i < s->output_size(); ++i) list.items.push_back(tensor_value(s->output(i)));
+  return list;
+}
+
+Value chunk_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(2), c.rank_of(0));
+  return split_into(c, chunk_sizes(c, c.int_arg(1), dim), dim);
+}
+
+Value split_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(2), c.rank_of(0));
+  if (c.arg(1).is<ArgumentList>()) return split_into(c, c.ints_arg(1), dim);
+  const int64_t each = c.int_arg(1);
+  if (c.follows_batch(0, dim)) c.refuse("splits a dimension that follows the batch");
+  const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
+  std::vector<int64_t> sizes;
+  for (int64_t left = size; left > 0; left -= each) sizes.push_back(std::min(each, left));
+  return split_into(c, sizes, dim);
+}
+
+Value unbind_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  if (c.follows_batch(0, dim)) c.refuse("unbinds a dimension that follows the batch");
+  const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
+  Value pieces = split_into(c, std::vector<int64_t>(static_cast<size_t>(size), 1), dim);
+  for (Value& item : pieces.items) {
+    item.name = c.op("Squeeze", {item.name, c.const_ints({dim})});
+  }
+  return pieces;
+}
+
+Value cat_rule(Converter& c) {
+  std::vector<std::string> parts = c.tensors(0);
+  const int64_t rank =
+      static_cast<int64_t>(c.node().meta().tensor.shape.value_or(std::vector<int64_t>{}).size());
+  NodeProto* cat = c.emit("Concat", parts);
+  set_attr(cat, "axis", c.norm_dim(c.int_arg(1), rank));
+  return tensor_value(cat->output(0));
+}
+
+Value stack_rule(Converter& c) {
+  std::vector<std::string> parts = c.tensors(0);
+  const int64_t rank =
+      static_cast<int64_t>(c.node().meta().tensor.shape.value_or(std::vector<int64_t>{}).size());
+  const int64_t dim = c.norm_dim(c.int_arg(1), rank);
+  for (auto& p : parts) p = c.op("Unsqueeze", {p, c.const_ints({dim})});
+  NodeProto* cat = c.emit("Concat", parts);
+  set_attr(cat, "axis", dim);
+  return tensor_value(cat->output(0));
+}
+
+Value select_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  std::string index;
+  if (c.arg(2).is<int64_t>()) {
+    index = c.const_scalar(static_cast<double>(c.int_arg(2)), c10::kLong);
+  } else {
+    index = c.tensor(2, c10::kLong);
+  }
+  NodeProto* g = c.emit("Gather", {c.tensor(0), index});
+  set_attr(g, "axis", dim);
+  return tensor_value(g->output(0));
+}
+
+Value slice_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  auto bound = [&](size_t i, int64_t missing) -> std::string {
+    if (c.is_none(i)) return c.const_ints({missing});
+    if (c.arg(i).is<int64_t>()) return c.const_ints({c.int_arg(i)});
+    // A size node: already a 1-D int64 tensor of one element.
+    const Node* n = c.arg(i).node();
+    if (!n || c.dtype_of(i) != c10::kLong)
+      c.refuse("a slice bound that is neither an int nor a size");
+    return c.op("Unsqueeze", {c.tensor(i), c.const_ints({0})});
+  };
+  std::string start = bound(2, 0), end = bound(3, std::numeric_limits<int64_t>::max());
+  const int64_t step = c.is_none(4) ? 1 : c.int_arg(4);
+  return tensor_value(
+      c.op("Slice", {c.tensor(0), start, end, c.const_ints({dim}), c.const_ints({step})}));
+}
+
+Value narrow_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  const int64_t start = c.int_arg(2), length = c.int_arg(3);
+  return tensor_value(c.op("Slice", {c.tensor(0), c.const_ints({start}),
+                                     c.const_ints({start + length}), c.const_ints({dim})}));
+}
+
+Value expand_rule(Converter& c) {
+  if (!c.ints_constant(1)) {
+    // Sizes with size nodes: -1 entries are constants and mean "keep"; Expand keeps a
+    // dimension given as 1.
+    c.refuse("expand to sizes that follow the batch");
+  }
+  std::vector<int64_t> sizes = c.ints_arg(1);
+  for (auto& s : sizes) {
+    if (s == -1) s = 1;
+  }
+  return tensor_value(c.op("Expand", {c.tensor(0), c.const_ints(sizes)}));
+}
+
+Value reduce_rule(Converter& c, const std::string& op, bool axes_as_input) {
+  // (x, dims, keepdim, dtype) or the whole tensor (x, dtype).
+  const int64_t rank = c.rank_of(0);
+  std::string x = c.tensor(0);
+  const c10::ScalarType t = c.out_dtype();
+  x = c.cast_if(x, c.dtype_of(0), t);
+  std::vector<int64_t> axes;
+  bool keep = false;
+  const bool has_dims =
+      c.arg_count() > 1 && (c.arg(1).is<ArgumentList>() || c.arg(1).is<int64_t>());
+  if (has_dims) {
+    for (int64_t d : c.ints_arg(1)) axes.push_back(c.norm_dim(d, rank));
+    keep = c.arg_count() > 2 && c.bool_arg(2);
+  }
+  NodeProto* r;
+  if (axes.empty()) {
+    r = c.emit(op, {x});
+  } else if (axes_as_input) {
+    r = c.emit(op, {x, c.const_ints(axes)});
+  } else {
+    r = c.emit(op, {x});
+    set_attr(r, "axes", axes);
+  }
+  set_attr(r, "keepdims", int64_t{keep});
+  return tensor_value(r->output(0));
+}
+
+/// max.dim / min.dim: (values, indices).
+Value max_dim_rule(Converter& c, bool is_max) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  const int64_t keep = c.bool_arg(2);
+  std::string x = c.tensor(0);
+  NodeProto* values = c.emit(is_max ? "ReduceMax" : "ReduceMin", {x});
+  set_attr(values, "axes", std::vector<int64_t>{dim});
+  set_attr(values, "keepdims", keep);
+  NodeProto* index = c.emit(is_max ? "ArgMax" : "ArgMin", {x});
+  set_attr(index, "axis", dim);
+  set_attr(index, "keepdims", keep);
+  return {
+      Value::Kind::kList, "", {tensor_value(values->output(0)), tensor_value(index->output(0))}};
+}
+
+Value arg_rule(Converter& c, const std::string& op) {
+  if (c.is_none(1)) c.refuse("argmax/argmin over the whole tensor");
+  NodeProto* a = c.emit(op, {c.tensor(0)});
+  set_attr(a, "axis", c.norm_dim(c.int_arg(1), c.rank_of(0)));
+  set_attr(a, "keepdims", int64_t{c.bool_arg(2)});
+  return tensor_value(a->output(0));
+}
+
+/// var/std with a correction: sum((x - mean)^2) / (N - correction), over `dims`.
+Value variance_rule(Converter& c, bool is_std) {
+  const int64_t rank = c.rank_of(0);
+  const auto& shape = c.shape_of(0);
+  std::vector<int64_t> axes;
+  if (!c.is_none(1)) {
+    for (int64_t d : c.ints_arg(1)) axes.push_back(c.norm_dim(d, rank));
+  } else {
+    for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  // var.correction: (x, dim, correction, keepdim); var.dim: (x, dim, unbiased, keepdim).
+  double correction = 1;
+  const auto& schema = c.node().target().schema();
+  if (schema.overload_name() == "correction") {
+    correction = c.is_none(2) ? 1.0 : c.double_arg(2);
+  } else {
+    correction = c.bool_arg(2) ? 1.0 : 0.0;
+  }
+  const bool keep = c.bool_arg(3);
+  int64_t count = 1;
+  for (int64_t d : axes) {
+    if (c.follows_batch(0, d)) c.refuse("a variance over a dimension that follows the batch");
+    count *= shape[static_cast<size_t>(d)];
+  }
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0);
+  NodeProto* mean = c.emit("ReduceMean", {x});
+  set_attr(mean, "axes", axes);
+  set_attr(mean, "keepdims", int64_t{1});
+  std::string diff = c.op("Sub", {x, mean->output(0)});
+  NodeProto* sum = c.emit("ReduceSum", {c.op("Mul", {diff, diff}), c.const_ints(axes)});
+  set_attr(sum, "keepdims", int64_t{keep});
+  std::string var =
+      c.op("Div", {sum->output(0), c.const_scalar(static_cast<double>(count) - correction, t)});
+  return tensor_value(is_std ? c.op("Sqrt", {var}) : var);
+}
+
+Value layer_norm_rule(Converter& c) {
+  // layer_norm(x, normalized_shape, weight, bias, eps, cudnn_enable).
+  const int64_t axis = -static_cast<int64_t>(c.ints_arg(1).size());
+  const std::vector<int64_t> normalized = c.ints_arg(1);
+  const auto options = at::TensorOptions().dtype(c.out_dtype());
+  std::vector<std::string> inputs{
+      c.tensor(0), c.is_none(2) ? c.const_tensor(at::ones(normalized, options)) : c.tensor(2)};
+  if (!c.is_none(3)) inputs.push_back(c.tensor(3));
+  NodeProto* ln = c.emit("LayerNormalization", inputs);
+  set_attr(ln, "axis", axis);
+  set_attr(ln, "epsilon", c.double_arg(4));
+  return tensor_value(ln->output(0));
+}
+
+Value batch_norm_rule(Converter& c) {
+  // batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps, cudnn).
+  if (c.bool_arg(5)) c.refuse("batch norm in training mode; export the pipeline in eval mode");
+  if (c.is_none(3) || c.is_none(4)) c.refuse("batch norm without running statistics");
+  const int64_t channels = c.shape_of(0).size() > 1 ? c.shape_of(0)[1] : 1;
+  const auto options = at::TensorOptions().dtype(c.out_dtype());
+  auto or_fill = [&](size_t i, double fill) {
+    return c.is_none(i) ? c.const_tensor(at::full({channels}, fill, options)) : c.tensor(i);
+  };
+  NodeProto* bn = c.emit("BatchNormalization",
+                         {c.tensor(0), or_fill(1, 1.0), or_fill(2, 0.0), c.tensor(3), c.tensor(4)});
+  set_attr(bn, "epsilon", c.double_arg(7));
+  set_attr(bn, "momentum", 1.0 - c.double_arg(6));
+  return tensor_value(bn->output(0));
+}
+
+Value conv_rule(Converter& c) {
+  // _convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, ...),
+  // convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups),
+  // conv{1,2,3}d(x, w, b, stride, padding, dilation, groups).
+  const std::string& name = c.node().target().op_name();
+  const bool generic = name == "_convolution" || name == "convolution";
+  const int64_t spatial = c.rank_of(1) - 2;
+  auto expand = [&](std::vector<int64_t> v) {
+    if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
+    return v;
+  };
+  const bool transposed = generic && c.bool_arg(6);
+  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
+  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
+  NodeProto* conv = c.emit(transposed ? "ConvTranspose" : "Conv", inputs);
+  set_attr(conv, "strides", expand(c.ints_arg(3)));
+  if (c.arg(4).is<std::string>()) {
+    const std::string mode = c.string_arg(4);
+    if (mode == "same") {
+      set_attr(conv, "auto_pad", std::string("SAME_UPPER"));
+    } else if (mode != "valid") {
+      c.refuse("padding '" + mode + "'");
+    }
+  } else {
+    std::vector<int64_t> pads = expand(c.ints_arg(4));
+    std::vector<int64_t> both = pads;
+    both.insert(both.end(), pads.begin(), pads.end());
+    set_attr(conv, "pads", both);
+  }
+  set_attr(conv, "dilations", expand(c.ints_arg(5)));
+  set_attr(conv, "group", generic ? c.int_arg(8) : c.int_arg(6));
+  if (transposed) set_attr(conv, "output_padding", expand(c.ints_arg(7)));
+  return tensor_value(conv->output(0));
+}
+
+Value max_pool_rule(Converter& c) {
+  // max_pool{1,2,3}d(x, kernel, stride, padding, dilation, ceil_mode).
+  const int64_t spatial = c.rank_of(0) - 2;
+  auto expand = [&](std::vector<int64_t> v) {
+    if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
+    return v;
+  };
+  std::vector<int64_t> kernel = expand(c.ints_arg(1));
+  std::vector<int64_t> stride = c.ints_arg(2).empty() ? kernel : expand(c.ints_arg(2));
+  std::vector<int64_t> pads = expand(c.ints_arg(3));
+  pads.insert(pads.end(), pads.begin(), pads.end());
+  NodeProto* pool = c.emit("MaxPool", {c.tensor(0)});
+  set_attr(pool, "kernel_shape", kernel);
+  set_attr(pool, "strides", stride);
+  set_attr(pool, "pads", pads);
+  set_attr(pool, "dilations", expand(c.ints_arg(4)));
+  set_attr(pool, "ceil_mode", int64_t{c.bool_arg(5)});
+  return tensor_value(pool->output(0));
+}
+
+Value avg_pool_rule(Converter& c) {
+  // avg_pool{1,2,3}d(x, kernel, stride, padding, ceil_mode, count_include_pad[, divisor]).
+  const int64_t spatial = c.rank_of(0) - 2;
+  auto expand = [&](std::vector<int64_t> v) {
+    if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
+    return v;
+  };
+  if (c.arg_count() > 6 && !c.is_none(6)) c.refuse("a divisor_override");
+  std::vector<int64_t> kernel = expand(c.ints_arg(1));
+  std::vector<int64_t> stride = c.ints_arg(2).empty() ? kernel : expand(c.ints_arg(2));
+  std::vector<int64_t> pads = expand(c.ints_arg(3));
+  pads.insert(pads.end(), pads.begin(), pads.end());
+  NodeProto* pool = c.emit("AveragePool", {c.tensor(0)});
+  set_attr(pool, "kernel_shape", kernel);
+  set_attr(pool, "strides", stride);
+  set_attr(pool, "pads", pads);
+  set_attr(pool, "ceil_mode", int64_t{c.bool_arg(4)});
+  set_attr(pool, "count_include_pad", int64_t{c.bool_arg(5)});
+  return tensor_value(pool->output(0));
+}
+
+Value adaptive_pool_rule(Converter& c, bool is_max) {
+  // Output sizes that divide the input: a pool of kernel = stride = input / output.
+  const auto& shape = c.shape_of(0);
+  const std::vector<int64_t> out = c.ints_arg(1);
+  const size_t first = shape.size() - out.size();
+  bool global = true;
+  std::vector<int64_t> kernel;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t in = shape[first + i];
+    if (out[i] <= 0 || in % out[i] != 0) {
+      c.refuse(fmt::format("adaptive pooling from {} to {}, which does not divide it", in, out[i]));
+    }
+    global = global && out[i] == 1;
+    kernel.push_back(in / out[i]);
+  }
+  if (global)
+    return tensor_value(c.op(is_max ? "GlobalMaxPool" : "GlobalAveragePool", {c.tensor(0)}));
+  NodeProto* pool = c.emit(is_max ? "MaxPool" : "AveragePool", {c.tensor(0)});
+  set_attr(pool, "kernel_shape", kernel);
+  set_attr(pool, "strides", kernel);
+  return tensor_value(pool->output(0));
+}
+
+Value embedding_rule(Converter& c) {
+  // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse).
+  NodeProto* g = c.emit("Gather", {c.tensor(0), c.tensor(1)});
+  set_attr(g, "axis", int64_t{0});
+  return tensor_value(g->output(0));
+}
+
+Value to_copy_rule(Converter& c) {
+  return tensor_value(c.cast_if(c.tensor(0), c.dtype_of(0), c.out_dtype()));
+}
+
+Value where_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string cond = c.tensor(0);
+  std::string x = c.arg(1).node() ? c.cast_if(c.tensor(1), c.dtype_of(1), t) : c.tensor(1, t);
+  std::string y = c.arg(2).node() ? c.cast_if(c.tensor(2), c.dtype_of(2), t) : c.tensor(2, t);
+  return tensor_value(c.op("Where", {cond, x, y}));
+}
+
+Value masked_fill_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string value = c.arg(2).node() ? c.cast_if(c.tensor(2), c.dtype_of(2), t) : c.tensor(2, t);
+  return tensor_value(c.op("Where", {c.tensor(1), value, c.tensor(0)}));
+}
+
+Value pow_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.arg(0).node() ? c.cast_if(c.tensor(0), c.dtype_of(0), t) : c.tensor(0, t);
+  std::string y = c.arg(1).node() ? c.tensor(1) : c.tensor(1, t);
+  return tensor_value(c.op("Pow", {x, y}));
+}
+
+Value size_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  return {Value::Kind::kInt, c.dim_size(c.tensor(0), dim), {}};
+}
+
+/// An activation ONNX has with float attributes `names` taken from arguments 1, 2, ...
+Rule activation(std::string op, std::vector<std::string> names) {
+  return [op, names](Converter& c) {
+    NodeProto* a = c.emit(op, {c.tensor(0)});
+    for (size_t i = 0; i < names.size(); ++i) set_attr(a, names[i], c.double_arg(i + 1));
+    return tensor_value(a->output(0));
+  };
+}
+
+Value elu_rule(Converter& c) {
+  // elu(x, alpha, scale, input_scale).
+  if (c.double_arg(2) != 1.0 || c.double_arg(3) != 1.0) c.refuse("an ELU with scales");
+  NodeProto* e = c.emit("Elu", {c.tensor(0)});
+  set_attr(e, "alpha", c.double_arg(1));
+  return tensor_value(e->output(0));
+}
+
+Value silu_rule(Converter& c) {
+  std::string x = c.tensor(0);
+  return tensor_value(c.op("Mul", {x, c.op("Sigmoid", {x})}));
+}
+
+Value mish_rule(Converter& c) {
+  std::string x = c.tensor(0);
+  return tensor_value(c.op("Mul", {x, c.op("Tanh", {c.op("Softplus", {x})})}));
+}
+
+Value log_sigmoid_rule(Converter& c) {
+  return tensor_value(c.op("Neg", {c.op("Softplus", {c.op("Neg", {c.tensor(0)})})}));
+}
+
+Value rsqrt_rule(Converter& c) {
+  return tensor_value(c.op("Reciprocal", {c.op("Sqrt", {c.tensor(0)})}));
+}
+
+Value hardtanh_rule(Converter& c) { return clip(c, 1, 2); }
+
+Value relu6_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  return tensor_value(c.op("Clip", {c.tensor(0), c.const_scalar(0, t), c.const_scalar(6, t)}));
+}
+
+Value hardsigmoid_rule(Converter& c) {
+  NodeProto* h = c.emit("HardSigmoid", {c.tensor(0)});
+  set_attr(h, "alpha", 1.0 / 6.0);
+  set_attr(h, "beta", 0.5);
+  return tensor_value(h->output(0));
+}
+
+Value threshold_rule(Converter& c) {
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0);
+  std::string above = c.op("Greater", {x, c.const_scalar(c.double_arg(1), t)});
+  return tensor_value(c.op("Where", {above, x, c.const_scalar(c.double_arg(2), t)}));
+}
+
+Value shrink_rule(Converter& c, bool soft) {
+  NodeProto* s = c.emit("Shrink", {c.tensor(0)});
+  set_attr(s, "lambd", c.double_arg(1));
+  set_attr(s, "bias", soft ? c.double_arg(1) : 0.0);
+  return tensor_value(s->output(0));
+}
+
+Value tanhshrink_rule(Converter& c) {
+  std::string x = c.tensor(0);
+  return tensor_value(c.op("Sub", {x, c.op("Tanh", {x})}));
+}
+
+Value prelu_rule(Converter& c) {
+  // The weight applies along dimension 1; PRelu broadcasts from the right.
+  std::string slope = c.tensor(1);
+  const int64_t rank = c.rank_of(0);
+  if (rank > 2 && c.shape_of(1).size() == 1 && c.shape_of(1)[0] != 1) {
+    std::vector<int64_t> axes;
+    for (int64_t d = 1; d < rank - 1; ++d) axes.push_back(d);
+    slope = c.op("Unsqueeze", {slope, c.const_ints(axes)});
+  }
+  return tensor_value(c.op("PRelu", {c.tensor(0), slope}));
+}
+
+Value glu_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  Value halves = split_into(c, chunk_sizes(c, 2, dim), dim);
+  return tensor_value(c.op("Mul", {halves.items[0].name, c.op("Sigmoid", {halves.items[1].name})}));
+}
+
+Value matmul_rule(Converter& c) { return tensor_value(c.op("MatMul", {c.tensor(0), c.tensor(1)})); }
+
+Value cumsum_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  std::string x = c.cast_if(c.tensor(0), c.dtype_of(0), c.out_dtype());
+  return tensor_value(c.op("CumSum", {x, c.const_scalar(static_cast<double>(dim), c10::kLong)}));
+}
+
+Value gather_rule(Converter& c) {
+  NodeProto* g = c.emit("GatherElements", {c.tensor(0), c.tensor(2)});
+  set_attr(g, "axis", c.norm_dim(c.int_arg(1), c.rank_of(0)));
+  return tensor_value(g->output(0));
+}
+
+Value index_select_rule(Converter& c) {
+  NodeProto* g = c.emit("Gather", {c.tensor(0), c.tensor(2)});
+  set_attr(g, "axis", c.norm_dim(c.int_arg(1), c.rank_of(0)));
+  return tensor_value(g->output(0));
+}
+
+Value trilu_rule(Converter& c, bool upper) {
+  NodeProto* t =
+      c.emit("Trilu", {c.tensor(0), c.const_scalar(static_cast<double>(c.int_arg(1)), c10::kLong)});
+  set_attr(t, "upper", int64_t{upper});
+  return tensor_value(t->output(0));
+}
+
+Value repeat_rule(Converter& c) {
+  std::vector<int64_t> repeats = c.ints_arg(1);
+  std::string x = c.tensor(0);
+  const int64_t rank = c.rank_of(0);
+  if (static_cast<int64_t>(repeats.size()) > rank) {
+    std::vector<int64_t> axes;
+    for (int64_t d = 0; d < static_cast<int64_t>(repeats.size()) - rank; ++d) axes.push_back(d);
+    x = c.op("Unsqueeze", {x, c.const_ints(axes)});
+  }
+  return tensor_value(c.op("Tile", {x, c.const_ints(repeats)}));
+}
+
+Value constant_pad_rule(Converter& c) {
+  // constant_pad_nd(x, pad, value): pad is (begin, end) pairs from the last dimension.
+  const std::vector<int64_t> pad = c.ints_arg(1);
+  const int64_t rank = c.rank_of(0);
+  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+  for (size_t i = 0; i + 1 < pad.size() + 1 && i / 2 < static_cast<size_t>(rank); i += 2) {
+    const size_t dim = static_cast<size_t>(rank) - 1 - i / 2;
+    pads[dim] = pad[i];
+    pads[dim + static_cast<size_t>(rank)] = pad[i + 1];
+  }
+  const c10::ScalarType t = c.out_dtype();
+  return tensor_value(
+      c.op("Pad", {c.tensor(0), c.const_ints(pads), c.const_scalar(c.double_arg(2), t)}));
+}
+
+/// The loss reductions of ATen: 0 none, 1 mean, 2 sum.
+std::string reduce_loss(Converter& c, const std::string& loss, int64_t reduction) {
+  if (reduction == 0) return loss;
+  NodeProto* r = c.emit(reduction == 1 ? "ReduceMean" : "ReduceSum", {loss});
+  set_attr(r, "keepdims", int64_t{0});
+  return r->output(0);
+}
+
+Value mse_loss_rule(Converter& c) {
+  auto [x, y] = operands(c, 0, 1);
+  std::string d = c.op("Sub", {x, y});
+  return tensor_value(reduce_loss(c, c.op("Mul", {d, d}), c.int_arg(2)));
+}
+
+Value l1_loss_rule(Converter& c) {
+  auto [x, y] = operands(c, 0, 1);
+  return tensor_value(reduce_loss(c, c.op("Abs", {c.op("Sub", {x, y})}), c.int_arg(2)));
+}
+
+/// smooth_l1 (x, y, reduction, beta) and huber (x, y, reduction, delta).
+Value smooth_l1_rule(Converter& c, bool huber) {
+  const c10::ScalarType t = c.out_dtype();
+  auto [x, y] = operands(c, 0, 1);
+  const double k = c.double_arg(3);
+  std::string d = c.op("Abs", {c.op("Sub", {x, y})});
+  std::string small = c.op("Less", {d, c.const_scalar(k, t)});
+  std::string square = c.op("Mul", {c.op("Mul", {d, d}), c.const_scalar(0.5, t)});
+  std::string in = huber ? square : c.op("Div", {square, c.const_scalar(k, t)});
+  std::string out =
+      huber ? c.op("Mul", {c.op("Sub", {d, c.const_scalar(0.5 * k, t)}), c.const_scalar(k, t)})
+            : c.op("Sub", {d, c.const_scalar(0.5 * k, t)});
+  return tensor_value(reduce_loss(c, c.op("Where", {small, in, out}), c.int_arg(2)));
+}
+
+Value bce_rule(Converter& c) {
+  // binary_cross_entropy(p, y, weight, reduction): -(y log p + (1 - y) log(1 - p)), logs >= -100.
+  const c10::ScalarType t = c.out_dtype();
+  std::string p = c.tensor(0), y = c.tensor(1);
+  auto clamped_log = [&](const std::string& v) {
+    return c.op("Max", {c.op("Log", {v}), c.const_scalar(-100.0, t)});
+  };
+  std::string one = c.const_scalar(1.0, t);
+  std::string loss = c.op(
+      "Neg",
+      {c.op("Add", {c.op("Mul", {y, clamped_log(p)}),
+                    c.op("Mul", {c.op("Sub", {one, y}), clamped_log(c.op("Sub", {one, p}))})})});
+  if (!c.is_none(2)) loss = c.op("Mul", {loss, c.tensor(2)});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(3)));
+}
+
+Value bce_logits_rule(Converter& c) {
+  // (x, y, weight, pos_weight, reduction): (1 - y) x + (1 + (pw - 1) y) softplus(-x).
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0), y = c.tensor(1);
+  std::string one = c.const_scalar(1.0, t);
+  std::string log_term = c.op("Softplus", {c.op("Neg", {x})});
+  if (!c.is_none(3)) {
+    std::string coef = c.op("Add", {one, c.op("Mul", {c.op("Sub", {c.tensor(3), one}), y})});
+    log_term = c.op("Mul", {coef, log_term});
+  }
+  std::string loss = c.op("Add", {c.op("Mul", {c.op("Sub", {one, y}), x}), log_term});
+  if (!c.is_none(2)) loss = c.op("Mul", {loss, c.tensor(2)});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(4)));
+}
+
+const char* kReductions[] = {"none", "mean", "sum"};
+
+Value nll_loss_rule(Converter& c) {
+  // nll_loss(x, target, weight, reduction, ignore_index).
+  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
+  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
+  NodeProto* n = c.emit("NegativeLogLikelihoodLoss", inputs);
+  const int64_t reduction = c.int_arg(3);
+  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
+  set_attr(n, "reduction", std::string(kReductions[reduction]));
+  set_attr(n, "ignore_index", c.int_arg(4));
+  return tensor_value(n->output(0));
+}
+
+Value cross_entropy_rule(Converter& c) {
+  // cross_entropy_loss(x, target, weight, reduction, ignore_index, label_smoothing).
+  if (c.double_arg(5) != 0.0) c.refuse("label smoothing");
+  if (c.dtype_of(1) != c10::kLong) c.refuse("class probabilities as targets");
+  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
+  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
+  NodeProto* n = c.emit("SoftmaxCrossEntropyLoss", inputs);
+  const int64_t reduction = c.int_arg(3);
+  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
+  set_attr(n, "reduction", std::string(kReductions[reduction]));
+  set_attr(n, "ignore_index", c.int_arg(4));
+  return tensor_value(n->output(0));
+}
+
+// --- recurrent layers -------------------------------------------------------------------
+
+/// The ONNX gate order of a torch gate-stacked weight or bias, as chunk indices.
+std::string reorder_gates(Converter& c, const std::string& w, int64_t hidden,
+                          const std::vector<int64_t>& order) {
+  const int64_t gates = static_cast<int64_t>(order.size());
+  NodeProto* split =
+      c.emit("Split", {w, c.const_ints(std::vector<int64_t>(static_cast<size_t>(gates), hidden))},
+             static_cast<int>(gates));
+  set_attr(split, "axis", int64_t{0});
+  std::vector<std::string> parts;
+  for (int64_t g : order) parts.push_back(split->output(static_cast<int>(g)));
+  NodeProto* cat = c.emit("Concat", parts);
+  set_attr(cat, "axis", int64_t{0});
+  return cat->output(0);
+}
+
+/// lstm.input / gru.input / rnn_{tanh,relu}.input: each layer an ONNX LSTM/GRU/RNN.
+/// Torch's gates are (i, f, g, o) for LSTM and (r, z, n) for GRU; ONNX's (i, o, f, c) and
+/// (z, r, h). The state tensors are [layers * directions, batch, hidden] in both.
+Value recurrent_rule(Converter& c, const std::string& kind) {
+  const bool lstm = kind == "LSTM";
+  // lstm(input, hx[], params[], has_biases, num_layers, dropout, train, bidirectional,
+  // batch_first); gru/rnn(input, hx, params[], has_biases, num_layers, dropout, train,
+  // bidirectional, batch_first).
+  std::string x = c.tensor(0);
+  std::vector<std::string> hx = lstm ? c.tensors(1) : std::vector<std::string>{c.tensor(1)};
+  std::vector<std::string> params = c.tensors(2);
+  const bool has_biases = c.bool_arg(3);
+  const int64_t layers = c.int_arg(4);
+  const bool train = c.bool_arg(6);
+  const bool bidirectional = c.bool_arg(7);
+  const bool batch_first = c.bool_arg(8);
+  if (train && c.double_arg(5) != 0.0 && layers > 1)
+    c.refuse("dropout between layers in training mode");
+  const int64_t dirs = bidirectional ? 2 : 1;
+  const size_t per_dir = has_biases ? 4 : 2;
+  if (params.size() != per_dir * static_cast<size_t>(dirs * layers)) {
+    c.refuse("a recurrent layer with projections or an unexpected weight list");
+  }
+  const int64_t gates = lstm ? 4 : (kind == "GRU" ? 3 : 1);
+  const Node* w0 =
+      c.arg(2).is<ArgumentList>() ? c.arg(2).as<ArgumentList>().items[0].node() : nullptr;
+  if (!w0 || !w0->meta().tensor.shape) c.refuse("a recurrent weight of unknown shape");
+  const int64_t hidden = (*w0->meta().tensor.shape)[0] / gates;
+  const std::vector<int64_t> order =
+      lstm ? std::vector<int64_t>{0, 3, 1, 2}
+           : (gates == 3 ? std::vector<int64_t>{1, 0, 2} : std::vector<int64_t>{0});
+  if (batch_first) {
+    NodeProto* t = c.emit("Transpose", {x});
+    set_attr(t, "perm", std::vector<int64_t>{1, 0, 2});
+    x = t->output(0);
+  }
+  std::vector<std::string> h_out, c_out;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    std::vector<std::string> w, r, b;
+    for (int64_t d = 0; d < dirs; ++d) {
+      const size_t base = per_dir * static_cast<size_t>(layer * dirs + d);
+      auto gated = [&](const std::string& v) {
+        return c.op("Unsqueeze", {reorder_gates(c, v, hidden, order), c.const_ints({0})});
+      };
+      w.push_back(gated(params[base]));
+      r.push_back(gated(params[base + 1]));
+      if (has_biases) {
+        NodeProto* cat = c.emit("Concat", {reorder_gates(c, params[base + 2], hidden, order),
+                                           reorder_gates(c, params[base + 3], hidden, order)});
+        set_attr(cat, "axis", int64_t{0});
+        b.push_back(c.op("Unsqueeze", {cat->output(0), c.const_ints({0})}));
+      }
+    }
+    auto stack = [&](const std::vector<std::string>& parts) {
+      if (parts.size() == 1) return parts[0];
+      NodeProto* cat = c.emit("Concat", parts);
+      set_attr(cat, "axis", int64_t{0});
+      return cat->output(0);
+    };
+    auto state_slice = [&](const std::string& s) {
+      return c.op("Slice", {s, c.const_ints({layer * dirs}), c.const_ints({(layer + 1) * dirs}),
+                            c.const_ints({0})});
+    };
+    std::vector<std::string> inputs{x,  stack(w),          stack(r), has_biases ? stack(b) : "",
+                                    "", state_slice(hx[0])};
+    if (lstm) inputs.push_back(state_slice(hx[1]));
+    NodeProto* cell = c.emit(kind, inputs, lstm ? 3 : 2);
+    set_attr(cell, "hidden_size", hidden);
+    if (bidirectional) set_attr(cell, "direction", std::string("bidirectional"));
+    if (kind == "GRU") set_attr(cell, "linear_before_reset", int64_t{1});
+    if (kind == "RNN_RELU") {
+      cell->set_op_type("RNN");
+      set_attr(cell, "activations", std::vector<std::string>(static_cast<size_t>(dirs), "Relu"));
+    }
+    // Y [T, dirs, B, H] → [T, B, dirs * H].
+    NodeProto* t = c.emit("Transpose", {cell->output(0)});
+    set_attr(t, "perm", std::vector<int64_t>{0, 2, 1, 3});
+    x = c.op("Reshape", {t->output(0), c.const_ints({0, 0, -1})});
+    h_out.push_back(cell->output(1));
+    if (lstm) c_out.push_back(cell->output(2));
+  }
+  if (batch_first) {
+    NodeProto* t = c.emit("Transpose", {x});
+    set_attr(t, "perm", std::vector<int64_t>{1, 0, 2});
+    x = t->output(0);
+  }
+  auto stack_states = [&](const std::vector<std::string>& parts) {
+    if (parts.size() == 1) return c.op("Identity", {parts[0]});
+    NodeProto* cat = c.emit("Concat", parts);
+    set_attr(cat, "axis", int64_t{0});
+    return cat->output(0);
+  };
+  Value out{Value::Kind::kList, "", {tensor_value(x), tensor_value(stack_states(h_out))}};
+  if (lstm) out.items.push_back(tensor_value(stack_states(c_out)));
+  return out;
+}
+
+const std::map<std::string, RuleEntry, std::less<>>& rules() {
+  static const auto* table = new std::map<std::string, RuleEntry, std::less<>>{
+      // Elementwise.
+      {"abs", {"Abs", unary("Abs")}},
+      {"acos", {"Acos", unary("Acos")}},
+      {"acosh", {"Acosh", unary("Acosh")}},
+      {"asin", {"Asin", unary("Asin")}},
+      {"asinh", {"Asinh", unary("Asinh")}},
+      {"atan", {"Atan", unary("Atan")}},
+      {"atanh", {"Atanh", unary("Atanh")}},
+      {"ceil", {"Ceil", unary("Ceil")}},
+      {"cos", {"Cos", unary("Cos")}},
+      {"cosh", {"Cosh", unary("Cosh")}},
+      {"erf", {"Erf", unary("Erf")}},
+      {"exp", {"Exp", unary("Exp")}},
+      {"floor", {"Floor", unary("Floor")}},
+      {"isinf", {"IsInf", unary("IsInf")}},
+      {"isnan", {"IsNaN", unary("IsNaN")}},
+      {"log", {"Log", unary("Log")}},
+      {"logical_not", {"Not", unary("Not")}},
+      {"neg", {"Neg", unary("Neg")}},
+      {"reciprocal", {"Reciprocal", unary("Reciprocal")}},
+      {"relu", {"Relu", unary("Relu")}},
+      {"round", {"Round", unary("Round")}},
+      {"rsqrt", {"Sqrt + Reciprocal", rsqrt_rule}},
+      {"sigmoid", {"Sigmoid", unary("Sigmoid")}},
+      {"sign", {"Sign", unary("Sign")}},
+      {"sin", {"Sin", unary("Sin")}},
+      {"sinh", {"Sinh", unary("Sinh")}},
+      {"sqrt", {"Sqrt", unary("Sqrt")}},
+      {"tan", {"Tan", unary("Tan")}},
+      {"tanh", {"Tanh", unary("Tanh")}},
+      {"add", {"Add (Mul for alpha)", add_sub("Add", false)}},
+      {"sub", {"Sub (Mul for alpha)", add_sub("Sub", false)}},
+      {"rsub", {"Sub (Mul for alpha)", add_sub("Sub", true)}},
+      {"mul", {"Mul", binary("Mul")}},
+      {"div", {"Div (Floor, Sign and Abs for a rounding mode)", div_rule}},
+      {"pow", {"Pow", pow_rule}},
+      {"maximum", {"Max", binary("Max")}},
+      {"minimum", {"Min", binary("Min")}},
+      {"fmod",
+       {"Mod (fmod=1)",
+        [](Converter& c) {
+          auto [x, y] = operands(c, 0, 1);
+          NodeProto* m = c.emit("Mod", {x, y});
+          set_attr(m, "fmod", int64_t{1});
+          return tensor_value(m->output(0));
+        }}},
+      {"eq", {"Equal", comparison("Equal", false)}},
+      {"ne", {"Equal + Not", comparison("Equal", true)}},
+      {"lt", {"Less", comparison("Less", false)}},
+      {"le", {"LessOrEqual", comparison("LessOrEqual", false)}},
+      {"gt", {"Greater", comparison("Greater", false)}},
+      {"ge", {"GreaterOrEqual", comparison("GreaterOrEqual", false)}},
+      {"logical_and", {"And", comparison("And", false)}},
+      {"logical_or", {"Or", comparison("Or", false)}},
+      {"logical_xor", {"Xor", comparison("Xor", false)}},
+      {"where", {"Where", where_rule}},
+      {"masked_fill", {"Where", masked_fill_rule}},
+      {"clamp", {"Clip", [](Converter& c) { return clip(c, 1, 2); }}},
+      {"clip", {"Clip", [](Converter& c) { return clip(c, 1, 2); }}},
+      {"clamp_min", {"Clip", [](Converter& c) { return clip(c, 1, std::nullopt); }}},
+      {"clamp_max",
+       {"Clip",
+        [](Converter& c) {
+          const c10::ScalarType t = c.out_dtype();
+          const double lowest = c10::isFloatingType(t)
+                                    ? -std::numeric_limits<double>::infinity()
+                                    : static_cast<double>(std::numeric_limits<int32_t>::min());
+          return tensor_value(c.op("Clip", {c.tensor(0), c.const_scalar(lowest, t),
+                                            c.const_scalar(c.double_arg(1), t)}));
+        }}},
+      // Activations.
+      {"celu", {"Celu", activation("Celu", {"alpha"})}},
+      {"elu", {"Elu", elu_rule}},
+      {"gelu", {"Erf, Mul, Add (Tanh for approximate='tanh')", gelu_rule}},
+      {"glu", {"Split, Sigmoid, Mul", glu_rule}},
+      {"hardshrink", {"Shrink", [](Converter& c) { return shrink_rule(c, false); }}},
+      {"hardsigmoid", {"HardSigmoid", hardsigmoid_rule}},
+      {"hardswish", {"HardSwish", unary("HardSwish")}},
+      {"hardtanh", {"Clip", hardtanh_rule}},
+      {"leaky_relu", {"LeakyRelu", activation("LeakyRelu", {"alpha"})}},
+      {"log_sigmoid", {"Neg, Softplus, Neg", log_sigmoid_rule}},
+      {"mish", {"Softplus, Tanh, Mul", mish_rule}},
+      {"prelu", {"PRelu (Unsqueeze of the weight)", prelu_rule}},
+      {"relu6", {"Clip", relu6_rule}},
+      {"selu", {"Selu", unary("Selu")}},
+      {"silu", {"Sigmoid, Mul", silu_rule}},
+      {"softplus", {"Softplus, Greater, Where (Mul, Div for beta)", softplus_rule}},
+      {"softshrink", {"Shrink", [](Converter& c) { return shrink_rule(c, true); }}},
+      {"tanhshrink", {"Tanh, Sub", tanhshrink_rule}},
+      {"threshold", {"Greater, Where", threshold_rule}},
+      {"softmax", {"Softmax", [](Converter& c) { return softmax_rule(c, "Softmax"); }}},
+      {"_softmax", {"Softmax", [](Converter& c) { return softmax_rule(c, "Softmax"); }}},
+      {"log_softmax", {"LogSoftmax", [](Converter& c) { return softmax_rule(c, "LogSoftmax"); }}},
+      {"_log_softmax", {"LogSoftmax", [](Converter& c) { return softmax_rule(c, "LogSoftmax"); }}},
+      // Linear algebra.
+      {"linear", {"Gemm (2-D input), else Transpose, MatMul, Add", linear_rule}},
+      {"addmm", {"Gemm", addmm_rule}},
+      {"mm", {"MatMul", matmul_rule}},
+      {"bmm", {"MatMul", matmul_rule}},
+      {"matmul", {"MatMul", matmul_rule}},
+      // Shapes and views.
+      {"view", {"Reshape", view_rule}},
+      {"reshape", {"Reshape", view_rule}},
+      {"_unsafe_view", {"Reshape", view_rule}},
+      {"flatten", {"Reshape", flatten_rule}},
+      {"unflatten",
+       {"Reshape", [](Converter& c) { return tensor_value(c.reshape_to_output(c.tensor(0), 0)); }}},
+      {"t", {"Transpose", transpose_rule}},
+      {"transpose", {"Transpose", transpose_rule}},
+      {"permute", {"Transpose", permute_rule}},
+      {"unsqueeze", {"Unsqueeze", unsqueeze_rule}},
+      {"squeeze", {"Squeeze (Identity when no dimension is 1)", squeeze_rule}},
+      {"contiguous", {"Identity", identity_rule}},
+      {"clone", {"Identity", identity_rule}},
+      {"alias", {"Identity", identity_rule}},
+      {"detach", {"Identity", identity_rule}},
+      {"dropout", {"Identity (eval mode; training mode is refused)", dropout_rule}},
+      {"feature_dropout", {"Identity (eval mode)", dropout_rule}},
+      {"alpha_dropout", {"Identity (eval mode)", dropout_rule}},
+      {"feature_alpha_dropout", {"Identity (eval mode)", dropout_rule}},
+      {"chunk", {"Split", chunk_rule}},
+      {"split", {"Split", split_rule}},
+      {"split_with_sizes", {"Split", split_rule}},
+      {"unbind", {"Split, Squeeze", unbind_rule}},
+      {"cat", {"Concat", cat_rule}},
+      {"concat", {"Concat", cat_rule}},
+      {"stack", {"Unsqueeze, Concat", stack_rule}},
+      {"select", {"Gather", select_rule}},
+      {"slice", {"Slice", slice_rule}},
+      {"narrow", {"Slice", narrow_rule}},
+      {"expand", {"Expand", expand_rule}},
+      {"repeat", {"Tile (Unsqueeze for new dimensions)", repeat_rule}},
+      {"constant_pad_nd", {"Pad", constant_pad_rule}},
+      {"size", {"Shape", size_rule}},
+      {"_to_copy", {"Cast (Identity for the same dtype)", to_copy_rule}},
+      {"to", {"Cast (Identity for the same dtype)", to_copy_rule}},
+      {"type_as", {"Cast", to_copy_rule}},
+      {"gather", {"GatherElements", gather_rule}},
+      {"index_select", {"Gather", index_select_rule}},
+      {"embedding", {"Gather", embedding_rule}},
+      {"cumsum", {"CumSum", cumsum_rule}},
+      {"tril", {"Trilu", [](Converter& c) { return trilu_rule(c, false); }}},
+      {"triu", {"Trilu", [](Converter& c) { return trilu_rule(c, true); }}},
+      // Reductions.
+      {"sum", {"ReduceSum", [](Converter& c) { return reduce_rule(c, "ReduceSum", true); }}},
+      {"mean", {"ReduceMean", [](Converter& c) { return reduce_rule(c, "ReduceMean", false); }}},
+      {"amax", {"ReduceMax", [](Converter& c) { return reduce_rule(c, "ReduceMax", false); }}},
+      {"amin", {"ReduceMin", [](Converter& c) { return reduce_rule(c, "ReduceMin", false); }}},
+      {"prod", {"ReduceProd", [](Converter& c) { return reduce_rule(c, "ReduceProd", false); }}},
+      {"logsumexp",
+       {"ReduceLogSumExp", [](Converter& c) { return reduce_rule(c, "ReduceLogSumExp", false); }}},
+      {"max.dim", {"ReduceMax, ArgMax", [](Converter& c) { return max_dim_rule(c, true); }}},
+      {"min.dim", {"ReduceMin, ArgMin", [](Converter& c) { return max_dim_rule(c, false); }}},
+      {"max.other", {"Max", binary("Max")}},
+      {"min.other", {"Min", binary("Min")}},
+      {"argmax", {"ArgMax", [](Converter& c) { return arg_rule(c, "ArgMax"); }}},
+      {"argmin", {"ArgMin", [](Converter& c) { return arg_rule(c, "ArgMin"); }}},
+      {"var",
+       {"ReduceMean, Sub, Mul, ReduceSum, Div",
+        [](Converter& c) { return variance_rule(c, false); }}},
+      {"std",
+       {"ReduceMean, Sub, Mul, ReduceSum, Div, Sqrt",
+        [](Converter& c) { return variance_rule(c, true); }}},
+      // Normalisation, convolution, pooling.
+      {"layer_norm", {"LayerNormalization", layer_norm_rule}},
+      {"batch_norm", {"BatchNormalization (eval mode; training mode is refused)", batch_norm_rule}},
+      {"_convolution", {"Conv, ConvTranspose", conv_rule}},
+      {"convolution", {"Conv, ConvTranspose", conv_rule}},
+      {"conv1d", {"Conv", conv_rule}},
+      {"conv2d", {"Conv", conv_rule}},
+      {"conv3d", {"Conv", conv_rule}},
+      {"max_pool1d", {"MaxPool", max_pool_rule}},
+      {"max_pool2d", {"MaxPool", max_pool_rule}},
+      {"max_pool3d", {"MaxPool", max_pool_rule}},
+      {"avg_pool1d", {"AveragePool", avg_pool_rule}},
+      {"avg_pool2d", {"AveragePool", avg_pool_rule}},
+      {"avg_pool3d", {"AveragePool", avg_pool_rule}},
+      {"adaptive_avg_pool1d",
+       {"GlobalAveragePool, AveragePool (sizes that divide)",
+        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
+      {"adaptive_avg_pool2d",
+       {"GlobalAveragePool, AveragePool (sizes that divide)",
+        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
+      {"adaptive_avg_pool3d",
+       {"GlobalAveragePool, AveragePool (sizes that divide)",
+        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
+      // Recurrent layers.
+      {"lstm.input",
+       {"LSTM per layer (gates reordered by Split, Concat)",
+        [](Converter& c) { return recurrent_rule(c, "LSTM"); }}},
+      {"gru.input",
+       {"GRU per layer (gates reordered by Split, Concat)",
+        [](Converter& c) { return recurrent_rule(c, "GRU"); }}},
+      {"rnn_tanh.input", {"RNN per layer", [](Converter& c) { return recurrent_rule(c, "RNN"); }}},
+      {"rnn_relu.input",
+       {"RNN per layer (Relu)", [](Converter& c) { return recurrent_rule(c, "RNN_RELU"); }}},
+      // Losses.
+      {"mse_loss", {"Sub, Mul, ReduceMean/ReduceSum", mse_loss_rule}},
+      {"l1_loss", {"Sub, Abs, ReduceMean/ReduceSum", l1_loss_rule}},
+      {"smooth_l1_loss",
+       {"Sub, Abs, Less, Where, ...", [](Converter& c) { return smooth_l1_rule(c, false); }}},
+      {"huber_loss",
+       {"Sub, Abs, Less, Where, ...", [](Converter& c) { return smooth_l1_rule(c, true); }}},
+      {"binary_cross_entropy", {"Log, Max, Mul, Add, Neg, ReduceMean/ReduceSum", bce_rule}},
+      {"binary_cross_entropy_with_logits",
+       {"Softplus, Neg, Mul, Add, ReduceMean/ReduceSum", bce_logits_rule}},
+      {"nll_loss", {"NegativeLogLikelihoodLoss", nll_loss_rule}},
+      {"nll_loss_nd", {"NegativeLogLikelihoodLoss", nll_loss_rule}},
+      {"cross_entropy_loss",
+       {"SoftmaxCrossEntropyLoss (class indices, no label smoothing)", cross_entropy_rule}},
+  };
+  return *table;
+}
+
+}  // namespace
+
+std::string onnx_model(const ExportedProgram& program, const OnnxOptions& options) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("tdfx");
+  model.set_producer_version(TDFX_VERSION_STRING);
+  if (!options.doc_string.empty()) model.set_doc_string(options.doc_string);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(kOnnxOpset);
+  onnx::GraphProto* graph = model.mutable_graph();
+  graph->set_name(options.graph_name);
+  Converter(program, graph).convert();
+  try {
+    onnx::checker::check_model(model);
+    onnx::ShapeInferenceOptions strict(/*check_type=*/true, /*error_mode=*/1);
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), strict);
+  } catch (const std::exception& e) {
+    throw OnnxError(
+        fmt::format("the ONNX model written from the program fails ONNX's checks: {}", e.what()));
+  }
+  std::string bytes;
+  if (!model.SerializeToString(&bytes)) throw OnnxError("the ONNX model could not be serialized");
+  return bytes;
+}
+
+void save_onnx(const ExportedProgram& program, const std::string& path,
+               const OnnxOptions& options) {
+  write_file_atomically(path, onnx_model(program, options));
+}
+
+std::vector<OnnxOperator> onnx_operators() {
+  std::vector<OnnxOperator> out;
+  for (const auto& [name, entry] : rules()) out.push_back({name, entry.onnx});
+  return out;
+}
+
+}  // namespace tdfx

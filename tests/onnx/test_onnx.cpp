@@ -1,0 +1,331 @@
+// ONNX export: each pipeline is exported, written as ONNX (checked by ONNX's checker and shape
+// inference in onnx_model), run in ONNX Runtime (onnxruntime-node, driven by run_onnx.js) and
+// compared with tdfx's own run of the same program.
+#include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/pooling.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/nn/modules/transformer.h>
+#include <torch/nn/modules/transformerlayer.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "samples/pipelines.h"
+#include "tdfx/core/error.h"
+#include "tdfx/onnx/onnx_export.h"
+#include "tests/support/golden.h"
+#include "tests/support/test_support.h"
+
+using namespace tdfx;
+using tdfx::testing::ScratchDir;
+namespace nn = torch::nn;
+
+namespace {
+
+using Inputs = std::vector<std::pair<std::string, at::Tensor>>;
+
+/// Where onnxruntime-node is: $TDFX_ORT_DIR, else scripts/bootstrap.sh --test's folder.
+std::string ort_dir() {
+  const char* dir = std::getenv("TDFX_ORT_DIR");
+  return dir ? dir
+             : tdfx::testing::source_dir() + "/.deps/onnxruntime/node_modules/onnxruntime-node";
+}
+
+std::string ort_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat:
+      return "float32";
+    case c10::kDouble:
+      return "float64";
+    case c10::kLong:
+      return "int64";
+    case c10::kInt:
+      return "int32";
+    case c10::kBool:
+      return "bool";
+    default:
+      throw std::runtime_error("no ONNX Runtime dtype for " + std::string(c10::toString(t)));
+  }
+}
+
+c10::ScalarType from_ort_dtype(const std::string& t) {
+  if (t == "float32") return c10::kFloat;
+  if (t == "float64") return c10::kDouble;
+  if (t == "int64") return c10::kLong;
+  if (t == "int32") return c10::kInt;
+  if (t == "bool") return c10::kBool;
+  throw std::runtime_error("unknown ONNX Runtime dtype " + t);
+}
+
+/// What ONNX Runtime computes for `model` on `inputs` (by graph input name), in output order.
+std::vector<std::pair<std::string, at::Tensor>> run_in_ort(const std::string& model,
+                                                           const Inputs& inputs) {
+  REQUIRE_MESSAGE(std::filesystem::exists(ort_dir()), "onnxruntime-node is not at "
+                                                          << ort_dir()
+                                                          << "; run scripts/bootstrap.sh --test");
+  ScratchDir dir("tdfx_ort");
+  nlohmann::json request;
+  request["outputs_dir"] = dir.path().string();
+  request["inputs"] = nlohmann::json::array();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor t = inputs[i].second.contiguous();
+    const std::string file = (dir / ("in" + std::to_string(i) + ".bin")).string();
+    std::ofstream(file, std::ios::binary)
+        .write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    request["inputs"].push_back({{"name", inputs[i].first},
+                                 {"dtype", ort_dtype(t.scalar_type())},
+                                 {"dims", t.sizes().vec()},
+                                 {"file", file}});
+  }
+  const std::string request_path = (dir / "request.json").string();
+  std::ofstream(request_path) << request.dump();
+  const auto result = tdfx::testing::run_command("node '" + tdfx::testing::source_dir() +
+                                                 "/tests/onnx/run_onnx.js' '" + ort_dir() + "' '" +
+                                                 model + "' '" + request_path + "' 2>&1");
+  REQUIRE_MESSAGE(result.status == 0, "ONNX Runtime failed: " << result.out);
+  const auto outputs =
+      nlohmann::json::parse(tdfx::testing::read_text((dir / "outputs.json").string()));
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& o : outputs) {
+    const std::string bytes = tdfx::testing::read_text(o["file"].get<std::string>());
+    const auto dims = o["dims"].get<std::vector<int64_t>>();
+    at::Tensor t = at::empty(dims, at::TensorOptions().dtype(from_ort_dtype(o["dtype"])));
+    REQUIRE(bytes.size() == t.nbytes());
+    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+    out.emplace_back(o["name"].get<std::string>(), t);
+  }
+  return out;
+}
+
+/// Exports `program` to ONNX, runs it in ONNX Runtime on `inputs` and checks each output against
+/// tdfx's run: same names (the joined out keys), shapes, and values within 1e-5 relative.
+void check_against_ort(const ExportedProgram& program, const Inputs& inputs) {
+  ScratchDir dir("tdfx_onnx");
+  const std::string model = (dir / "model.onnx").string();
+  save_onnx(program, model);
+  const std::vector<at::Tensor> expected = program.module()(inputs);
+  const auto actual = run_in_ort(model, inputs);
+  REQUIRE(actual.size() == expected.size());
+  const auto& signature = program.graph_signature();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(actual[i].first);
+    // The joined key, or `<key>_out` when an input has that name.
+    std::string name = signature.outputs[i].key.joined("_");
+    for (const auto& in : signature.inputs) {
+      if (in.kind == InputKind::kUserInput && in.target == name) name += "_out";
+    }
+    CHECK(actual[i].first == name);
+    REQUIRE(actual[i].second.sizes() == expected[i].sizes());
+    CHECK(at::allclose(actual[i].second, expected[i], 1e-5, 1e-6));
+  }
+}
+
+/// The model as a text: inputs, outputs and initializers with their types, then one line per
+/// node (name, op, inputs, outputs, doc string).
+std::string describe_model(const std::string& bytes) {
+  onnx::ModelProto model;
+  REQUIRE(model.ParseFromString(bytes));
+  auto type = [](const onnx::ValueInfoProto& v) {
+    std::string s = onnx::TensorProto_DataType_Name(v.type().tensor_type().elem_type()) + "[";
+    const auto& shape = v.type().tensor_type().shape();
+    for (int i = 0; i < shape.dim_size(); ++i) {
+      if (i) s += ", ";
+      s += shape.dim(i).has_dim_param() ? shape.dim(i).dim_param()
+                                        : std::to_string(shape.dim(i).dim_value());
+    }
+    return s + "]";
+  };
+  std::string out = "opset " + std::to_string(model.opset_import(0).version()) + ", producer " +
+                    model.producer_name() + "\n";
+  for (const auto& in : model.graph().input()) out += "input " + in.name() + ": " + type(in) + "\n";
+  for (const auto& o : model.graph().output()) out += "output " + o.name() + ": " + type(o) + "\n";
+  for (const auto& init : model.graph().initializer()) {
+    out += "initializer " + init.name() + " [";
+    for (int i = 0; i < init.dims_size(); ++i)
+      out += (i ? ", " : "") + std::to_string(init.dims(i));
+    out += "]\n";
+  }
+  for (const auto& node : model.graph().node()) {
+    out += node.name() + " = " + node.op_type() + "(";
+    for (int i = 0; i < node.input_size(); ++i) out += (i ? ", " : "") + node.input(i);
+    out += ") -> ";
+    for (int i = 0; i < node.output_size(); ++i) out += (i ? ", " : "") + node.output(i);
+    if (!node.doc_string().empty()) out += "  # " + node.doc_string();
+    out += "\n";
+  }
+  return out;
+}
+
+ExportedProgram export_dynamic(const TensorDictModuleBasePtr& module, const Inputs& inputs) {
+  ExportOptions options;
+  options.dynamic_batch = true;
+  return export_program(module, inputs, options);
+}
+
+/// The PPO actor-critic of the issue: a torch::nn::Sequential encoder, an actor head with
+/// NormalParamExtractor and a critic head.
+std::shared_ptr<TensorDictSequential> ppo_actor_critic() {
+  auto encoder = nn::Sequential(nn::Linear(8, 16), nn::Tanh(), nn::Linear(16, 16), nn::Tanh());
+  return make_td_sequential({make_td_module(encoder, {"observation"}, {"hidden"}),
+                             make_td_module(nn::Linear(16, 4), {"hidden"}, {"param"}),
+                             make_td_module(NormalParamExtractor(), {"param"}, {"loc", "scale"}),
+                             make_td_module(nn::Linear(16, 1), {"hidden"}, {"state_value"})});
+}
+
+/// An LSTM policy whose recurrent state comes from and goes to keys.
+struct LstmPolicyImpl : nn::Module {
+  LstmPolicyImpl()
+      : lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(4, 6).num_layers(2)))),
+        head(register_module("head", nn::Linear(6, 2))) {}
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> forward(const at::Tensor& x, const at::Tensor& h,
+                                                         const at::Tensor& c) {
+    auto [y, state] = lstm(x, std::make_tuple(h, c));
+    return {head(y), std::get<0>(state), std::get<1>(state)};
+  }
+  nn::LSTM lstm;
+  nn::Linear head;
+};
+TORCH_MODULE(LstmPolicy);
+
+}  // namespace
+
+TEST_CASE("onnx: seed 000's model runs in ONNX Runtime as in tdfx, and after select_out_keys") {
+  at::manual_seed(0);
+  auto model = samples::seed_000_model();
+  const Inputs inputs = {{"x", at::randn({1, 3})}};
+  check_against_ort(export_program(model, inputs), inputs);
+  model->select_out_keys("loc");
+  check_against_ort(export_program(model, inputs), inputs);
+}
+
+TEST_CASE("onnx: seed 000's model as ONNX: names, symbolic batch, module paths") {
+  at::manual_seed(0);
+  const auto program = export_dynamic(samples::seed_000_model(), {{"x", at::randn({5, 3})}});
+  tdfx::testing::check_golden("tests/onnx/golden", "seed_000_dynamic.txt",
+                              describe_model(onnx_model(program)));
+}
+
+TEST_CASE("onnx: a dynamic PPO actor-critic runs at its batch and at two others") {
+  at::manual_seed(1);
+  const auto program = export_dynamic(ppo_actor_critic(), {{"observation", at::randn({6, 8})}});
+  for (int64_t batch : {6, 1, 13}) {
+    CAPTURE(batch);
+    check_against_ort(program, {{"observation", at::randn({batch, 8})}});
+  }
+}
+
+TEST_CASE("onnx: a conv encoder with BatchNorm in eval mode, dynamic") {
+  at::manual_seed(2);
+  auto conv = nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1)),
+                             nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
+                             nn::AdaptiveAvgPool2d(1), nn::Flatten(), nn::Linear(8, 3));
+  // Running statistics that are not the defaults, so that eval mode is what is compared.
+  for (int i = 0; i < 3; ++i) conv->forward(at::randn({4, 3, 16, 16}));
+  conv->eval();
+  const auto program = export_dynamic(make_td_module(conv, {"pixels"}, {"logits"}),
+                                      {{"pixels", at::randn({2, 3, 16, 16})}});
+  for (int64_t batch : {2, 1, 5}) {
+    CAPTURE(batch);
+    check_against_ort(program, {{"pixels", at::randn({batch, 3, 16, 16})}});
+  }
+}
+
+TEST_CASE("onnx: a two-layer LSTM policy with its state in keys") {
+  at::manual_seed(3);
+  const Inputs inputs = {
+      {"x", at::randn({5, 3, 4})}, {"h", at::randn({2, 3, 6})}, {"c", at::randn({2, 3, 6})}};
+  const auto program = export_program(
+      make_td_module(LstmPolicy(), {"x", "h", "c"}, {"y", {"next", "h"}, {"next", "c"}}), inputs);
+  check_against_ort(program, inputs);
+}
+
+TEST_CASE("onnx: a transformer encoder block") {
+  at::manual_seed(4);
+  auto block = nn::TransformerEncoderLayer(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.1));
+  block->eval();
+  const Inputs inputs = {{"tokens", at::randn({5, 3, 8})}};
+  check_against_ort(export_program(make_td_module(block, {"tokens"}, {"out"}), inputs), inputs);
+}
+
+TEST_CASE("onnx: keys that are not identifiers name the graph's inputs and outputs as spelled") {
+  auto module = make_td_module([](const at::Tensor& x) { return at::relu(x) * 2; },
+                               {{"obs.v1", "\"quoted\""}}, {{"naïve", "out.put"}});
+  const Inputs inputs = {{"obs.v1_\"quoted\"", at::randn({4, 2})}};
+  const auto program = export_program(module, inputs);
+  check_against_ort(program, inputs);
+  onnx::ModelProto model;
+  REQUIRE(model.ParseFromString(onnx_model(program)));
+  CHECK(model.graph().input(0).name() == "obs.v1_\"quoted\"");
+  CHECK(model.graph().output(0).name() == "naïve_out.put");
+}
+
+TEST_CASE("onnx: a key read and written names the output <key>_out") {
+  auto module = make_td_module([](const at::Tensor& x) { return x + 1; }, {"x"}, {"x"});
+  const Inputs inputs = {{"x", at::randn({3})}};
+  const auto program = export_program(module, inputs);
+  onnx::ModelProto model;
+  REQUIRE(model.ParseFromString(onnx_model(program)));
+  CHECK(model.graph().input(0).name() == "x");
+  CHECK(model.graph().output(0).name() == "x_out");
+  check_against_ort(program, inputs);
+}
+
+TEST_CASE("onnx: an operator with no ONNX form is refused by name and nothing is written") {
+  auto module = make_td_module(
+      [](const at::Tensor& x, const at::Tensor& y) { return at::cdist(x, y); }, {"x", "y"}, {"d"});
+  const auto program = export_program(module, {{"x", at::randn({3, 2})}, {"y", at::randn({4, 2})}});
+  ScratchDir dir("tdfx_onnx_refused");
+  const std::string path = (dir / "model.onnx").string();
+  try {
+    save_onnx(program, path);
+    FAIL("written");
+  } catch (const OnnxError& e) {
+    CHECK(std::string(e.what()) ==
+          "cannot write node 'cdist' (aten::cdist) as ONNX: aten::cdist has no ONNX form at "
+          "opset 17 (see onnx_operators())");
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+}
+
+TEST_CASE("onnx: training-mode layers are refused, naming the node") {
+  // BatchNorm tracking statistics updates its buffers in place first; without them it still
+  // normalises by the batch's statistics. Dropout draws a mask.
+  auto refusal = [](const TensorDictModuleBasePtr& module) {
+    const auto program = export_program(module, {{"x", at::randn({8, 4})}});
+    try {
+      onnx_model(program);
+    } catch (const OnnxError& e) {
+      return std::string(e.what());
+    }
+    return std::string("written");
+  };
+  CHECK(refusal(make_td_module(nn::BatchNorm1d(4), {"x"}, {"y"})) ==
+        "cannot write node 'add_' (aten::add_.Scalar) as ONNX: it updates its input in place "
+        "(a buffer, as BatchNorm's statistics in training mode), which an ONNX model cannot; "
+        "export the pipeline in eval mode");
+  CHECK(refusal(make_td_module(
+            nn::BatchNorm1d(nn::BatchNorm1dOptions(4).track_running_stats(false)), {"x"}, {"y"})) ==
+        "cannot write node 'batch_norm' (aten::batch_norm) as ONNX: batch norm in training "
+        "mode; export the pipeline in eval mode");
+  CHECK(refusal(make_td_module(nn::Dropout(0.5), {"x"}, {"y"})) ==
+        "cannot write node 'dropout' (aten::dropout) as ONNX: dropout in training mode; export "
+        "the pipeline in eval mode");
+}
+
+TEST_CASE("onnx: the operator table is sorted and names what each operator becomes") {
+  const auto table = onnx_operators();
+  REQUIRE(table.size() > 100);
+  for (size_t i = 1; i < table.size(); ++i) CHECK(table[i - 1].aten < table[i].aten);
+  for (const auto& op : table) CHECK_FALSE(op.onnx.empty());
+}
