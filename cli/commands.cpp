@@ -11,6 +11,7 @@
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
+#include "tdfx/onnx/onnx_export.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
 
@@ -83,6 +84,17 @@ void run_render(const std::string& path, const std::string& out, size_t max_node
   options.view = view;
   options.rankdir = rankdir;
   writing(out, [&] { save_diagram(program.graph(), out, options); });
+}
+
+void run_onnx(const std::string& path, const std::string& out) {
+  const ExportedProgram program = load(path);
+  writing(out, [&] { save_onnx(program, out); });
+}
+
+std::string check_onnx_extension(const std::string& path) {
+  const std::string extension = std::filesystem::path(path).extension().string();
+  if (extension == ".onnx") return "";
+  return "the model's name must end in .onnx (got '" + extension + "')";
 }
 
 }  // namespace tdfx::cli

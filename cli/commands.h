@@ -55,6 +55,13 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 void run_render(const std::string& path, const std::string& out, size_t max_nodes,
                 View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom);
 
+/// `tdfx onnx`: loads `path` and writes it to `out` as a checked ONNX model (save_onnx); an
+/// operator with no ONNX form is an OnnxError naming the node, and nothing is written.
+void run_onnx(const std::string& path, const std::string& out);
+
+/// "" when `path` ends in `.onnx`, otherwise why not.
+std::string check_onnx_extension(const std::string& path);
+
 /// "" when `path` names a format `render` can write, otherwise why not.
 std::string check_render_extension(const std::string& path);
 

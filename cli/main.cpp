@@ -151,6 +151,15 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"TB", "LR"}));
   render->footer(kFooter);
 
+  std::string onnx_file, onnx_out;
+  CLI::App* onnx = app.add_subcommand(
+      "onnx", "Write an exported program (.pt2) as an ONNX model (opset 17), checked by ONNX.");
+  onnx->add_option("FILE", onnx_file, "The exported program (.pt2)")->required();
+  onnx->add_option("-o,--output", onnx_out, "The model (.onnx)")
+      ->required()
+      ->check(CLI::Validator(check_onnx_extension, "OUT.onnx", "extension"));
+  onnx->footer(kFooter);
+
   std::string run_file;
   std::vector<std::string> run_inputs;
   uint64_t seed = 0;
@@ -205,10 +214,12 @@ int main(int argc, char** argv) {
                   "The widest line of the tables (default: COLUMNS, else 80 and 100 for "
                   "the reports)")
       ->check(CLI::Range(tdfx::kMinTableWidth, tdfx::kMaxTableWidth));
-  CLI::Option* overlay = run->add_option("-o,--output", reports.overlay,
-                  "Draw the graph with what --stats, --profile, --find-nonfinite and "
-                  "--backward found (.svg, .png, .pdf, .dot, .html)")
-      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
+  CLI::Option* overlay =
+      run->add_option("-o,--output", reports.overlay,
+                      "Draw the graph with what --stats, --profile, --find-nonfinite and "
+                      "--backward found (.svg, .png, .pdf, .dot, .html)")
+          ->check(
+              CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
   std::string run_view = "ops";
   run->add_option("--view", run_view,
                   "The overlay drawing: ops (every node) or modules (one node per "
@@ -242,6 +253,8 @@ int main(int argc, char** argv) {
     } else if (render->parsed()) {
       run_render(render_file, render_out, max_nodes, *tdfx::view_from_string(view),
                  rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom);
+    } else if (onnx->parsed()) {
+      run_onnx(onnx_file, onnx_out);
     } else if (run->parsed()) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));

@@ -127,6 +127,30 @@ TEST_CASE("cli: render draws a PNG and rejects an unknown extension before loadi
   CHECK(in_tmp(missing.out, dir.path()) == in_tmp(txt.out, dir.path()));
 }
 
+TEST_CASE("cli: onnx writes the demo's program as a model ONNX's Python checker accepts") {
+  const std::string pt2 = demo_pt2();
+  const ScratchDir dir("tdfx_test_cli_onnx");
+  const fs::path model = dir / "trace_sequential.onnx";
+  const Run run = run_tdfx("onnx " + pt2 + " -o " + quoted(model));
+  INFO(run.out);
+  CHECK(run.status == 0);
+  CHECK(in_tmp(run.out, dir.path()) == "wrote $TMP/trace_sequential.onnx\n");
+  // Debian's python3-onnx, apart from the C++ library tdfx links: the checker with full shape
+  // inference, and the graph's input and output names (the demo's joined keys).
+  const Run check = tdfx::testing::run_command(
+      "/usr/bin/python3 -c \"import onnx, sys; m = onnx.load(sys.argv[1]); "
+      "onnx.checker.check_model(m, full_check=True); "
+      "print([i.name for i in m.graph.input], [o.name for o in m.graph.output])\" " +
+      quoted(model) + " 2>&1");
+  CHECK(check.status == 0);
+  CHECK(check.out == "['input_x', 'input_mask'] ['intermediate_x', 'output_probabilities']\n");
+
+  const Run txt = run_tdfx("onnx " + pt2 + " -o " + quoted(dir / "model.txt"));
+  CHECK(txt.status == 1);
+  check_golden("onnx_unknown_extension.txt", in_tmp(txt.out, dir.path()));
+  CHECK_FALSE(fs::exists(dir / "model.txt"));
+}
+
 TEST_CASE("cli: a file that is not an archive exits 2 naming the file") {
   const ScratchDir dir("tdfx_test_cli");
   const fs::path junk = dir / "junk.pt2";
@@ -167,7 +191,7 @@ TEST_CASE("cli: usage errors exit 1 and --help exits 0") {
   const Run version = run_tdfx("--version");
   CHECK(version.status == 0);
   CHECK(version.out == "tdfx " TDFX_VERSION "\n");
-  for (const std::string command : {"tdfx", "show", "demo", "render", "run"}) {
+  for (const std::string command : {"tdfx", "show", "demo", "render", "onnx", "run"}) {
     CAPTURE(command);
     const Run help = run_tdfx((command == "tdfx" ? "" : command + " ") + "--help");
     CHECK(help.status == 0);
