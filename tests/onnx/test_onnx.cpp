@@ -23,6 +23,7 @@
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/onnx/onnx_export.h"
+#include "tests/export/nn_layer_cases.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
@@ -107,6 +108,15 @@ std::vector<std::pair<std::string, at::Tensor>> run_in_ort(const std::string& mo
   return out;
 }
 
+/// True when `actual` is `expected` within 1e-5 relative (integers and bools: equal).
+bool close(const at::Tensor& actual, const at::Tensor& expected) {
+  if (actual.sizes() != expected.sizes() || actual.scalar_type() != expected.scalar_type()) {
+    return false;
+  }
+  if (!at::isFloatingType(expected.scalar_type())) return at::equal(actual, expected);
+  return at::allclose(actual, expected, 1e-5, 1e-6, /*equal_nan=*/true);
+}
+
 /// Exports `program` to ONNX, runs it in ONNX Runtime on `inputs` and checks each output against
 /// tdfx's run: same names (the joined out keys), shapes, and values within 1e-5 relative.
 void check_against_ort(const ExportedProgram& program, const Inputs& inputs) {
@@ -126,7 +136,7 @@ void check_against_ort(const ExportedProgram& program, const Inputs& inputs) {
     }
     CHECK(actual[i].first == name);
     REQUIRE(actual[i].second.sizes() == expected[i].sizes());
-    CHECK(at::allclose(actual[i].second, expected[i], 1e-5, 1e-6));
+    CHECK(close(actual[i].second, expected[i]));
   }
 }
 
@@ -328,4 +338,39 @@ TEST_CASE("onnx: the operator table is sorted and names what each operator becom
   REQUIRE(table.size() > 100);
   for (size_t i = 1; i < table.size(); ++i) CHECK(table[i - 1].aten < table[i].aten);
   for (const auto& op : table) CHECK_FALSE(op.onnx.empty());
+}
+
+TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is refused by name") {
+  // Each layer case tdfx exports (tests/export/nn_layer_cases.h), wrapped directly, at batch
+  // kBatch: one line per case, "ONNX Runtime agrees" or the OnnxError, compared whole.
+  namespace layers = tdfx::testing::nn_layers;
+  std::string report;
+  ScratchDir dir("tdfx_onnx_layers");
+  for (const layers::LayerCase& layer : layers::layer_cases()) {
+    if (layer.refused != layers::LayerCase::Refused::kNo) continue;
+    CAPTURE(layer.name);
+    const TensorDictModuleBasePtr module = layer.module(false);
+    module->train(layer.train);
+    const TensorDict td = layers::inputs_at(layer, layers::kBatch);
+    const auto inputs = layers::program_inputs(layer, td);
+    const ExportedProgram program = export_program(symbolic_trace(module, td));
+    std::string bytes;
+    try {
+      bytes = onnx_model(program);
+    } catch (const OnnxError& e) {
+      report += layer.name + (layer.train ? " (train)" : "") + ": refused: " + e.what() + "\n";
+      continue;
+    }
+    const std::string path = (dir / "layer.onnx").string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    at::manual_seed(11);
+    const std::vector<at::Tensor> expected = program.module()(inputs);
+    const auto actual = run_in_ort(path, inputs);
+    bool agrees = actual.size() == expected.size();
+    for (size_t i = 0; agrees && i < expected.size(); ++i)
+      agrees = close(actual[i].second, expected[i]);
+    report += layer.name + (layer.train ? " (train)" : "") +
+              (agrees ? ": ONNX Runtime agrees\n" : ": ONNX Runtime DIFFERS\n");
+  }
+  tdfx::testing::check_golden("tests/onnx/golden", "nn_layers.txt", report);
 }
