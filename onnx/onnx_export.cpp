@@ -1579,6 +1579,221 @@ Value recurrent_rule(Converter& c, const std::string& kind) {
   return out;
 }
 
+Value pad_enum_rule(Converter& c) {
+  // _pad_enum(x, pad, mode, value): mode is at::padding_mode (0 reflect, 1 replicate,
+  // 2 circular, 3 constant); pad is (begin, end) pairs from the last dimension, as
+  // constant_pad_nd's.
+  static const char* kModes[] = {"reflect", "edge", "", "constant"};
+  const int64_t mode = c.int_arg(2);
+  if (mode == 2) c.refuse("circular padding");
+  if (mode < 0 || mode > 3) c.refuse(fmt::format("padding mode {}", mode));
+  const std::vector<int64_t> pad = c.ints_arg(1);
+  const int64_t rank = c.rank_of(0);
+  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
+  for (size_t i = 0; i + 1 < pad.size() + 1 && i / 2 < static_cast<size_t>(rank); i += 2) {
+    const size_t dim = static_cast<size_t>(rank) - 1 - i / 2;
+    pads[dim] = pad[i];
+    pads[dim + static_cast<size_t>(rank)] = pad[i + 1];
+  }
+  std::vector<std::string> inputs{c.tensor(0), c.const_ints(pads)};
+  if (mode == 3) {
+    inputs.push_back(c.const_scalar(c.is_none(3) ? 0.0 : c.double_arg(3), c.out_dtype()));
+  }
+  NodeProto* p = c.emit("Pad", inputs);
+  set_attr(p, "mode", std::string(kModes[mode]));
+  return tensor_value(p->output(0));
+}
+
+/// zeros/ones/full(size, [fill,] dtype, ...): ConstantOfShape of the output's dtype.
+Value filled_rule(Converter& c, std::optional<double> fill) {
+  const double value = fill ? *fill : c.double_arg(1);
+  NodeProto* k = c.emit("ConstantOfShape", {c.ints_tensor(0)});
+  auto* attr = k->add_attribute();
+  attr->set_name("value");
+  attr->set_type(onnx::AttributeProto::TENSOR);
+  fill_tensor(attr->mutable_t(), at::full({1}, value, at::TensorOptions().dtype(c.out_dtype())),
+              c.where());
+  return tensor_value(k->output(0));
+}
+
+/// zeros_like/ones_like/full_like(x, [fill,] ...): ConstantOfShape of x's shape.
+Value filled_like_rule(Converter& c, std::optional<double> fill) {
+  const double value = fill ? *fill : c.double_arg(1);
+  NodeProto* k = c.emit("ConstantOfShape", {c.shape(c.tensor(0))});
+  auto* attr = k->add_attribute();
+  attr->set_name("value");
+  attr->set_type(onnx::AttributeProto::TENSOR);
+  fill_tensor(attr->mutable_t(), at::full({1}, value, at::TensorOptions().dtype(c.out_dtype())),
+              c.where());
+  return tensor_value(k->output(0));
+}
+
+Value arange_rule(Converter& c) {
+  // arange(end, ...), arange.start(start, end, ...), arange.start_step(start, end, step, ...).
+  const std::string& overload = c.node().target().overload();
+  const c10::ScalarType t = c.out_dtype();
+  double start = 0, end, step = 1;
+  if (overload.empty()) {
+    end = c.double_arg(0);
+  } else {
+    start = c.double_arg(0);
+    end = c.double_arg(1);
+    if (overload == "start_step") step = c.double_arg(2);
+  }
+  return tensor_value(
+      c.op("Range", {c.const_scalar(start, t), c.const_scalar(end, t), c.const_scalar(step, t)}));
+}
+
+Value broadcast_tensors_rule(Converter& c) {
+  // Each tensor expanded to the shape of their broadcast sum.
+  std::vector<std::string> parts = c.tensors(0);
+  std::string sum = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) sum = c.op("Add", {sum, parts[i]});
+  const std::string shape = c.shape(sum);
+  Value list{Value::Kind::kList, "", {}};
+  for (const auto& p : parts) list.items.push_back(tensor_value(c.op("Expand", {p, shape})));
+  return list;
+}
+
+/// Ones (or zeros) of `channels` elements of the output's dtype, for a missing weight or bias.
+std::string filled_vector(Converter& c, int64_t channels, double value) {
+  return c.const_tensor(at::full({channels}, value, at::TensorOptions().dtype(c.out_dtype())));
+}
+
+Value instance_norm_rule(Converter& c) {
+  // instance_norm(x, weight, bias, running_mean, running_var, use_input_stats, momentum, eps,
+  // cudnn_enabled).
+  if (!c.bool_arg(5)) c.refuse("instance norm by running statistics");
+  const int64_t channels = c.shape_of(0).at(1);
+  std::string w = c.is_none(1) ? filled_vector(c, channels, 1.0) : c.tensor(1);
+  std::string b = c.is_none(2) ? filled_vector(c, channels, 0.0) : c.tensor(2);
+  NodeProto* n = c.emit("InstanceNormalization", {c.tensor(0), w, b});
+  set_attr(n, "epsilon", c.double_arg(7));
+  return tensor_value(n->output(0));
+}
+
+Value group_norm_rule(Converter& c) {
+  // group_norm(x, groups, weight, bias, eps, cudnn): x as [N, G, -1] normalised per group
+  // (InstanceNormalization), back to x's shape, then the per-channel weight and bias.
+  const int64_t groups = c.int_arg(1);
+  const int64_t rank = c.rank_of(0);
+  std::string x = c.tensor(0);
+  std::string grouped = c.reshape(x, c.const_ints({0, groups, -1}));
+  NodeProto* n = c.emit("InstanceNormalization",
+                        {grouped, filled_vector(c, groups, 1.0), filled_vector(c, groups, 0.0)});
+  set_attr(n, "epsilon", c.double_arg(4));
+  std::string y = c.reshape(n->output(0), c.shape(x));
+  std::vector<int64_t> axes;
+  for (int64_t d = 1; d < rank - 1; ++d) axes.push_back(d);
+  auto per_channel = [&](size_t i) {
+    std::string v = c.tensor(i);
+    return axes.empty() ? v : c.op("Unsqueeze", {v, c.const_ints(axes)});
+  };
+  if (!c.is_none(2)) y = c.op("Mul", {y, per_channel(2)});
+  if (!c.is_none(3)) y = c.op("Add", {y, per_channel(3)});
+  return tensor_value(y);
+}
+
+/// all/any: over everything, or one dimension (all.dim(x, dim, keepdim)).
+Value all_any_rule(Converter& c, bool all) {
+  std::string x = c.tensor(0);
+  std::string as_int =
+      c.cast(c.dtype_of(0) == c10::kBool
+                 ? x
+                 : c.op("Not", {c.op("Equal", {x, c.const_scalar(0, c.dtype_of(0))})}),
+             c10::kInt);
+  NodeProto* r;
+  if (c.arg_count() > 1 && c.arg(1).is<int64_t>()) {
+    r = c.emit(all ? "ReduceMin" : "ReduceMax", {as_int});
+    set_attr(r, "axes", std::vector<int64_t>{c.norm_dim(c.int_arg(1), c.rank_of(0))});
+    set_attr(r, "keepdims", int64_t{c.bool_arg(2)});
+  } else {
+    r = c.emit(all ? "ReduceMin" : "ReduceMax", {as_int});
+    set_attr(r, "keepdims", int64_t{0});
+  }
+  return tensor_value(c.cast(r->output(0), c10::kBool));
+}
+
+Value pixel_shuffle_rule(Converter& c) {
+  if (c.rank_of(0) != 4) c.refuse("pixel shuffle of other than a 4-D tensor");
+  NodeProto* d = c.emit("DepthToSpace", {c.tensor(0)});
+  set_attr(d, "blocksize", c.int_arg(1));
+  set_attr(d, "mode", std::string("CRD"));
+  return tensor_value(d->output(0));
+}
+
+/// upsample_{nearest,bilinear}2d(x, output_size, [align_corners,] scales...): Resize to the
+/// traced output's spatial size, by scales (so that the batch may vary).
+Value upsample_rule(Converter& c, bool bilinear) {
+  const auto& in = c.shape_of(0);
+  const TensorMeta& out = c.node().meta().tensor;
+  if (!out.shape || out.shape->size() != in.size()) c.refuse("an upsampling of unknown size");
+  std::vector<float> scales;
+  for (size_t d = 0; d < in.size(); ++d) {
+    scales.push_back(d < 2 ? 1.0f
+                           : static_cast<float>((*out.shape)[d]) / static_cast<float>(in[d]));
+  }
+  const std::string scale_tensor = c.const_tensor(at::tensor(scales));
+  NodeProto* r = c.emit("Resize", {c.tensor(0), "", scale_tensor});
+  if (bilinear) {
+    set_attr(r, "mode", std::string("linear"));
+    set_attr(r, "coordinate_transformation_mode",
+             std::string(c.bool_arg(2) ? "align_corners" : "pytorch_half_pixel"));
+  } else {
+    set_attr(r, "mode", std::string("nearest"));
+    set_attr(r, "coordinate_transformation_mode", std::string("asymmetric"));
+    set_attr(r, "nearest_mode", std::string("floor"));
+  }
+  return tensor_value(r->output(0));
+}
+
+Value cosine_similarity_rule(Converter& c) {
+  // (x, y, dim, eps): sum(x y) / sqrt(max(sum(x x) sum(y y), eps^2)), as ATen 1.13 computes it.
+  const c10::ScalarType t = c.out_dtype();
+  auto [x, y] = operands(c, 0, 1);
+  const int64_t rank = std::max(c.rank_of(0), c.rank_of(1));
+  const std::vector<int64_t> axes{c.norm_dim(c.int_arg(2), rank)};
+  auto sum = [&](const std::string& v) {
+    NodeProto* r = c.emit("ReduceSum", {v, c.const_ints(axes)});
+    set_attr(r, "keepdims", int64_t{0});
+    return r->output(0);
+  };
+  const double eps = c.double_arg(3);
+  std::string norms = c.op("Mul", {sum(c.op("Mul", {x, x})), sum(c.op("Mul", {y, y}))});
+  std::string denominator = c.op("Sqrt", {c.op("Max", {norms, c.const_scalar(eps * eps, t)})});
+  return tensor_value(c.op("Div", {sum(c.op("Mul", {x, y})), denominator}));
+}
+
+Value pairwise_distance_rule(Converter& c) {
+  // (x, y, p, eps, keepdim): the p-norm of x - y + eps over the last dimension.
+  const c10::ScalarType t = c.out_dtype();
+  auto [x, y] = operands(c, 0, 1);
+  const double p = c.double_arg(2);
+  std::string d = c.op("Add", {c.op("Sub", {x, y}), c.const_scalar(c.double_arg(3), t)});
+  const int64_t rank = std::max(c.rank_of(0), c.rank_of(1));
+  std::string op;
+  if (p == 2.0) {
+    op = "ReduceL2";
+  } else if (p == 1.0) {
+    op = "ReduceL1";
+  } else {
+    c.refuse(fmt::format("a {}-norm", p));
+  }
+  NodeProto* r = c.emit(op, {d});
+  set_attr(r, "axes", std::vector<int64_t>{rank - 1});
+  set_attr(r, "keepdims", int64_t{c.bool_arg(4)});
+  return tensor_value(r->output(0));
+}
+
+Value bilinear_rule(Converter& c) {
+  // bilinear(x1, x2, weight [out, in1, in2], bias): einsum("...i,oij,...j->...o") + bias.
+  NodeProto* e = c.emit("Einsum", {c.tensor(0), c.tensor(2), c.tensor(1)});
+  set_attr(e, "equation", std::string("...i,oij,...j->...o"));
+  std::string y = e->output(0);
+  if (!c.is_none(3)) y = c.op("Add", {y, c.tensor(3)});
+  return tensor_value(y);
+}
+
 const std::map<std::string, RuleEntry, std::less<>>& rules() {
   static const auto* table = new std::map<std::string, RuleEntry, std::less<>>{
       // Elementwise.
@@ -1702,6 +1917,32 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"alpha_dropout", {"Identity (eval mode)", dropout_rule}},
       {"feature_alpha_dropout", {"Identity (eval mode)", dropout_rule}},
       {"chunk", {"Split", chunk_rule}},
+      {"unsafe_chunk", {"Split", chunk_rule}},
+      {"_pad_enum", {"Pad (constant, reflect, edge; circular is refused)", pad_enum_rule}},
+      {"zeros", {"ConstantOfShape", [](Converter& c) { return filled_rule(c, 0.0); }}},
+      {"ones", {"ConstantOfShape", [](Converter& c) { return filled_rule(c, 1.0); }}},
+      {"full", {"ConstantOfShape", [](Converter& c) { return filled_rule(c, std::nullopt); }}},
+      {"zeros_like",
+       {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, 0.0); }}},
+      {"ones_like",
+       {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, 1.0); }}},
+      {"full_like",
+       {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, std::nullopt); }}},
+      {"arange", {"Range", arange_rule}},
+      {"broadcast_tensors", {"Add, Shape, Expand", broadcast_tensors_rule}},
+      {"all", {"Equal, Not, Cast, ReduceMin", [](Converter& c) { return all_any_rule(c, true); }}},
+      {"any", {"Equal, Not, Cast, ReduceMax", [](Converter& c) { return all_any_rule(c, false); }}},
+      {"pixel_shuffle", {"DepthToSpace (CRD)", pixel_shuffle_rule}},
+      {"upsample_nearest2d",
+       {"Resize (nearest, asymmetric, floor)",
+        [](Converter& c) { return upsample_rule(c, false); }}},
+      {"upsample_bilinear2d",
+       {"Resize (linear)", [](Converter& c) { return upsample_rule(c, true); }}},
+      {"cosine_similarity", {"Mul, ReduceSum, Max, Sqrt, Div", cosine_similarity_rule}},
+      {"pairwise_distance", {"Sub, Add, ReduceL2/ReduceL1", pairwise_distance_rule}},
+      {"bilinear", {"Einsum (Add for the bias)", bilinear_rule}},
+      {"instance_norm", {"InstanceNormalization (input statistics)", instance_norm_rule}},
+      {"group_norm", {"Reshape, InstanceNormalization, Reshape, Mul, Add", group_norm_rule}},
       {"split", {"Split", split_rule}},
       {"split_with_sizes", {"Split", split_rule}},
       {"unbind", {"Split, Squeeze", unbind_rule}},

@@ -369,6 +369,7 @@ TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is re
     bool agrees = actual.size() == expected.size();
     for (size_t i = 0; agrees && i < expected.size(); ++i)
       agrees = close(actual[i].second, expected[i]);
+    CHECK_MESSAGE(agrees, layer.name << ": ONNX Runtime's outputs differ from tdfx's");
     report += layer.name + (layer.train ? " (train)" : "") +
               (agrees ? ": ONNX Runtime agrees\n" : ": ONNX Runtime DIFFERS\n");
   }
