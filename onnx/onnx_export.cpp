@@ -187,10 +187,9 @@ class Converter {
 
  private:
   Value convert_node();
-  void add_input(const std::string& name, const Node& node);
-  void add_output(const std::string& name, const Node& node);
-  onnx::ValueInfoProto* value_info(onnx::ValueInfoProto* info, const std::string& name,
-                                   const Node& node);
+  /// Fills `info` (a graph input or output) with `name` and `node`'s dtype and shape, `s0`
+  /// for a dimension that follows the batch.
+  void value_info(onnx::ValueInfoProto* info, const std::string& name, const Node& node);
   /// A value name not yet used.
   std::string fresh(const std::string& candidate) { return unique(names_, candidate); }
   /// A node name not yet used (nodes and values are named apart in ONNX).
@@ -472,8 +471,7 @@ bool Converter::follows_batch(size_t i, int64_t dim) const {
   return n && n->meta().tensor.follows_batch(static_cast<size_t>(dim));
 }
 
-onnx::ValueInfoProto* Converter::value_info(onnx::ValueInfoProto* info, const std::string& name,
-                                            const Node& node) {
+void Converter::value_info(onnx::ValueInfoProto* info, const std::string& name, const Node& node) {
   info->set_name(name);
   const TensorMeta& meta = node.meta().tensor;
   const std::string who = fmt::format("node '{}'", node.name());
@@ -492,7 +490,6 @@ onnx::ValueInfoProto* Converter::value_info(onnx::ValueInfoProto* info, const st
       }
     }
   }
-  return info;
 }
 
 void Converter::convert() {
@@ -557,7 +554,7 @@ void Converter::convert() {
           emit("Identity", {value_of(result).name})->set_output(0, output_names[i]);
           graph_->mutable_node(graph_->node_size() - 1)
               ->set_name(fresh_node("output/" + output_names[i]));
-          add_output(output_names[i], *result);
+          value_info(graph_->add_output(), output_names[i], *result);
         }
         break;
       }
@@ -595,10 +592,6 @@ void Converter::adopt_name(Value& value, const Node& node) {
   value.name = fresh(node.name());
   graph_->mutable_node(index)->set_output(slot, value.name);
   producer_[value.name] = {index, slot};
-}
-
-void Converter::add_output(const std::string& name, const Node& node) {
-  value_info(graph_->add_output(), name, node);
 }
 
 Value Converter::convert_node() {
@@ -862,15 +855,23 @@ Value softmax_rule(Converter& c, const std::string& op) {
   return tensor_value(s->output(0));
 }
 
-/// The sizes of the pieces chunk(x, chunks, dim) gives, from the traced shape.
-std::vector<int64_t> chunk_sizes(Converter& c, int64_t chunks, int64_t dim) {
+/// The sizes of the pieces of `each` elements (the last may be smaller) that split argument 0
+/// along `dim`, from its traced shape.
+std::vector<int64_t> piece_sizes(Converter& c, int64_t each, int64_t dim) {
   if (c.follows_batch(0, dim)) c.refuse("splits a dimension that follows the batch");
+  if (each <= 0) c.refuse(fmt::format("pieces of {} elements", each));
   const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
-  const int64_t each = (size + chunks - 1) / std::max<int64_t>(chunks, 1);
   std::vector<int64_t> sizes;
   for (int64_t left = size; left > 0; left -= each) sizes.push_back(std::min(each, left));
   if (sizes.empty()) sizes.push_back(0);
   return sizes;
+}
+
+/// The sizes of the pieces chunk(x, chunks, dim) gives, from the traced shape.
+std::vector<int64_t> chunk_sizes(Converter& c, int64_t chunks, int64_t dim) {
+  if (chunks <= 0) c.refuse(fmt::format("{} chunks", chunks));
+  const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
+  return piece_sizes(c, std::max<int64_t>((size + chunks - 1) / chunks, 1), dim);
 }
 
 Value split_into(Converter& c, const std::vector<int64_t>& sizes, int64_t dim) {
@@ -890,12 +891,7 @@ Value chunk_rule(Converter& c) {
 Value split_rule(Converter& c) {
   const int64_t dim = c.norm_dim(c.int_arg(2), c.rank_of(0));
   if (c.arg(1).is<ArgumentList>()) return split_into(c, c.ints_arg(1), dim);
-  const int64_t each = c.int_arg(1);
-  if (c.follows_batch(0, dim)) c.refuse("splits a dimension that follows the batch");
-  const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
-  std::vector<int64_t> sizes;
-  for (int64_t left = size; left > 0; left -= each) sizes.push_back(std::min(each, left));
-  return split_into(c, sizes, dim);
+  return split_into(c, piece_sizes(c, c.int_arg(1), dim), dim);
 }
 
 Value unbind_rule(Converter& c) {
@@ -1096,6 +1092,18 @@ Value batch_norm_rule(Converter& c) {
   return tensor_value(bn->output(0));
 }
 
+/// A convolution's or pool's per-dimension ints: one value stands for every spatial dimension.
+std::vector<int64_t> per_spatial(std::vector<int64_t> v, int64_t spatial) {
+  if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
+  return v;
+}
+
+/// ONNX's pads (every begin, then every end) for symmetric per-dimension padding.
+std::vector<int64_t> both_ends(std::vector<int64_t> pads) {
+  pads.insert(pads.end(), pads.begin(), pads.end());
+  return pads;
+}
+
 Value conv_rule(Converter& c) {
   // _convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups, ...),
   // convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups),
@@ -1103,15 +1111,11 @@ Value conv_rule(Converter& c) {
   const std::string& name = c.node().target().op_name();
   const bool generic = name == "_convolution" || name == "convolution";
   const int64_t spatial = c.rank_of(1) - 2;
-  auto expand = [&](std::vector<int64_t> v) {
-    if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
-    return v;
-  };
   const bool transposed = generic && c.bool_arg(6);
   std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
   if (!c.is_none(2)) inputs.push_back(c.tensor(2));
   NodeProto* conv = c.emit(transposed ? "ConvTranspose" : "Conv", inputs);
-  set_attr(conv, "strides", expand(c.ints_arg(3)));
+  set_attr(conv, "strides", per_spatial(c.ints_arg(3), spatial));
   if (c.arg(4).is<std::string>()) {
     const std::string mode = c.string_arg(4);
     if (mode == "same") {
@@ -1120,33 +1124,26 @@ Value conv_rule(Converter& c) {
       c.refuse("padding '" + mode + "'");
     }
   } else {
-    std::vector<int64_t> pads = expand(c.ints_arg(4));
-    std::vector<int64_t> both = pads;
-    both.insert(both.end(), pads.begin(), pads.end());
-    set_attr(conv, "pads", both);
+    set_attr(conv, "pads", both_ends(per_spatial(c.ints_arg(4), spatial)));
   }
-  set_attr(conv, "dilations", expand(c.ints_arg(5)));
+  set_attr(conv, "dilations", per_spatial(c.ints_arg(5), spatial));
   set_attr(conv, "group", generic ? c.int_arg(8) : c.int_arg(6));
-  if (transposed) set_attr(conv, "output_padding", expand(c.ints_arg(7)));
+  if (transposed) set_attr(conv, "output_padding", per_spatial(c.ints_arg(7), spatial));
   return tensor_value(conv->output(0));
 }
 
 Value max_pool_rule(Converter& c) {
   // max_pool{1,2,3}d(x, kernel, stride, padding, dilation, ceil_mode).
   const int64_t spatial = c.rank_of(0) - 2;
-  auto expand = [&](std::vector<int64_t> v) {
-    if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
-    return v;
-  };
-  std::vector<int64_t> kernel = expand(c.ints_arg(1));
-  std::vector<int64_t> stride = c.ints_arg(2).empty() ? kernel : expand(c.ints_arg(2));
-  std::vector<int64_t> pads = expand(c.ints_arg(3));
-  pads.insert(pads.end(), pads.begin(), pads.end());
+  std::vector<int64_t> kernel = per_spatial(c.ints_arg(1), spatial);
+  std::vector<int64_t> stride =
+      c.ints_arg(2).empty() ? kernel : per_spatial(c.ints_arg(2), spatial);
+  const std::vector<int64_t> pads = both_ends(per_spatial(c.ints_arg(3), spatial));
   NodeProto* pool = c.emit("MaxPool", {c.tensor(0)});
   set_attr(pool, "kernel_shape", kernel);
   set_attr(pool, "strides", stride);
   set_attr(pool, "pads", pads);
-  set_attr(pool, "dilations", expand(c.ints_arg(4)));
+  set_attr(pool, "dilations", per_spatial(c.ints_arg(4), spatial));
   set_attr(pool, "ceil_mode", int64_t{c.bool_arg(5)});
   return tensor_value(pool->output(0));
 }
@@ -1154,15 +1151,11 @@ Value max_pool_rule(Converter& c) {
 Value avg_pool_rule(Converter& c) {
   // avg_pool{1,2,3}d(x, kernel, stride, padding, ceil_mode, count_include_pad[, divisor]).
   const int64_t spatial = c.rank_of(0) - 2;
-  auto expand = [&](std::vector<int64_t> v) {
-    if (v.size() == 1 && spatial > 1) v.assign(static_cast<size_t>(spatial), v[0]);
-    return v;
-  };
   if (c.arg_count() > 6 && !c.is_none(6)) c.refuse("a divisor_override");
-  std::vector<int64_t> kernel = expand(c.ints_arg(1));
-  std::vector<int64_t> stride = c.ints_arg(2).empty() ? kernel : expand(c.ints_arg(2));
-  std::vector<int64_t> pads = expand(c.ints_arg(3));
-  pads.insert(pads.end(), pads.begin(), pads.end());
+  std::vector<int64_t> kernel = per_spatial(c.ints_arg(1), spatial);
+  std::vector<int64_t> stride =
+      c.ints_arg(2).empty() ? kernel : per_spatial(c.ints_arg(2), spatial);
+  const std::vector<int64_t> pads = both_ends(per_spatial(c.ints_arg(3), spatial));
   NodeProto* pool = c.emit("AveragePool", {c.tensor(0)});
   set_attr(pool, "kernel_shape", kernel);
   set_attr(pool, "strides", stride);
@@ -1357,16 +1350,25 @@ Value repeat_rule(Converter& c) {
   return tensor_value(c.op("Tile", {x, c.const_ints(repeats)}));
 }
 
+/// ONNX's pads (every begin, then every end) from ATen's pad argument (argument 1): (begin,
+/// end) pairs from the last dimension on.
+std::vector<int64_t> onnx_pads(Converter& c) {
+  const std::vector<int64_t> pad = c.ints_arg(1);
+  const size_t rank = static_cast<size_t>(c.rank_of(0));
+  if (pad.size() % 2 != 0 || pad.size() / 2 > rank)
+    c.refuse("a pad list of odd length or too long");
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < pad.size(); i += 2) {
+    const size_t dim = rank - 1 - i / 2;
+    pads[dim] = pad[i];
+    pads[dim + rank] = pad[i + 1];
+  }
+  return pads;
+}
+
 Value constant_pad_rule(Converter& c) {
   // constant_pad_nd(x, pad, value): pad is (begin, end) pairs from the last dimension.
-  const std::vector<int64_t> pad = c.ints_arg(1);
-  const int64_t rank = c.rank_of(0);
-  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
-  for (size_t i = 0; i + 1 < pad.size() + 1 && i / 2 < static_cast<size_t>(rank); i += 2) {
-    const size_t dim = static_cast<size_t>(rank) - 1 - i / 2;
-    pads[dim] = pad[i];
-    pads[dim + static_cast<size_t>(rank)] = pad[i + 1];
-  }
+  const std::vector<int64_t> pads = onnx_pads(c);
   const c10::ScalarType t = c.out_dtype();
   return tensor_value(
       c.op("Pad", {c.tensor(0), c.const_ints(pads), c.const_scalar(c.double_arg(2), t)}));
@@ -1587,14 +1589,7 @@ Value pad_enum_rule(Converter& c) {
   const int64_t mode = c.int_arg(2);
   if (mode == 2) c.refuse("circular padding");
   if (mode < 0 || mode > 3) c.refuse(fmt::format("padding mode {}", mode));
-  const std::vector<int64_t> pad = c.ints_arg(1);
-  const int64_t rank = c.rank_of(0);
-  std::vector<int64_t> pads(static_cast<size_t>(2 * rank), 0);
-  for (size_t i = 0; i + 1 < pad.size() + 1 && i / 2 < static_cast<size_t>(rank); i += 2) {
-    const size_t dim = static_cast<size_t>(rank) - 1 - i / 2;
-    pads[dim] = pad[i];
-    pads[dim + static_cast<size_t>(rank)] = pad[i + 1];
-  }
+  const std::vector<int64_t> pads = onnx_pads(c);
   std::vector<std::string> inputs{c.tensor(0), c.const_ints(pads)};
   if (mode == 3) {
     inputs.push_back(c.const_scalar(c.is_none(3) ? 0.0 : c.double_arg(3), c.out_dtype()));
@@ -1604,10 +1599,9 @@ Value pad_enum_rule(Converter& c) {
   return tensor_value(p->output(0));
 }
 
-/// zeros/ones/full(size, [fill,] dtype, ...): ConstantOfShape of the output's dtype.
-Value filled_rule(Converter& c, std::optional<double> fill) {
-  const double value = fill ? *fill : c.double_arg(1);
-  NodeProto* k = c.emit("ConstantOfShape", {c.ints_tensor(0)});
+/// A tensor of shape `shape` (a 1-D int64 tensor) filled with `value` of the output's dtype.
+Value constant_of_shape(Converter& c, const std::string& shape, double value) {
+  NodeProto* k = c.emit("ConstantOfShape", {shape});
   auto* attr = k->add_attribute();
   attr->set_name("value");
   attr->set_type(onnx::AttributeProto::TENSOR);
@@ -1616,16 +1610,14 @@ Value filled_rule(Converter& c, std::optional<double> fill) {
   return tensor_value(k->output(0));
 }
 
+/// zeros/ones/full(size, [fill,] dtype, ...): ConstantOfShape of the output's dtype.
+Value filled_rule(Converter& c, std::optional<double> fill) {
+  return constant_of_shape(c, c.ints_tensor(0), fill ? *fill : c.double_arg(1));
+}
+
 /// zeros_like/ones_like/full_like(x, [fill,] ...): ConstantOfShape of x's shape.
 Value filled_like_rule(Converter& c, std::optional<double> fill) {
-  const double value = fill ? *fill : c.double_arg(1);
-  NodeProto* k = c.emit("ConstantOfShape", {c.shape(c.tensor(0))});
-  auto* attr = k->add_attribute();
-  attr->set_name("value");
-  attr->set_type(onnx::AttributeProto::TENSOR);
-  fill_tensor(attr->mutable_t(), at::full({1}, value, at::TensorOptions().dtype(c.out_dtype())),
-              c.where());
-  return tensor_value(k->output(0));
+  return constant_of_shape(c, c.shape(c.tensor(0)), fill ? *fill : c.double_arg(1));
 }
 
 Value arange_rule(Converter& c) {
@@ -1859,12 +1851,9 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"clamp_max",
        {"Clip",
         [](Converter& c) {
-          const c10::ScalarType t = c.out_dtype();
-          const double lowest = c10::isFloatingType(t)
-                                    ? -std::numeric_limits<double>::infinity()
-                                    : static_cast<double>(std::numeric_limits<int32_t>::min());
-          return tensor_value(c.op("Clip", {c.tensor(0), c.const_scalar(lowest, t),
-                                            c.const_scalar(c.double_arg(1), t)}));
+          // Clip's min input left out: no lower bound, for any dtype.
+          return tensor_value(
+              c.op("Clip", {c.tensor(0), "", c.const_scalar(c.double_arg(1), c.out_dtype())}));
         }}},
       // Activations.
       {"celu", {"Celu", activation("Celu", {"alpha"})}},

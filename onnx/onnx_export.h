@@ -13,9 +13,10 @@
 ///   reads "hidden" and writes it) is named `<key>_out`, since ONNX names a value once;
 /// - a dimension that follows the batch (`s0` in the printed program) as the symbolic
 ///   dimension `s0`, every other dimension as its traced size;
-/// - one or more ONNX nodes per program node: the first carries the node's name
-///   (`linear_1`, and `linear_1/MatMul`, `linear_1/Add` when it takes several), the value
-///   it computes keeps that name, and each node's doc string is its module path and type
+/// - one or more ONNX nodes per aten call of the program (a getitem picks an output and needs
+///   none): the first carries the call's name (`linear_1`, and `linear_1/MatMul`,
+///   `linear_1/Add` when it takes several), the value it computes keeps that name (as does
+///   the item a getitem picks), and each node's doc string is its module path and type
 ///   (`module.2.module (Linear(in_features=4, out_features=4, bias=true))`).
 ///
 /// An operator with no ONNX form (onnx_operators() lists those that have one) is refused with
