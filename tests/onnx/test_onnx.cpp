@@ -24,6 +24,7 @@
 #include "tdfx/core/error.h"
 #include "tdfx/onnx/onnx_export.h"
 #include "tests/export/nn_layer_cases.h"
+#include "tests/onnx/ort_runner.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
@@ -33,79 +34,17 @@ namespace nn = torch::nn;
 
 namespace {
 
-using Inputs = std::vector<std::pair<std::string, at::Tensor>>;
+using Inputs = tdfx::testing::NamedTensors;
 
-/// Where onnxruntime-node is: $TDFX_ORT_DIR, else scripts/bootstrap.sh --test's folder.
-std::string ort_dir() {
-  const char* dir = std::getenv("TDFX_ORT_DIR");
-  return dir ? dir
-             : tdfx::testing::source_dir() + "/.deps/onnxruntime/node_modules/onnxruntime-node";
-}
-
-std::string ort_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::kFloat:
-      return "float32";
-    case c10::kDouble:
-      return "float64";
-    case c10::kLong:
-      return "int64";
-    case c10::kInt:
-      return "int32";
-    case c10::kBool:
-      return "bool";
-    default:
-      throw std::runtime_error("no ONNX Runtime dtype for " + std::string(c10::toString(t)));
+/// What ONNX Runtime computes for `model` on `inputs` (by graph input name), in output order;
+/// fails the test when ONNX Runtime is missing or fails.
+tdfx::testing::NamedTensors run_in_ort(const std::string& model, const Inputs& inputs) {
+  try {
+    return tdfx::testing::run_in_ort(model, inputs).outputs;
+  } catch (const std::runtime_error& e) {
+    FAIL(e.what());
   }
-}
-
-c10::ScalarType from_ort_dtype(const std::string& t) {
-  if (t == "float32") return c10::kFloat;
-  if (t == "float64") return c10::kDouble;
-  if (t == "int64") return c10::kLong;
-  if (t == "int32") return c10::kInt;
-  if (t == "bool") return c10::kBool;
-  throw std::runtime_error("unknown ONNX Runtime dtype " + t);
-}
-
-/// What ONNX Runtime computes for `model` on `inputs` (by graph input name), in output order.
-std::vector<std::pair<std::string, at::Tensor>> run_in_ort(const std::string& model,
-                                                           const Inputs& inputs) {
-  REQUIRE_MESSAGE(std::filesystem::exists(ort_dir()), "onnxruntime-node is not at "
-                                                          << ort_dir()
-                                                          << "; run scripts/bootstrap.sh --test");
-  ScratchDir dir("tdfx_ort");
-  nlohmann::json request;
-  request["outputs_dir"] = dir.path().string();
-  request["inputs"] = nlohmann::json::array();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const at::Tensor t = inputs[i].second.contiguous();
-    const std::string file = (dir / ("in" + std::to_string(i) + ".bin")).string();
-    std::ofstream(file, std::ios::binary)
-        .write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-    request["inputs"].push_back({{"name", inputs[i].first},
-                                 {"dtype", ort_dtype(t.scalar_type())},
-                                 {"dims", t.sizes().vec()},
-                                 {"file", file}});
-  }
-  const std::string request_path = (dir / "request.json").string();
-  std::ofstream(request_path) << request.dump();
-  const auto result = tdfx::testing::run_command("node '" + tdfx::testing::source_dir() +
-                                                 "/tests/onnx/run_onnx.js' '" + ort_dir() + "' '" +
-                                                 model + "' '" + request_path + "' 2>&1");
-  REQUIRE_MESSAGE(result.status == 0, "ONNX Runtime failed: " << result.out);
-  const auto outputs =
-      nlohmann::json::parse(tdfx::testing::read_text((dir / "outputs.json").string()));
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (const auto& o : outputs) {
-    const std::string bytes = tdfx::testing::read_text(o["file"].get<std::string>());
-    const auto dims = o["dims"].get<std::vector<int64_t>>();
-    at::Tensor t = at::empty(dims, at::TensorOptions().dtype(from_ort_dtype(o["dtype"])));
-    REQUIRE(bytes.size() == t.nbytes());
-    std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
-    out.emplace_back(o["name"].get<std::string>(), t);
-  }
-  return out;
+  return {};
 }
 
 /// True when `actual` is `expected` within 1e-5 relative (integers and bools: equal).
@@ -338,6 +277,26 @@ TEST_CASE("onnx: the operator table is sorted and names what each operator becom
   REQUIRE(table.size() > 100);
   for (size_t i = 1; i < table.size(); ++i) CHECK(table[i - 1].aten < table[i].aten);
   for (const auto& op : table) CHECK_FALSE(op.onnx.empty());
+
+  // The README's table is this one, between its markers (TDFX_UPDATE_GOLDEN=1 rewrites it).
+  std::string rendered = "| aten operator | ONNX ops |\n|---|---|\n";
+  for (const auto& op : table) {
+    rendered += "| `" + std::string(op.aten) + "` | " + std::string(op.onnx) + " |\n";
+  }
+  const std::string begin = "<!-- onnx_operators() begin -->\n";
+  const std::string end = "<!-- onnx_operators() end -->";
+  const std::string readme_path = tdfx::testing::source_dir() + "/README.md";
+  std::string readme = tdfx::testing::read_text(readme_path);
+  const size_t from = readme.find(begin);
+  const size_t to = readme.find(end);
+  REQUIRE_MESSAGE((from != std::string::npos && to > from), "README.md has no operator table");
+  const size_t body = from + begin.size();
+  if (tdfx::testing::updating_golden()) {
+    readme.replace(body, to - body, rendered);
+    std::ofstream(readme_path, std::ios::binary | std::ios::trunc) << readme;
+  } else {
+    CHECK(readme.substr(body, to - body) == rendered);
+  }
 }
 
 TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is refused by name") {
