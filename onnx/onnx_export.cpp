@@ -594,6 +594,20 @@ void Converter::adopt_name(Value& value, const Node& node) {
   producer_[value.name] = {index, slot};
 }
 
+/// True when `node` (a call_function) gives a tensor of its own, not a view of an argument:
+/// an operator whose schema's results alias nothing, or an item of such a result.
+bool computes_own_tensor(const Node& node) {
+  if (node.target().is_getitem()) {
+    const Node* from = node.args().empty() ? nullptr : node.args()[0].node();
+    return from && from->op() == OpCode::kCallFunction && computes_own_tensor(*from);
+  }
+  if (!node.target().has_operator()) return false;
+  for (const auto& result : node.target().schema().returns()) {
+    if (result.alias_info()) return false;
+  }
+  return true;
+}
+
 Value Converter::convert_node() {
   const Node& n = *node_;
   if (n.target().is_getitem()) {
@@ -614,13 +628,30 @@ Value Converter::convert_node() {
   const auto& table = rules();
   const std::string full =
       target.overload().empty() ? target.op_name() : target.op_name() + "." + target.overload();
-  if (!target.op_name().empty() && target.op_name().back() == '_') {
-    refuse(
-        "it updates its input in place (a buffer, as BatchNorm's statistics in training "
-        "mode), which an ONNX model cannot; export the pipeline in eval mode");
+  std::string op_name = target.op_name();
+  const bool in_place = !op_name.empty() && op_name.back() == '_';
+  if (in_place) {
+    // An update of a tensor the node computed itself (the RNN cells' `add_` on a Linear's
+    // result) is the functional op, whose value later readers see. An update of an input or a
+    // buffer, or of a view into another tensor, cannot be written.
+    const Node* self = args_.empty() ? nullptr : arg(0).node();
+    if (!self || self->op() != OpCode::kCallFunction || !computes_own_tensor(*self)) {
+      refuse(
+          "it updates its input in place (a buffer, as BatchNorm's statistics in training "
+          "mode, or a view of another tensor), which an ONNX model cannot; export the pipeline "
+          "in eval mode");
+    }
+    op_name.pop_back();
   }
-  auto it = table.find(full);
-  if (it == table.end()) it = table.find(target.op_name());
+  const std::string functional =
+      target.overload().empty() ? op_name : op_name + "." + target.overload();
+  auto it = table.find(in_place ? functional : full);
+  if (it == table.end()) it = table.find(op_name);
+  if (in_place && it != table.end()) {
+    Value updated = it->second.rule(*this);
+    values_[arg(0).node()] = updated;
+    return updated;
+  }
   if (it == table.end()) {
     refuse(fmt::format("aten::{} has no ONNX form at opset {} (see onnx_operators())",
                        target.op_name(), kOnnxOpset));
@@ -1376,6 +1407,7 @@ Value constant_pad_rule(Converter& c) {
 
 /// The loss reductions of ATen: 0 none, 1 mean, 2 sum.
 std::string reduce_loss(Converter& c, const std::string& loss, int64_t reduction) {
+  if (reduction < 0 || reduction > 2) c.refuse(fmt::format("an unknown reduction {}", reduction));
   if (reduction == 0) return loss;
   NodeProto* r = c.emit(reduction == 1 ? "ReduceMean" : "ReduceSum", {loss});
   set_attr(r, "keepdims", int64_t{0});
@@ -1756,13 +1788,10 @@ Value cosine_similarity_rule(Converter& c) {
   return tensor_value(c.op("Div", {sum(c.op("Mul", {x, y})), denominator}));
 }
 
-Value pairwise_distance_rule(Converter& c) {
-  // (x, y, p, eps, keepdim): the p-norm of x - y + eps over the last dimension.
-  const c10::ScalarType t = c.out_dtype();
-  auto [x, y] = operands(c, 0, 1);
-  const double p = c.double_arg(2);
-  std::string d = c.op("Add", {c.op("Sub", {x, y}), c.const_scalar(c.double_arg(3), t)});
-  const int64_t rank = std::max(c.rank_of(0), c.rank_of(1));
+/// The p-norm (p 1 or 2) of x - y + eps over the last of `rank` dimensions: pairwise_distance.
+std::string p_distance(Converter& c, const std::string& x, const std::string& y, double p,
+                       double eps, bool keepdim, int64_t rank) {
+  std::string d = c.op("Add", {c.op("Sub", {x, y}), c.const_scalar(eps, c.out_dtype())});
   std::string op;
   if (p == 2.0) {
     op = "ReduceL2";
@@ -1773,8 +1802,15 @@ Value pairwise_distance_rule(Converter& c) {
   }
   NodeProto* r = c.emit(op, {d});
   set_attr(r, "axes", std::vector<int64_t>{rank - 1});
-  set_attr(r, "keepdims", int64_t{c.bool_arg(4)});
-  return tensor_value(r->output(0));
+  set_attr(r, "keepdims", int64_t{keepdim});
+  return r->output(0);
+}
+
+Value pairwise_distance_rule(Converter& c) {
+  // (x, y, p, eps, keepdim).
+  auto [x, y] = operands(c, 0, 1);
+  return tensor_value(p_distance(c, x, y, c.double_arg(2), c.double_arg(3), c.bool_arg(4),
+                                 std::max(c.rank_of(0), c.rank_of(1))));
 }
 
 Value bilinear_rule(Converter& c) {
@@ -1784,6 +1820,119 @@ Value bilinear_rule(Converter& c) {
   std::string y = e->output(0);
   if (!c.is_none(3)) y = c.op("Add", {y, c.tensor(3)});
   return tensor_value(y);
+}
+
+/// `value` where `cond`, else 0.
+std::string where_else_zero(Converter& c, const std::string& cond, const std::string& value) {
+  return c.op("Where", {cond, value, c.const_scalar(0.0, c.out_dtype())});
+}
+
+/// max(value, 0).
+std::string relu_of(Converter& c, const std::string& value) { return c.op("Relu", {value}); }
+
+/// target == `v` for the target argument `i`.
+std::string target_is(Converter& c, size_t i, double v) {
+  return c.op("Equal", {c.tensor(i), c.const_scalar(v, c.dtype_of(i))});
+}
+
+Value soft_margin_loss_rule(Converter& c) {
+  // (x, y, reduction): log(1 + exp(-x y)).
+  auto [x, y] = operands(c, 0, 1);
+  std::string loss = c.op("Softplus", {c.op("Neg", {c.op("Mul", {x, y})})});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(2)));
+}
+
+Value hinge_embedding_loss_rule(Converter& c) {
+  // (x, y, margin, reduction): max(margin - x, 0) where y != 1, plus x where y != -1.
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0);
+  std::string margin = relu_of(c, c.op("Sub", {c.const_scalar(c.double_arg(2), t), x}));
+  std::string loss = c.op("Add", {where_else_zero(c, c.op("Not", {target_is(c, 1, 1.0)}), margin),
+                                  where_else_zero(c, c.op("Not", {target_is(c, 1, -1.0)}), x)});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(3)));
+}
+
+Value margin_ranking_loss_rule(Converter& c) {
+  // (x1, x2, y, margin, reduction): max(-y (x1 - x2) + margin, 0).
+  auto [x1, x2] = operands(c, 0, 1);
+  std::string d = c.op("Mul", {c.op("Neg", {c.tensor(2)}), c.op("Sub", {x1, x2})});
+  std::string loss = relu_of(c, c.op("Add", {d, c.const_scalar(c.double_arg(3), c.out_dtype())}));
+  return tensor_value(reduce_loss(c, loss, c.int_arg(4)));
+}
+
+Value kl_div_rule(Converter& c) {
+  // (x, t, reduction, log_target): exp(t) (t - x), or xlogy(t, t) - t x (0 where t is 0).
+  auto [x, t] = operands(c, 0, 1);
+  std::string loss;
+  if (c.bool_arg(3)) {
+    loss = c.op("Mul", {c.op("Exp", {t}), c.op("Sub", {t, x})});
+  } else {
+    std::string zero = c.const_scalar(0.0, c.out_dtype());
+    std::string t_log_t =
+        c.op("Where", {c.op("Equal", {t, zero}), zero, c.op("Mul", {t, c.op("Log", {t})})});
+    loss = c.op("Sub", {t_log_t, c.op("Mul", {t, x})});
+  }
+  return tensor_value(reduce_loss(c, loss, c.int_arg(2)));
+}
+
+Value poisson_nll_loss_rule(Converter& c) {
+  // (x, t, log_input, full, eps, reduction): exp(x) - t x, or x - t log(x + eps); with full,
+  // plus t log t - t + log(2 pi t) / 2 where t > 1.
+  const c10::ScalarType type = c.out_dtype();
+  auto [x, t] = operands(c, 0, 1);
+  std::string loss =
+      c.bool_arg(2)
+          ? c.op("Sub", {c.op("Exp", {x}), c.op("Mul", {t, x})})
+          : c.op("Sub",
+                 {x, c.op("Mul", {t, c.op("Log", {c.op("Add", {x, c.const_scalar(c.double_arg(4),
+                                                                                 type)})})})});
+  if (c.bool_arg(3)) {
+    std::string stirling = c.op(
+        "Add", {c.op("Sub", {c.op("Mul", {t, c.op("Log", {t})}), t}),
+                c.op("Mul", {c.const_scalar(0.5, type),
+                             c.op("Log", {c.op("Mul", {c.const_scalar(2 * M_PI, type), t})})})});
+    std::string above_one = c.op("Greater", {t, c.const_scalar(1.0, type)});
+    loss = c.op("Add", {loss, where_else_zero(c, above_one, stirling)});
+  }
+  return tensor_value(reduce_loss(c, loss, c.int_arg(5)));
+}
+
+Value cosine_embedding_loss_rule(Converter& c) {
+  // (x1, x2, y, margin, reduction): cos = <x1, x2> / sqrt((|x1|^2 + 1e-12) (|x2|^2 + 1e-12))
+  // over y's rank; 1 - cos where y is 1, max(cos - margin, 0) where y is -1.
+  const c10::ScalarType t = c.out_dtype();
+  auto [x1, x2] = operands(c, 0, 1);
+  const int64_t dim = c.rank_of(2);
+  auto sum = [&](const std::string& v) {
+    NodeProto* r = c.emit("ReduceSum", {v, c.const_ints({dim})});
+    set_attr(r, "keepdims", int64_t{0});
+    return r->output(0);
+  };
+  std::string eps = c.const_scalar(1e-12, t);
+  std::string m1 = c.op("Add", {sum(c.op("Mul", {x1, x1})), eps});
+  std::string m2 = c.op("Add", {sum(c.op("Mul", {x2, x2})), eps});
+  std::string cos =
+      c.op("Div", {sum(c.op("Mul", {x1, x2})), c.op("Sqrt", {c.op("Mul", {m1, m2})})});
+  std::string pos = c.op("Sub", {c.const_scalar(1.0, t), cos});
+  std::string neg = relu_of(c, c.op("Sub", {cos, c.const_scalar(c.double_arg(3), t)}));
+  std::string loss = c.op("Add", {where_else_zero(c, target_is(c, 2, 1.0), pos),
+                                  where_else_zero(c, target_is(c, 2, -1.0), neg)});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(4)));
+}
+
+Value triplet_margin_loss_rule(Converter& c) {
+  // (anchor, positive, negative, margin, p, eps, swap, reduction):
+  // max(margin + d(a, p) - d(a, n), 0), d(a, n) the smaller of it and d(p, n) with swap.
+  const double p = c.double_arg(4), eps = c.double_arg(5);
+  const int64_t rank = std::max({c.rank_of(0), c.rank_of(1), c.rank_of(2)});
+  std::string a = c.tensor(0), pos = c.tensor(1), neg = c.tensor(2);
+  std::string d_pos = p_distance(c, a, pos, p, eps, false, rank);
+  std::string d_neg = p_distance(c, a, neg, p, eps, false, rank);
+  if (c.bool_arg(6)) d_neg = c.op("Min", {d_neg, p_distance(c, pos, neg, p, eps, false, rank)});
+  std::string loss = relu_of(
+      c,
+      c.op("Sub", {c.op("Add", {c.const_scalar(c.double_arg(3), c.out_dtype()), d_pos}), d_neg}));
+  return tensor_value(reduce_loss(c, loss, c.int_arg(7)));
 }
 
 const std::map<std::string, RuleEntry, std::less<>>& rules() {
@@ -2017,6 +2166,22 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"binary_cross_entropy", {"Log, Max, Mul, Add, Neg, ReduceMean/ReduceSum", bce_rule}},
       {"binary_cross_entropy_with_logits",
        {"Softplus, Neg, Mul, Add, ReduceMean/ReduceSum", bce_logits_rule}},
+      {"soft_margin_loss", {"Mul, Neg, Softplus, ReduceMean/ReduceSum", soft_margin_loss_rule}},
+      {"hinge_embedding_loss",
+       {"Sub, Relu, Equal, Not, Where, Add, ReduceMean/ReduceSum", hinge_embedding_loss_rule}},
+      {"margin_ranking_loss",
+       {"Sub, Neg, Mul, Add, Relu, ReduceMean/ReduceSum", margin_ranking_loss_rule}},
+      {"kl_div",
+       {"Log, Mul, Equal, Where, Sub (Exp with log_target), ReduceMean/ReduceSum", kl_div_rule}},
+      {"poisson_nll_loss",
+       {"Exp or Log, Mul, Sub (full: Greater, Where, Add), ReduceMean/ReduceSum",
+        poisson_nll_loss_rule}},
+      {"cosine_embedding_loss",
+       {"Mul, ReduceSum, Add, Sqrt, Div, Sub, Relu, Equal, Where, ReduceMean/ReduceSum",
+        cosine_embedding_loss_rule}},
+      {"triplet_margin_loss",
+       {"Sub, Add, ReduceL2/ReduceL1, Min (swap), Relu, ReduceMean/ReduceSum",
+        triplet_margin_loss_rule}},
       {"nll_loss", {"NegativeLogLikelihoodLoss", nll_loss_rule}},
       {"nll_loss_nd", {"NegativeLogLikelihoodLoss", nll_loss_rule}},
       {"cross_entropy_loss",

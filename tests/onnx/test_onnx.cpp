@@ -261,7 +261,8 @@ TEST_CASE("onnx: training-mode layers are refused, naming the node") {
   };
   CHECK(refusal(make_td_module(nn::BatchNorm1d(4), {"x"}, {"y"})) ==
         "cannot write node 'add_' (aten::add_.Scalar) as ONNX: it updates its input in place "
-        "(a buffer, as BatchNorm's statistics in training mode), which an ONNX model cannot; "
+        "(a buffer, as BatchNorm's statistics in training mode, or a view of another tensor), "
+        "which an ONNX model cannot; "
         "export the pipeline in eval mode");
   CHECK(refusal(make_td_module(
             nn::BatchNorm1d(nn::BatchNorm1dOptions(4).track_running_stats(false)), {"x"}, {"y"})) ==
