@@ -32,6 +32,7 @@
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
+#include "tdfx/export/program_diff.h"
 #include "tdfx/export/tensor_file.h"
 #include "tdfx/export/torchscript.h"
 #include "tdfx/onnx/onnx_export.h"

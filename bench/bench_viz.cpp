@@ -18,6 +18,7 @@
 
 #include "bench/chain_pipeline.h"
 #include "tdfx/diagram/traced_diagram.h"
+#include "tdfx/export/program_diff.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
@@ -342,3 +343,26 @@ BENCHMARK(BM_SmallDrawing_Fork)->Unit(benchmark::kMillisecond)->UseRealTime();
 }  // namespace
 
 BENCHMARK_MAIN();
+
+// diff_programs on two exported 1000-link chains (goal: under a second): the same weights
+// (/0: equal, every node aligned by its label) and other weights (/1: every weight differs,
+// so every linear is paired after the alignment and its weights compared).
+void BM_DiffChain(benchmark::State& state) {
+  at::manual_seed(0);
+  const tdfx::bench::Chain chain = tdfx::bench::chain(state.range(0));
+  const std::vector<std::pair<std::string, at::Tensor>> inputs{
+      {"h0", tdfx::bench::chain_input().get("h0")}};
+  const tdfx::ExportedProgram a = tdfx::export_program(chain.pipeline, inputs);
+  const tdfx::ExportedProgram b =
+      state.range(1) ? tdfx::export_program(tdfx::bench::chain(state.range(0)).pipeline, inputs)
+                     : tdfx::export_program(chain.pipeline, inputs);
+  for (auto _ : state) {
+    auto diff = tdfx::diff_programs(a, b);
+    benchmark::DoNotOptimize(diff);
+  }
+}
+BENCHMARK(BM_DiffChain)
+    ->Args({1000, 0})
+    ->Args({1000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();

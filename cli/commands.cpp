@@ -11,6 +11,7 @@
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
+#include "tdfx/export/program_diff.h"
 #include "tdfx/onnx/onnx_export.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
@@ -84,6 +85,18 @@ void run_render(const std::string& path, const std::string& out, size_t max_node
   options.view = view;
   options.rankdir = rankdir;
   writing(out, [&] { save_diagram(program.graph(), out, options); });
+}
+
+bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out) {
+  const ExportedProgram a = load(a_path);
+  const ExportedProgram b = load(b_path);
+  const ProgramDiff diff = diff_programs(a, b);
+  std::cout << diff.report();
+  if (!out.empty()) {
+    RenderOptions options = diff_render_options(b, diff);
+    writing(out, [&] { save_diagram(b.graph(), out, options); });
+  }
+  return !diff.equal();
 }
 
 void run_onnx(const std::string& path, const std::string& out) {

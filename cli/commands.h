@@ -22,6 +22,9 @@ inline constexpr int kExitUsage = 1;
 inline constexpr int kExitFile = 2;
 /// `tdfx run --find-nonfinite` or `--find-nonfinite-grad` found a NaN or Inf.
 inline constexpr int kExitNonFinite = 3;
+/// `tdfx diff` exits as diff(1) does: 0 equal, 1 different, 2 on any failure.
+inline constexpr int kExitDifferent = 1;
+inline constexpr int kExitDiffTrouble = 2;
 
 /// Which text `tdfx show` prints.
 enum class ShowWhat { kReadable, kGraph, kCode, kSignature };
@@ -54,6 +57,12 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 /// FileError.
 void run_render(const std::string& path, const std::string& out, size_t max_nodes,
                 View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom);
+
+/// `tdfx diff`: loads both programs, prints how `b_path` differs from `a_path`
+/// (ProgramDiff::report, nothing when equal) and, with `out`, draws `b_path` with the
+/// differences marked (diff_render_options; .svg, .png, .pdf, .dot, .html). True when they
+/// differ.
+bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out);
 
 /// `tdfx onnx`: loads `path` and writes it to `out` as a checked ONNX model (save_onnx); an
 /// operator with no ONNX form is an OnnxError naming the node, and nothing is written.

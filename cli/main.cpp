@@ -5,6 +5,8 @@
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
 //               [--max-nodes N]
+//   tdfx diff A.pt2 B.pt2 [-o DIFF.{svg,png,pdf,dot,html}]
+//   tdfx onnx FILE.pt2 -o FILE.onnx
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html} [--view ops|modules]]
 //            [--save RUN.pt] [--width N] [--memory-budget MB]
@@ -160,6 +162,21 @@ int main(int argc, char** argv) {
       ->check(CLI::Validator(check_onnx_extension, "OUT.onnx", "extension"));
   onnx->footer(kFooter);
 
+  std::string diff_a, diff_b, diff_out;
+  CLI::App* diff = app.add_subcommand(
+      "diff",
+      "Compare two exported programs node by node: nodes added, removed and changed, the "
+      "signature's changes and the weights that differ.");
+  diff->add_option("A", diff_a, "The program before (.pt2)")->required();
+  diff->add_option("B", diff_b, "The program after (.pt2)")->required();
+  diff->add_option("-o,--output", diff_out,
+                   "Draw B with what was added and changed marked, and what was removed "
+                   "named (.svg, .png, .pdf, .dot, .html)")
+      ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
+  diff->footer(
+      "Exit status: 0 when the programs are equal (nodes renamed alone are equal), 1 when they\n"
+      "differ, 2 on any failure: a usage error, a file that cannot be read or loaded.\n");
+
   std::string run_file;
   std::vector<std::string> run_inputs;
   uint64_t seed = 0;
@@ -238,7 +255,15 @@ int main(int argc, char** argv) {
     return finish(app.exit(e) == 0 ? kExitOk : kExitUsage);  // the help, on stdout
   } catch (const CLI::ParseError& e) {
     report_usage_error(app, e, argc, argv);
-    return finish(kExitUsage);
+    return finish(argc > 1 && std::string(argv[1]) == "diff" ? kExitDiffTrouble : kExitUsage);
+  }
+  if (diff->parsed()) {
+    try {
+      return finish(run_diff(diff_a, diff_b, diff_out) ? kExitDifferent : kExitOk);
+    } catch (const std::exception& e) {
+      std::cerr << "tdfx: " << e.what() << "\n";
+      return finish(kExitDiffTrouble);
+    }
   }
 
   try {

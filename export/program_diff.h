@@ -1,0 +1,86 @@
+#pragma once
+
+/// \file
+/// Comparing two exported programs node by node (`tdfx diff A.pt2 B.pt2`): the same pipeline
+/// before and after a change, or exported from two checkpoints.
+///
+///     const ProgramDiff diff = diff_programs(before, after);
+///     if (!diff.equal()) std::cout << diff.report();
+///
+/// Nodes are matched by structure, not by name: each node's label is its op, its target, its
+/// constant arguments and the contents of the weights it reads (a node's name and the names
+/// of its inputs are left out), and the two programs' node sequences are aligned on their
+/// longest common subsequence of labels. Between two aligned nodes, the nodes left over are
+/// paired in order when they have the same op and target (a layer whose width or weights
+/// changed), then when they have the same op (an activation swapped, an input key renamed);
+/// what is still left over is added or removed. A paired node is changed when its target, its
+/// arguments (a node argument must be the match of the other's), its dtype and shape or its
+/// module path differ; a node renamed alone is the same node.
+
+#include <string>
+#include <vector>
+
+#include "tdfx/export/program.h"
+#include "tdfx/viz/render_options.h"
+
+namespace tdfx {
+
+/// A node only one program has: its name and its line of forward code with its type and
+/// module (`linear_3 = torch.ops.aten.linear.default(relu_2, ...)  # f32[16, 64] 3.module`).
+struct DiffNode {
+  std::string name;
+  std::string line;
+};
+
+/// A node both programs have, and what differs: `target aten::relu -> aten::tanh`.
+struct NodeChange {
+  std::string name_a;
+  std::string name_b;
+  std::vector<std::string> what;
+};
+
+/// A parameter or buffer both programs have whose value differs: a shape or dtype
+/// (`what`), or, for the same shape and dtype, the largest absolute difference and the
+/// largest relative one (|a - b| / max(|a|, |b|), elementwise).
+struct WeightChange {
+  std::string name_a;
+  std::string name_b;
+  std::string what;
+  double max_abs = 0;
+  double max_rel = 0;
+};
+
+/// How program B differs from program A.
+struct ProgramDiff {
+  /// Nodes of B with no match in A, in B's order.
+  std::vector<DiffNode> added;
+  /// Nodes of A with no match in B, in A's order.
+  std::vector<DiffNode> removed;
+  /// Matched nodes that differ, in B's order (parameters and buffers are in `weights`).
+  std::vector<NodeChange> changed;
+  /// Changes of the signature: an input or output key added, removed or renamed, an output
+  /// now written from another node, a dimension that now follows the batch or no longer does.
+  std::vector<std::string> signature;
+  std::vector<WeightChange> weights;
+  /// For each node of B, the name of its match in A, "" when it was added; in B's order.
+  std::vector<std::pair<std::string, std::string>> matches;
+
+  /// True when nothing differs (nodes renamed alone are equal).
+  bool equal() const;
+  /// The text `tdfx diff` prints: a summary line, then the sections that have entries
+  /// (signature, added, removed, changed, weights); "" when equal.
+  std::string report() const;
+};
+
+/// How `b` differs from `a`.
+ProgramDiff diff_programs(const ExportedProgram& a, const ExportedProgram& b);
+
+/// How traced module `b` differs from traced module `a`: their exported programs compared.
+ProgramDiff diff_programs(const TDGraphModule& a, const TDGraphModule& b);
+
+/// What a drawing of the diff shows over program `b`'s diagram (diagram_options): added nodes
+/// filled green, changed ones orange with a row per change, and a title with the counts and
+/// the nodes removed from `a`, which `b` has no place for.
+RenderOptions diff_render_options(const ExportedProgram& b, const ProgramDiff& diff);
+
+}  // namespace tdfx

@@ -1,0 +1,162 @@
+// diff_programs and `tdfx diff`: a small policy and five changes a user makes to it, each
+// report compared whole with a golden file from a real run, from C++ and from the command.
+#include <doctest/doctest.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/utils.h>
+
+#include <string>
+#include <vector>
+
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program_diff.h"
+#include "tdfx/viz/dot_writer.h"
+#include "tests/support/golden.h"
+#include "tests/support/test_support.h"
+
+using namespace tdfx;
+using tdfx::testing::ScratchDir;
+namespace nn = torch::nn;
+
+namespace {
+
+/// What differs from the policy as first written.
+struct Variant {
+  bool extra_layer = false;  // a value head after the action
+  int64_t width = 8;         // the hidden layer's width
+  bool tanh = false;         // Tanh for ReLU
+  std::string in_key = "observation";
+  bool fine_tuned = false;  // the action layer's weights scaled by 1.01
+};
+
+/// observation -> Linear(4, width) -> ReLU -> Linear(width, 2) -> action, the same weights
+/// for the same variant.
+std::shared_ptr<TensorDictSequential> policy(const Variant& v) {
+  at::manual_seed(0);
+  auto encoder = nn::Linear(4, v.width);
+  auto head = nn::Linear(v.width, 2);
+  if (v.fine_tuned) {
+    torch::NoGradGuard no_grad;
+    head->weight.mul_(1.01);
+  }
+  std::vector<TensorDictModuleBasePtr> modules{make_td_module(encoder, {v.in_key}, {"hidden"})};
+  if (v.tanh) {
+    modules.push_back(make_td_module(nn::Tanh(), {"hidden"}, {"hidden"}));
+  } else {
+    modules.push_back(make_td_module(nn::ReLU(), {"hidden"}, {"hidden"}));
+  }
+  modules.push_back(make_td_module(head, {"hidden"}, {"action"}));
+  if (v.extra_layer) modules.push_back(make_td_module(nn::Linear(2, 1), {"action"}, {"value"}));
+  return make_td_sequential(std::move(modules));
+}
+
+ExportedProgram program(const Variant& v) {
+  at::manual_seed(1);
+  return export_program(policy(v), {{v.in_key, at::randn({2, 4})}});
+}
+
+struct Change {
+  const char* name;
+  Variant variant;
+};
+
+std::vector<Change> changes() {
+  std::vector<Change> out;
+  Variant v;
+  v.extra_layer = true;
+  out.push_back({"layer_added", v});
+  v = {};
+  v.width = 16;
+  out.push_back({"width_changed", v});
+  v = {};
+  v.tanh = true;
+  out.push_back({"activation_swapped", v});
+  v = {};
+  v.in_key = "obs";
+  out.push_back({"key_renamed", v});
+  v = {};
+  v.fine_tuned = true;
+  out.push_back({"fine_tuned", v});
+  return out;
+}
+
+std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+}  // namespace
+
+TEST_CASE("diff: the same pipeline exported twice is equal, and reports nothing") {
+  const ProgramDiff diff = diff_programs(program({}), program({}));
+  CHECK(diff.equal());
+  CHECK(diff.report().empty());
+  CHECK(diff.added.empty());
+  REQUIRE(diff.matches.size() == program({}).graph().size());
+  for (const auto& [b, a] : diff.matches) CHECK(a == b);
+}
+
+TEST_CASE("diff: each change of the policy, reported whole") {
+  const ExportedProgram base = program({});
+  for (const Change& change : changes()) {
+    CAPTURE(change.name);
+    const ProgramDiff diff = diff_programs(base, program(change.variant));
+    CHECK_FALSE(diff.equal());
+    tdfx::testing::check_golden("tests/export/golden/diff", std::string(change.name) + ".txt",
+                                diff.report());
+  }
+}
+
+TEST_CASE("diff: two traced modules compare as their programs do") {
+  at::manual_seed(1);
+  const TensorDict td({{"observation", at::randn({2, 4})}}, {2});
+  Variant tanh;
+  tanh.tanh = true;
+  const auto a = symbolic_trace(policy({}), td);
+  const auto b = symbolic_trace(policy(tanh), td);
+  CHECK(diff_programs(a, b).report() == diff_programs(program({}), program(tanh)).report());
+  CHECK(diff_programs(a, a).equal());
+}
+
+TEST_CASE("diff: the drawing marks what was added and changed and names what was removed") {
+  Variant v;
+  v.tanh = true;
+  v.extra_layer = true;
+  const ExportedProgram b = program(v);
+  const ProgramDiff diff = diff_programs(program({}), b);
+  tdfx::testing::check_golden("tests/export/golden/diff", "drawing.dot",
+                              to_dot(b.graph(), diff_render_options(b, diff)));
+}
+
+TEST_CASE("diff: tdfx diff prints the report and exits 0 when equal, 1 when not, 2 on failure") {
+  ScratchDir dir("tdfx_diff");
+  const auto a = dir / "a.pt2";
+  save(program({}), a.string());
+  const std::string tdfx = tdfx::testing::bin_dir() + "/tdfx diff ";
+
+  const auto same = tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(a) + " 2>&1");
+  CHECK(same.status == 0);
+  CHECK(same.out.empty());
+
+  for (const Change& change : changes()) {
+    CAPTURE(change.name);
+    const auto b = dir / (std::string(change.name) + ".pt2");
+    save(program(change.variant), b.string());
+    const auto run = tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(b) + " 2>&1");
+    CHECK(run.status == 1);
+    CHECK(run.out == diff_programs(load(a.string()), load(b.string())).report());
+    CHECK(run.out == tdfx::testing::read_text(tdfx::testing::source_dir() +
+                                              "/tests/export/golden/diff/" + change.name + ".txt"));
+  }
+
+  const auto drawn = dir / "diff.dot";
+  const auto b = dir / "layer_added.pt2";
+  const auto with_drawing = tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(b) + " -o " +
+                                                       quoted(drawn) + " 2>&1");
+  CHECK(with_drawing.status == 1);
+  CHECK(std::filesystem::exists(drawn));
+
+  const auto missing =
+      tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(dir / "missing.pt2") + " 2>&1");
+  CHECK(missing.status == 2);
+  CHECK(missing.out.find("missing.pt2") != std::string::npos);
+  const auto usage = tdfx::testing::run_command(tdfx + quoted(a) + " 2>&1");
+  CHECK(usage.status == 2);
+}
