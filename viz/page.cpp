@@ -181,6 +181,61 @@ class OpItems {
   std::unordered_map<std::string, std::vector<const Node*>> in_box_;
 };
 
+/// The item of a module: its path, type, configuration, keys, parameter counts and the rows
+/// of its overlay; searchable by path and keys.
+PageItem module_item(const ModuleBox& box, const RenderOptions& options, std::string id) {
+  PageItem item = make_item(std::move(id), box.path, "module");
+  item.module = box.path;
+  item.search.push_back(box.path);
+  for (const NestedKey& key : box.in_keys) item.search.push_back(key.repr());
+  for (const NestedKey& key : box.out_keys) item.search.push_back(key.repr());
+  item.fields.push_back({"module path", box.path, {}});
+  if (!box.type.empty()) item.fields.push_back({"type", box.type, {}});
+  if (!box.label.empty()) item.fields.push_back({"module", box.label, {}});
+  item.fields.push_back({"in keys", repr(box.in_keys), {}});
+  item.fields.push_back({"out keys", repr(box.out_keys), {}});
+  if (!box.sequential) item.fields.push_back({"parameters", std::to_string(box.parameters), {}});
+  if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
+  auto overlay = options.module_overlay.find(box.path);
+  if (overlay != options.module_overlay.end()) {
+    for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
+  }
+  return item;
+}
+
+/// The enclosing sequential of each module: the longest other sequential path that is a prefix
+/// of its path followed by a dot.
+std::string parent_of(const ModuleBox& box, const std::vector<ModuleBox>& modules) {
+  std::string parent;
+  for (const ModuleBox& other : modules) {
+    if (!other.sequential || other.path.size() >= box.path.size()) continue;
+    if (box.path.compare(0, other.path.size(), other.path) == 0 &&
+        box.path[other.path.size()] == '.' && other.path.size() > parent.size()) {
+      parent = other.path;
+    }
+  }
+  return parent;
+}
+
+/// What a node's box shows under its name: its target or op, and its type.
+std::string node_detail(const Node& node) {
+  std::string what;
+  if (node.op() == OpCode::kCallFunction) {
+    try {
+      what = fx_call(node).target;
+    } catch (const Error&) {
+      what = node.target().str();
+    }
+  } else if (node.op() == OpCode::kCallModule || node.op() == OpCode::kCallMethod) {
+    what = node.target().str();
+  } else {
+    what = std::string(to_string(node.op()));
+  }
+  const TensorMeta& meta = node.meta().tensor;
+  if (meta.dtype && meta.shape) what += " " + dtype_short(*meta.dtype) + shape_str(meta);
+  return what;
+}
+
 /// The SVG element and what follows it: the XML declaration, DOCTYPE and comment before it add
 /// nothing inside a page.
 std::string svg_element(const std::string& svg) {
@@ -198,11 +253,33 @@ Json to_json(const PageItem& item) {
           {"module", item.module}, {"search", item.search}, {"fields", std::move(fields)}};
 }
 
+Json to_json(const PageTree& tree) {
+  Json modules = Json::array(), nodes = Json::array();
+  for (const PageTreeModule& m : tree.modules) {
+    modules.push_back({{"path", m.path},
+                       {"parent", m.parent},
+                       {"type", m.type},
+                       {"sequential", m.sequential},
+                       {"in_keys", m.in_keys},
+                       {"out_keys", m.out_keys}});
+  }
+  for (const PageTreeNode& n : tree.nodes) {
+    nodes.push_back({{"id", n.id},
+                     {"title", n.title},
+                     {"detail", n.detail},
+                     {"module", n.module},
+                     {"inputs", n.inputs}});
+  }
+  return {{"modules", std::move(modules)}, {"nodes", std::move(nodes)}, {"open", tree.open}};
+}
+
 Json to_json(const PageView& view) {
   Json items = Json::array();
   for (const PageItem& item : view.items) items.push_back(to_json(item));
-  return {{"name", view.name}, {"label", view.label},       {"svg", view.svg},
-          {"base", view.base}, {"expanded", view.expanded}, {"items", std::move(items)}};
+  Json out{{"name", view.name}, {"label", view.label},       {"svg", view.svg},
+           {"base", view.base}, {"expanded", view.expanded}, {"items", std::move(items)}};
+  if (view.tree) out["tree"] = to_json(*view.tree);
+  return out;
 }
 
 }  // namespace
@@ -227,24 +304,7 @@ PageView module_view(const Graph& graph, const RenderOptions& options) {
   view.svg = svg_element(render(graph, Format::kSvg, modules));
   for (const ModuleBox& box : options.modules) {
     if (box.sequential) continue;  // a box around its children, not a node of the drawing
-    PageItem item = make_item(module_node_id(box.path), box.path, "module");
-    item.module = box.path;
-    item.search.push_back(box.path);
-    for (const NestedKey& key : box.in_keys) item.search.push_back(key.repr());
-    for (const NestedKey& key : box.out_keys) item.search.push_back(key.repr());
-    item.fields.push_back({"module path", box.path, {}});
-    if (!box.type.empty()) item.fields.push_back({"type", box.type, {}});
-    if (!box.label.empty()) item.fields.push_back({"module", box.label, {}});
-    item.fields.push_back({"in keys", repr(box.in_keys), {}});
-    item.fields.push_back({"out keys", repr(box.out_keys), {}});
-    item.fields.push_back({"parameters", std::to_string(box.parameters), {}});
-    if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
-    auto overlay = options.module_overlay.find(box.path);
-    if (overlay != options.module_overlay.end()) {
-      for (const std::string& line : overlay->second.lines)
-        item.fields.push_back({"run", line, {}});
-    }
-    view.items.push_back(std::move(item));
+    view.items.push_back(module_item(box, options, module_node_id(box.path)));
   }
   // The pipeline's keys at the borders, so that a search for a key finds them too.
   const ModuleViewBorder border = module_view_border(options);
@@ -260,6 +320,52 @@ PageView module_view(const Graph& graph, const RenderOptions& options) {
   for (size_t i = 0; i < border.outputs.size(); ++i) {
     add_key(fmt::format("output:{}", i), border.outputs[i], "pipeline output");
   }
+  return view;
+}
+
+PageView pipeline_view(const Graph& graph, const RenderOptions& options) {
+  PageView view;
+  view.name = "pipeline";
+  view.label = "Pipeline";
+  for (PageItem& item : OpItems(graph, options).run()) {
+    if (item.kind != "module") view.items.push_back(std::move(item));  // the op view's boxes
+  }
+  PageTree tree;
+  for (const ModuleBox& box : options.modules) {
+    view.items.push_back(module_item(box, options, "box:" + box.path));
+    PageTreeModule module{box.path,
+                          parent_of(box, options.modules),
+                          box.type.empty() ? box.label : box.type,
+                          box.sequential,
+                          {},
+                          {}};
+    for (const NestedKey& key : box.in_keys) module.in_keys.push_back(key.repr());
+    for (const NestedKey& key : box.out_keys) module.out_keys.push_back(key.repr());
+    tree.modules.push_back(std::move(module));
+  }
+  for (const Node* node : graph.nodes()) {
+    PageTreeNode entry{
+        node_item_id(*node), "%" + node->name(), node_detail(*node), node->meta().td_module, {}};
+    // A weight or input placeholder whose users all belong to one module is drawn in it.
+    if (entry.module.empty() && node->op() == OpCode::kPlaceholder && !node->users().empty()) {
+      std::string shared = (*node->users().begin())->meta().td_module;
+      for (const Node* user : node->users()) {
+        if (user->meta().td_module != shared) shared.clear();
+      }
+      entry.module = shared;
+    }
+    for (const Node* input : node->input_nodes()) {
+      const std::string id = node_item_id(*input);
+      if (std::find(entry.inputs.begin(), entry.inputs.end(), id) == entry.inputs.end()) {
+        entry.inputs.push_back(id);
+      }
+    }
+    tree.nodes.push_back(std::move(entry));
+  }
+  if (graph.size() < kPageCollapseFrom) {
+    for (const ModuleBox& box : options.modules) tree.open.push_back(box.path);
+  }
+  view.tree = std::move(tree);
   return view;
 }
 
@@ -313,6 +419,7 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 <button id="fit" type="button" title="Fit the drawing (0)">Fit</button>
 </header>
 <main>
+<nav id="outline" hidden></nav>
 <div id="stage" tabindex="0"><div id="canvas"></div></div>
 <aside id="panel" aria-live="polite"><p class="hint">Click a node to see it here; drag to pan, wheel to zoom.</p></aside>
 </main>
@@ -335,6 +442,15 @@ std::string page_html(const Graph& graph, const RenderOptions& options) {
   // The first view must fit (without modules to show, that is the op view, whatever the
   // options ask for).
   auto fits = [&](View view) { return budget_refusal(graph, options, view).empty(); };
+  if (has_modules && graph.size() >= kPageCollapseFrom) {
+    // The pipeline view holds every node's item, as the op view does: the same budget.
+    if (const std::string refusal = budget_refusal(graph, options, View::kOps); !refusal.empty()) {
+      fail("{}", refusal);
+    }
+    std::vector<PageView> views{pipeline_view(graph, options)};
+    if (fits(View::kModules)) views.push_back(module_view(graph, options));
+    return page_html(views, options.title);
+  }
   const View first = has_modules ? options.view : View::kOps;
   if (const std::string refusal = budget_refusal(graph, options, first); !refusal.empty()) {
     fail("{}", refusal);

@@ -28,6 +28,7 @@
 /// `<`, `>` and `&` written as `\u003c`, `\u003e`, `\u0026`, and is put on screen as text
 /// (`textContent`), never as markup: a key `</script><script>...` shows as those characters.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,45 @@ struct PageItem {
   std::vector<std::string> search;
 };
 
+/// A TensorDictModule or nested sequential of a view the page lays out itself (PageView::tree).
+struct PageTreeModule {
+  /// Its path (`ModuleBox::path`); its item is `box:PATH`.
+  std::string path;
+  /// The enclosing sequential's path, "" at the top level.
+  std::string parent;
+  /// What its box shows under the path: the module's type (`Linear`, `TensorDictSequential`).
+  std::string type;
+  bool sequential = false;
+  std::vector<std::string> in_keys;
+  std::vector<std::string> out_keys;
+};
+
+/// A graph node of a view the page lays out itself.
+struct PageTreeNode {
+  /// Its item's ID (`node:relu`).
+  std::string id;
+  /// What its box shows: `%relu`, then `relu f32[16, 64]`.
+  std::string title;
+  std::string detail;
+  /// The innermost TensorDictModule it belongs to (`NodeMeta::td_module`), "" for none.
+  std::string module;
+  /// The IDs of the nodes it reads, in argument order, once each.
+  std::vector<std::string> inputs;
+};
+
+/// The module tree and nodes of a view the page lays out itself: each module one box until
+/// expanded, the nodes of a TensorDictModule inside its box once expanded. Only what is
+/// shown is laid out, so the cost of a layout follows what is open, not the whole graph.
+struct PageTree {
+  /// Pre-order: each sequential before its children.
+  std::vector<PageTreeModule> modules;
+  /// In graph order.
+  std::vector<PageTreeNode> nodes;
+  /// The module paths open when the page opens (all of them for a small graph, none for a
+  /// large one).
+  std::vector<std::string> open;
+};
+
 /// One drawing in the page.
 struct PageView {
   /// Its name in the page and in its URL (`#view=ops`): `ops`, `modules`.
@@ -75,7 +115,15 @@ struct PageView {
   std::string base;
   /// The module paths drawn expanded, relative to `base`.
   std::vector<std::string> expanded;
+  /// Set for a view the page lays out itself (`svg` is then empty).
+  std::optional<PageTree> tree;
 };
+
+/// From this many graph nodes on, the page opens on the pipeline view with every module
+/// collapsed, and leaves the op view out: fitted to a window, a drawing of more nodes is too
+/// small to read, and its layout and size grow faster than the graph (`tdfx render -o x.svg`
+/// still draws it whole).
+inline constexpr size_t kPageCollapseFrom = 200;
 
 /// The op view of `graph`: its drawing by `render(graph, Format::kSvg, options)` and one item
 /// per node (with the keys it writes) and per module box. Throws what `render` throws (a
@@ -86,6 +134,12 @@ PageView op_view(const Graph& graph, const RenderOptions& options = {});
 /// per TensorDictModule node (`module:PATH`): its path, type, configuration, keys and
 /// parameter counts; searchable by path and keys. Throws what `render` throws.
 PageView module_view(const Graph& graph, const RenderOptions& options = {});
+
+/// The pipeline view of `graph`: laid out by the page itself (PageTree), every
+/// TensorDictModule and sequential of `options.modules` a box (`box:PATH`) with its keys on its
+/// border, expanded in place to its nodes or children; the items of the op view's nodes and one
+/// per module. Modules start open when the graph has fewer than kPageCollapseFrom nodes.
+PageView pipeline_view(const Graph& graph, const RenderOptions& options = {});
 
 /// The page's data as JSON text that can sit inside a `<script>` element: no `<`, `>` or `&`
 /// (written as `\u` escapes); bytes that are not UTF-8 become U+FFFD.
@@ -105,7 +159,9 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 /// `save_diagram(graph, "x.html", options)` writes. It opens on `options.view`; the other view
 /// is left out when it is over its budget (`budget_refusal`, viz/render.h). The first view
 /// over its budget is a tdfx::Error with that message (the op view is first when there are
-/// no modules to show, whatever `options.view` says).
+/// no modules to show, whatever `options.view` says). A graph of kPageCollapseFrom nodes or
+/// more with modules to show gets the pipeline view first, collapsed, then the module view
+/// when it fits its budget, and no op view.
 std::string page_html(const Graph& graph, const RenderOptions& options = {});
 
 }  // namespace tdfx

@@ -3,9 +3,10 @@
 // markup. No network: the page loads nothing.
 //
 // The URL fragment replays what a user does, through the same handlers and real events:
-//   #view=ops&search=obs&next=1&click=relu&hover=mul&wheel=-200&drag=40,-30
+//   #view=ops&search=obs&next=1&expand=0&click=relu&hover=mul&wheel=-200&drag=40,-30
 // view clicks that view's switch, search types into the search box (an input event), next
-// presses Enter that many times, click and hover dispatch a click / mouseover on the element
+// presses Enter that many times, expand selects a module of the pipeline view and presses its
+// Expand button (repeatable), click and hover dispatch a click / mouseover on the element
 // (a node name, or a Graphviz ID such as key:0 or cluster_0), wheel turns the wheel by that
 // deltaY at the middle of the stage, drag drags the drawing by dx,dy pixels. The
 // headless-browser test (tests/viz/browser_page.py) drives the page this way.
@@ -86,20 +87,24 @@
   function showView(name) {
     const view = views.get(name);
     if (!view) return;
-    if (!drawings.has(name)) {
-      const svg = parseSvg(view);
-      drawings.set(name, {svg, entries: mapElements(view, svg)});
-    }
-    const {svg, entries} = drawings.get(name);
-    for (const entry of state.matches) entry.g.classList.remove('match', 'current');
-    state.matches = [];
+    clearMatches();
     state.view = view;
-    state.entries = entries;
-    canvas.replaceChildren(svg);
+    if (view.tree) {
+      drawTree(treeOf(view));
+    } else {
+      if (!drawings.has(name)) {
+        const svg = parseSvg(view);
+        drawings.set(name, {svg, entries: mapElements(view, svg)});
+      }
+      const {svg, entries} = drawings.get(name);
+      state.entries = entries;
+      canvas.replaceChildren(svg);
+    }
     for (const button of switcher.querySelectorAll('button')) {
       const base = view.base || view.name;
       button.setAttribute('aria-pressed', String(button.dataset.view === base));
     }
+    showOutline(view);
     fit();
     runSearch(false);
     const selected = state.selected;
@@ -137,9 +142,282 @@
     return list.length === set.size && list.every((x) => set.has(x));
   }
 
+  // --- The pipeline view: laid out here, one level of the module tree at a time ------------
+  //
+  // Each module is one box, its in keys along its top border and its out keys along its
+  // bottom, until it is opened: a TensorDictModule then shows its nodes in layers, a
+  // sequential its children. A level's children sit in rows of at most ROW in graph order.
+  // Only what is shown is laid out and drawn; edges join what is shown: a node inside a
+  // closed module is drawn as that module.
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  const ROW = 4, GAP_X = 28, GAP_Y = 30, PAD = 10, HEAD = 20, KEY_LINE = 14, NODE_H = 36;
+  const trees = new Map();  // view name -> its tree, built once
+
+  function treeOf(view) {
+    if (trees.has(view.name)) return trees.get(view.name);
+    const tree = {
+      modules: new Map(), children: new Map([['', []]]), nodes: new Map(),
+      open: new Set(view.tree.open), items: new Map(view.items.map((item) => [item.id, item])),
+    };
+    for (const m of view.tree.modules) {
+      tree.modules.set(m.path, Object.assign({nodes: []}, m));
+      tree.children.set(m.path, []);
+    }
+    // A module enters its parent's children where its first node is (its parent first).
+    const entered = new Set();
+    const enter = (path) => {
+      if (entered.has(path)) return;
+      entered.add(path);
+      const m = tree.modules.get(path);
+      if (m.parent && tree.modules.has(m.parent)) enter(m.parent);
+      tree.children.get(tree.modules.has(m.parent) ? m.parent : '').push({module: path});
+    };
+    for (const n of view.tree.nodes) {
+      tree.nodes.set(n.id, n);
+      if (n.module && tree.modules.has(n.module)) {
+        enter(n.module);
+        tree.modules.get(n.module).nodes.push(n.id);
+      } else {
+        tree.children.get('').push({node: n.id});
+      }
+    }
+    for (const path of tree.modules.keys()) enter(path);
+    trees.set(view.name, tree);
+    return tree;
+  }
+
+  // The modules that hold `path`, outermost first, `path` included.
+  function lineage(tree, path) {
+    const chain = [];
+    for (let p = path; p && tree.modules.has(p); p = tree.modules.get(p).parent) chain.unshift(p);
+    return chain;
+  }
+
+  // What stands for element `id` in the drawing: itself, or its outermost closed module.
+  function shownAs(tree, id) {
+    const node = tree.nodes.get(id);
+    const path = node ? node.module : id.startsWith('box:') ? tree.modules.has(id.slice(4)) &&
+        tree.modules.get(id.slice(4)).parent : '';
+    for (const p of lineage(tree, path || '')) if (!tree.open.has(p)) return 'box:' + p;
+    return id;
+  }
+
+  // Opens the modules that hide `id`, and draws again.
+  function reveal(tree, id) {
+    const node = tree.nodes.get(id);
+    const path = node ? node.module : id.startsWith('box:') && tree.modules.has(id.slice(4)) ?
+        tree.modules.get(id.slice(4)).parent : '';
+    let changed = false;
+    for (const p of lineage(tree, path || '')) {
+      if (!tree.open.has(p)) {
+        tree.open.add(p);
+        changed = true;
+      }
+    }
+    if (changed) redraw(tree);
+  }
+
+  function toggle(tree, path) {
+    if (tree.open.has(path)) tree.open.delete(path);
+    else tree.open.add(path);
+    redraw(tree);
+    select('box:' + path, true);
+  }
+
+  // Draws again keeping the pan and zoom, the selection and the search's marks.
+  function redraw(tree) {
+    const selected = state.selected;
+    drawTree(tree);
+    markMatches();
+    if (selected && state.entries.has(selected)) {
+      state.entries.get(selected).g.classList.add('selected');
+    }
+  }
+
+  function svgElement(tag, attrs, text) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attrs || {})) node.setAttribute(name, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  // Text width at the drawing's 11px font, near enough to size boxes.
+  const textWidth = (text, bold) => text.length * (bold ? 7 : 6.4);
+
+  // A block: its size, and draw(g, x, y) placing it; `boxes` collects each drawn element's
+  // rectangle by ID, for the edges.
+  function nodeBlock(tree, id) {
+    const n = tree.nodes.get(id);
+    const w = Math.min(300, Math.max(110, textWidth(n.title, true), textWidth(n.detail)) + 2 * PAD);
+    return {w, h: NODE_H, draw(parent, x, y, boxes) {
+      const g = svgElement('g', {'data-id': id});
+      g.append(svgElement('rect', {x, y, width: w, height: NODE_H, rx: 5, class: 'shape'}));
+      g.append(svgElement('text', {x: x + PAD, y: y + 15, class: 'title'}, n.title));
+      g.append(svgElement('text', {x: x + PAD, y: y + 29, class: 'detail'}, n.detail));
+      parent.append(g);
+      boxes.set(id, {x, y, w, h: NODE_H, g});
+    }};
+  }
+
+  function keyText(keys) { return keys.length ? keys.join(', ') : '-'; }
+
+  function moduleBlock(tree, path) {
+    const m = tree.modules.get(path);
+    const id = 'box:' + path;
+    const inKeys = 'in: ' + keyText(m.in_keys), outKeys = 'out: ' + keyText(m.out_keys);
+    const open = tree.open.has(path);
+    const inner = open ? (m.sequential ? rowsBlock(tree, tree.children.get(path) || []) :
+                                         layersBlock(tree, m.nodes)) : null;
+    const head = Math.max(textWidth(path, true) + textWidth(m.type) + 16,
+                          textWidth(inKeys), textWidth(outKeys)) + 2 * PAD;
+    const w = Math.max(160, Math.min(open ? Infinity : 320, head), inner ? inner.w + 2 * PAD : 0);
+    const h = HEAD + 2 * KEY_LINE + 8 + (inner ? inner.h + PAD : 0);
+    return {w, h, draw(parent, x, y, boxes) {
+      const g = svgElement('g', {'data-id': id, class: open ? 'open' : 'closed'});
+      g.append(svgElement('rect', {x, y, width: w, height: h, rx: 7, class: 'shape'}));
+      g.append(svgElement('rect', {x, y: y + HEAD, width: w, height: KEY_LINE + 2, class: 'keys'}));
+      g.append(svgElement('rect', {x, y: y + h - KEY_LINE - 4, width: w, height: KEY_LINE + 2,
+                                   class: 'keys'}));
+      const title = svgElement('text', {x: x + PAD, y: y + 14, class: 'title'}, path);
+      title.append(svgElement('tspan', {class: 'detail', dx: 8}, m.type));
+      g.append(title);
+      g.append(svgElement('text', {x: x + PAD, y: y + HEAD + 12, class: 'key'}, inKeys));
+      g.append(svgElement('text', {x: x + PAD, y: y + h - 7, class: 'key'}, outKeys));
+      parent.append(g);
+      boxes.set(id, {x, y, w, h, g});
+      if (inner) inner.draw(parent, x + PAD, y + HEAD + KEY_LINE + 8, boxes);
+    }};
+  }
+
+  // The nodes of a TensorDictModule in layers: a node one layer below the lowest input it
+  // reads from the same module.
+  function layersBlock(tree, ids) {
+    const layer = new Map();
+    const layers = [];
+    for (const id of ids) {
+      let l = 0;
+      for (const input of tree.nodes.get(id).inputs) {
+        if (layer.has(input)) l = Math.max(l, layer.get(input) + 1);
+      }
+      layer.set(id, l);
+      (layers[l] = layers[l] || []).push(nodeBlock(tree, id));
+    }
+    const widths = layers.map((row) => row.reduce((s, b) => s + b.w, 0) + GAP_X * (row.length - 1));
+    const w = Math.max(0, ...widths);
+    const h = layers.length * NODE_H + Math.max(0, layers.length - 1) * (GAP_Y / 1.5);
+    return {w, h, draw(parent, x, y, boxes) {
+      layers.forEach((row, l) => {
+        let cx = x + (w - widths[l]) / 2;
+        for (const block of row) {
+          block.draw(parent, cx, y + l * (NODE_H + GAP_Y / 1.5), boxes);
+          cx += block.w + GAP_X;
+        }
+      });
+    }};
+  }
+
+  // Children in rows of at most ROW, in order.
+  function rowsBlock(tree, children) {
+    const blocks = children.map((c) => (c.module ? moduleBlock(tree, c.module) : nodeBlock(tree, c.node)));
+    const rows = [];
+    for (let i = 0; i < blocks.length; i += ROW) rows.push(blocks.slice(i, i + ROW));
+    const widths = rows.map((row) => row.reduce((s, b) => s + b.w, 0) + GAP_X * (row.length - 1));
+    const heights = rows.map((row) => Math.max(...row.map((b) => b.h)));
+    const w = Math.max(0, ...widths);
+    const h = heights.reduce((s, v) => s + v, 0) + GAP_Y * Math.max(0, rows.length - 1);
+    return {w, h, draw(parent, x, y, boxes) {
+      let cy = y;
+      rows.forEach((row, r) => {
+        let cx = x;
+        for (const block of row) {
+          block.draw(parent, cx, cy, boxes);
+          cx += block.w + GAP_X;
+        }
+        cy += heights[r] + GAP_Y;
+      });
+    }};
+  }
+
+  // Edges between what is shown: each graph edge from the element that shows its input to the
+  // one that shows its node, once; none into the output node, whose box lists its keys.
+  function drawEdges(tree, layer, boxes) {
+    const seen = new Set();
+    for (const n of tree.nodes.values()) {
+      if (n.detail.startsWith('output')) continue;
+      const to = shownAs(tree, n.id);
+      for (const input of n.inputs) {
+        const from = shownAs(tree, input);
+        const key = from + '\n' + to;
+        if (from === to || seen.has(key) || !boxes.has(from) || !boxes.has(to)) continue;
+        seen.add(key);
+        const a = boxes.get(from), b = boxes.get(to);
+        // Down into the top of what it reaches, or across into its left side; the arrowhead
+        // is a triangle of its own: the page refers to nothing, not even to a marker by ID.
+        let d, head;
+        if (b.y >= a.y + a.h - 1 || b.x < a.x + a.w) {
+          const x1 = a.x + a.w / 2, y1 = a.y + a.h, x2 = b.x + b.w / 2, y2 = b.y - 6;
+          const bend = Math.max(12, Math.abs(y2 - y1) / 2);
+          d = `M${x1},${y1} C${x1},${y1 + bend} ${x2},${y2 - bend} ${x2},${y2}`;
+          head = `${x2 - 4},${y2} ${x2 + 4},${y2} ${x2},${y2 + 6}`;
+        } else {
+          const y1 = a.y + a.h / 2, y2 = b.y + b.h / 2, x2 = b.x - 6;
+          d = `M${a.x + a.w},${y1} C${a.x + a.w + 14},${y1} ${x2 - 14},${y2} ${x2},${y2}`;
+          head = `${x2},${y2 - 4} ${x2},${y2 + 4} ${x2 + 6},${y2}`;
+        }
+        layer.append(svgElement('path', {d, class: 'edge'}));
+        layer.append(svgElement('polygon', {points: head, class: 'arrowhead'}));
+      }
+    }
+  }
+
+  function drawTree(tree) {
+    const boxes = new Map();
+    const block = rowsBlock(tree, tree.children.get(''));
+    const margin = 12;
+    const svg = svgElement('svg', {
+      width: block.w + 2 * margin, height: block.h + 2 * margin, class: 'tree',
+      viewBox: `0 0 ${block.w + 2 * margin} ${block.h + 2 * margin}`,
+    });
+    const elements = svgElement('g'), edges = svgElement('g');
+    svg.append(elements, edges);
+    block.draw(elements, margin, margin, boxes);
+    drawEdges(tree, edges, boxes);
+    const entries = new Map();
+    for (const [id, {g}] of boxes) {
+      const item = tree.items.get(id);
+      if (!item) continue;
+      g.classList.add('item', 'kind-' + item.kind.replace(/[^A-Za-z0-9_-]/g, '_'));
+      entries.set(id, {item, g});
+    }
+    state.entries = entries;
+    canvas.replaceChildren(svg);
+  }
+
+  // The outline of a tree view's modules, to jump with.
+  function showOutline(view) {
+    const outline = $('outline');
+    outline.hidden = !view.tree;
+    if (!view.tree) return;
+    const tree = treeOf(view);
+    const list = element('ul');
+    for (const m of view.tree.modules) {
+      const entry = element('li');
+      entry.style.paddingLeft = (lineage(tree, m.path).length - 1) * 12 + 'px';
+      const button = element('button', 'ref', m.path);
+      button.type = 'button';
+      button.title = m.type;
+      button.addEventListener('click', () => select('box:' + m.path, true));
+      entry.append(button);
+      list.append(entry);
+    }
+    outline.replaceChildren(element('h2', null, `Modules (${view.tree.modules.length})`), list);
+  }
+
   // --- Pan and zoom ------------------------------------------------------------------------
 
   function apply() {
+    state.moved = true;
     canvas.style.transform = `translate(${state.tx}px, ${state.ty}px) scale(${state.k})`;
   }
 
@@ -160,10 +438,18 @@
     const w = svg.getBoundingClientRect().width / state.k;
     const h = svg.getBoundingClientRect().height / state.k;
     if (!w || !h) return;
-    state.k = Math.min(1, (rect.width - 16) / w, (rect.height - 16) / h);
-    state.tx = (rect.width - w * state.k) / 2;
-    state.ty = Math.max(8, (rect.height - h * state.k) / 2);
+    if (state.view && state.view.tree) {
+      // The width of the first rows, from the top: a long pipeline reads down like a page.
+      state.k = Math.min(1, (rect.width - 16) / w);
+      state.tx = Math.max(8, (rect.width - w * state.k) / 2);
+      state.ty = 8;
+    } else {
+      state.k = Math.min(1, (rect.width - 16) / w, (rect.height - 16) / h);
+      state.tx = (rect.width - w * state.k) / 2;
+      state.ty = Math.max(8, (rect.height - h * state.k) / 2);
+    }
     apply();
+    state.moved = false;
   }
 
   // Brings `g` to the middle of the stage, zoomed in far enough to read.
@@ -226,11 +512,14 @@
   });
   $('fit').addEventListener('click', fit);
 
-  // A resized window keeps what was at the middle of the stage at its middle.
+  // A resized window keeps what was at the middle of the stage at its middle; a tree view
+  // the user has not moved yet is fitted again, so that its first rows stay at the top.
   let stageSize = null;
   new ResizeObserver(() => {
     const rect = stage.getBoundingClientRect();
-    if (stageSize) {
+    if (stageSize && state.view && state.view.tree && !state.moved) {
+      fit();
+    } else if (stageSize) {
       state.tx += (rect.width - stageSize.width) / 2;
       state.ty += (rect.height - stageSize.height) / 2;
       apply();
@@ -244,12 +533,37 @@
     return [item.title, ...item.search].join('\n').toLowerCase();
   }
 
-  // Highlights every element whose title, name or keys contain the query, and centres the
-  // current one (the first, or the next on Enter).
-  function runSearch(move) {
-    for (const entry of state.matches) entry.g.classList.remove('match', 'current');
+  function clearMatches() {
+    for (const id of state.matches) {
+      const entry = state.entries && state.entries.get(id);
+      if (entry) entry.g.classList.remove('match', 'current');
+    }
+    if (state.entries) {
+      for (const {g} of state.entries.values()) g.classList.remove('holds-match');
+    }
     state.matches = [];
     state.current = -1;
+  }
+
+  // Marks the drawn matches, and in a tree view the collapsed boxes that hold hidden ones.
+  function markMatches() {
+    for (const [i, id] of state.matches.entries()) {
+      const entry = state.entries.get(id);
+      if (entry) {
+        entry.g.classList.add('match');
+        if (i === state.current) entry.g.classList.add('current');
+      } else if (state.view.tree) {
+        const holder = state.entries.get(shownAs(treeOf(state.view), id));
+        if (holder) holder.g.classList.add('holds-match');
+      }
+    }
+  }
+
+  // Highlights every element whose title, name or keys contain the query, and centres the
+  // current one (the first, or the next on Enter). A tree view finds what its collapsed
+  // modules hold too, and opens the module of the current match.
+  function runSearch(move) {
+    clearMatches();
     const query = search.value.trim().toLowerCase();
     canvas.classList.toggle('searching', query !== '');
     if (!query) {
@@ -258,10 +572,10 @@
     }
     // In the view's order (graph order), not the drawing's, where boxes come first.
     for (const item of state.view.items) {
-      const entry = state.entries.get(item.id);
-      if (entry && haystack(item).includes(query)) state.matches.push(entry);
+      if ((state.view.tree || state.entries.has(item.id)) && haystack(item).includes(query)) {
+        state.matches.push(item.id);
+      }
     }
-    for (const entry of state.matches) entry.g.classList.add('match');
     if (!state.matches.length) {
       count.textContent = 'no match';
       return;
@@ -272,12 +586,17 @@
   function step(index, move) {
     const n = state.matches.length;
     if (!n) return;
-    if (state.current >= 0) state.matches[state.current].g.classList.remove('current');
+    if (state.current >= 0) {
+      const previous = state.entries.get(state.matches[state.current]);
+      if (previous) previous.g.classList.remove('current');
+    }
     state.current = ((index % n) + n) % n;
-    const entry = state.matches[state.current];
-    entry.g.classList.add('current');
+    const id = state.matches[state.current];
+    if (state.view.tree && !state.entries.has(id)) reveal(treeOf(state.view), id);
+    markMatches();
     count.textContent = `${state.current + 1} of ${n}`;
-    if (move) centre(entry.g);
+    const entry = state.entries.get(id);
+    if (move && entry) centre(entry.g);
   }
 
   search.addEventListener('input', () => runSearch(true));
@@ -324,6 +643,7 @@
     if (state.selected && state.entries.has(state.selected)) {
       state.entries.get(state.selected).g.classList.remove('selected');
     }
+    if (id && state.view.tree && !state.entries.has(id)) reveal(treeOf(state.view), id);
     const entry = state.entries.get(id);
     state.selected = entry ? id : null;
     if (!entry) {
@@ -334,8 +654,17 @@
     const item = entry.item;
     const parts = [element('h2', null, item.title), element('p', 'kind', item.kind), fieldList(item, true)];
     const actions = element('p', 'actions');
-    const expand = item.module && expansionOf(state.view, item.module);
-    const collapse = item.module && collapseOf(state.view, item.module);
+    if (state.view.tree && item.module) {
+      const tree = treeOf(state.view);
+      const open = tree.open.has(item.module);
+      const button = element('button', null, open ? 'Collapse' : 'Expand');
+      button.type = 'button';
+      button.id = 'toggle';
+      button.addEventListener('click', () => toggle(tree, item.module));
+      actions.append(button);
+    }
+    const expand = item.module && !state.view.tree && expansionOf(state.view, item.module);
+    const collapse = item.module && !state.view.tree && collapseOf(state.view, item.module);
     for (const [label, view] of [['Expand', expand], ['Collapse', collapse]]) {
       if (!view) continue;
       const button = element('button', null, label);
@@ -355,6 +684,12 @@
     }
     const g = event.target.closest('g.item');
     select(g ? g.dataset.id : null, false);
+  });
+
+  canvas.addEventListener('dblclick', (event) => {
+    const g = event.target.closest('g.item');
+    const item = g && state.entries.get(g.dataset.id).item;
+    if (item && item.module && state.view.tree) toggle(treeOf(state.view), item.module);
   });
 
   let hovered = null;
@@ -436,6 +771,13 @@
       pointer('pointerdown', x, y);
       pointer('pointermove', x + dx, y + dy);
       pointer('pointerup', x + dx, y + dy);
+    }
+    // expand=PATH: the module selected and its Expand button pressed, as a user does.
+    for (const path of params.getAll('expand')) {
+      select('box:' + path, false);
+      const button = $('toggle');
+      if (!button) throw new Error(`#expand: no module ${path} in this view`);
+      button.click();
     }
     for (const [param, type] of [['click', 'click'], ['hover', 'mouseover']]) {
       if (!params.has(param)) continue;

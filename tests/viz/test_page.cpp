@@ -15,6 +15,7 @@
 #include "tdfx/viz/page.h"
 #include "tdfx/viz/render.h"
 #include "tests/graph/graphs.h"
+#include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 #include "tests/viz/chain.h"
 #include "tests/viz/xml_check.h"
@@ -370,4 +371,52 @@ TEST_CASE("page: a module overlay's rows are the module item's run fields") {
   // The drawing fills the module and rings it.
   CHECK(view.svg.find("#ffd0d0") != std::string::npos);
   CHECK(view.svg.find("#d62728") != std::string::npos);
+}
+
+TEST_CASE("page: the pipeline view holds the module tree and the nodes, laid out by the page") {
+  // Its tree, whole: each module's parent, type and keys; each node's module and inputs; a
+  // small graph opens with every module open.
+  auto c = annotated_sequential();
+  const PageView view = pipeline_view(c.graph, c.options);
+  CHECK(view.svg.empty());
+  REQUIRE(view.tree);
+  const Json parsed = Json::parse(page_data({view}, "t"));
+  tdfx::testing::check_golden("tests/viz/golden", "seed_sequential.pipeline_tree.json",
+                              parsed["views"][0]["tree"].dump(1) + "\n");
+  // The op view's node items and one item per module (`box:PATH`), and no Graphviz boxes.
+  size_t modules = 0;
+  for (const PageItem& item : view.items) {
+    CHECK(item.id.rfind("cluster_", 0) != 0);
+    if (item.kind == "module") {
+      ++modules;
+      CHECK(item.id == "box:" + item.module);
+    }
+  }
+  CHECK(modules == c.options.modules.size());
+}
+
+TEST_CASE("page: from kPageCollapseFrom nodes on, the page opens on the pipeline view, collapsed") {
+  auto views_of = [](const std::string& html) {
+    const std::string open = "<script id=\"tdfx-data\" type=\"application/json\">";
+    const size_t from = html.find(open) + open.size();
+    const Json data = Json::parse(html.substr(from, html.find("</script>", from) - from));
+    std::vector<std::string> names;
+    for (const auto& view : data["views"]) names.push_back(view["name"]);
+    return std::make_pair(names, data["views"][0]);
+  };
+  // A chain of n modules has 2n + 3 nodes: 199 for 98, 201 for 99.
+  const auto small = testing::module_chain(98);
+  REQUIRE(small.graph.size() == kPageCollapseFrom - 1);
+  CHECK(views_of(page_html(small.graph, small.options)).first ==
+        std::vector<std::string>{"ops", "modules"});
+  const auto large = testing::module_chain(99);
+  REQUIRE(large.graph.size() == kPageCollapseFrom + 1);
+  const auto [names, first] = views_of(page_html(large.graph, large.options));
+  CHECK(names == std::vector<std::string>{"pipeline", "modules"});
+  CHECK(first["tree"]["open"].empty());
+  CHECK(first["tree"]["modules"].size() == large.options.modules.size());
+  // Over the op view's budget, the pipeline view is refused as the op view is.
+  RenderOptions tight = large.options;
+  tight.max_nodes = 100;
+  CHECK_THROWS_AS(page_html(large.graph, tight), Error);
 }
