@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The interactive page (viz/page.h) in a real browser: headless Chromium.
 
-usage: browser_page.py TDFX SCRATCH_DIR
+usage: browser_page.py TDFX EXPORT_CHAIN SCRATCH_DIR
 
 Writes pages with the tdfx command (`TDFX demo`: seed 002's traced sequential as
 trace_sequential.html; `TDFX render` of its .pt2 with an output key rewritten to markup),
@@ -19,6 +19,13 @@ and checks what the browser then holds, not the HTML source:
   - a screenshot (--screenshot, 1200x800): its size, that it is not blank, and that the current
     match's highlight is drawn at the middle of the drawing (the search centres it).
 
+  - the page of a 1000-module chain (`EXPORT_CHAIN 1000`, then `TDFX render`): it opens on the
+    pipeline view with every module one closed box, fitted to the width of its first rows from
+    the top; expanding one module draws its nodes and no other module's; a search for a node
+    inside a closed module opens that module and makes the node current; a screenshot shows
+    the first rows of boxes at the top of the stage. Prints the page's size and the time
+    Chromium takes to load it beside the demo's page (not asserted: the machine is shared).
+
 Fails, not skips, when Chromium is missing: scripts/bootstrap.sh --test installs it (Debian's
 `chromium`). Runs as root in CI, hence --no-sandbox. Prints one line per check and exits 1 when
 any failed.
@@ -33,6 +40,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import urllib.parse
 import zipfile
 import zlib
@@ -376,10 +384,84 @@ def check_screenshot(page, scratch):
           "{} pixels of its outline there".format(hits))
 
 
+def drawn_ids(root):
+    return [e.attrs["data-id"] for e in root.walk() if "data-id" in e.attrs]
+
+
+def timed_load(page, scratch):
+    start = time.monotonic()
+    dom(page, scratch)
+    return time.monotonic() - start
+
+
+def check_large_page(tdfx, export_chain, small_page, scratch):
+    what = "1000-module page"
+    pt2, page = os.path.join(scratch, "chain1000.pt2"), os.path.join(scratch, "chain1000.html")
+    for command in ([export_chain, "1000", pt2], [tdfx, "render", pt2, "-o", page]):
+        run = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        check(run.returncode == 0, what + ": " + os.path.basename(command[0]) + " ran", run.stderr)
+        if run.returncode != 0:
+            return
+    print("      page size {:.1f} MB; Chromium loads it in {:.2f} s, the demo's page in {:.2f} s"
+          .format(os.path.getsize(page) / 2**20, timed_load(page, scratch),
+                  timed_load(small_page, scratch)))
+
+    root = dom(page, scratch)
+    check_ran(root, what)
+    pressed = [e.text_runs() for e in root.walk()
+               if e.tag == "button" and e.attrs.get("aria-pressed") == "true"]
+    check(pressed == [["Pipeline"]], what + ": it opens on the pipeline view", repr(pressed))
+    ids = drawn_ids(root)
+    boxes = [i for i in ids if i.startswith("box:")]
+    check(len(boxes) == 1000 and boxes[0] == "box:module.0" and boxes[-1] == "box:module.999",
+          what + ": every module is one box", "{} boxes: {}".format(len(boxes), boxes[:3]))
+    check(not any(i.startswith("node:linear") or i.startswith("node:relu") for i in ids),
+          what + ": no module is open", repr([i for i in ids if not i.startswith("box:")][:5]))
+    fitted = transform(root)
+    check(fitted is not None and abs(fitted[1] - 8) < 1e-6 and fitted[2] >= 0.6,
+          what + ": fitted to the width of its first rows, from the top, at a readable scale",
+          repr(fitted))
+
+    root = dom(page, scratch, expand="module.500")
+    check_ran(root, what + " with module.500 expanded")
+    ids = drawn_ids(root)
+    inside = sorted(i for i in ids if i.startswith("node:"))
+    check(inside == ["node:linear_500", "node:output", "node:p_module_500_module_fc_bias",
+                     "node:p_module_500_module_fc_weight", "node:relu_500"],
+          what + ": expanding module.500 draws its nodes and no other module's", repr(inside))
+    opened = [e.attrs["data-id"] for e in root.walk() if "open" in e.classes()]
+    check(opened == ["box:module.500"], what + ": module.500 is the open box", repr(opened))
+    toggle = by_id(root, "toggle")
+    check(toggle is not None and toggle.text_runs() == ["Collapse"],
+          what + ": the panel offers to collapse it", repr(toggle and toggle.text_runs()))
+
+    root = dom(page, scratch, search="relu_700")
+    check_ran(root, what + " searched")
+    check(by_id(root, "count").text_runs() == ["1 of 1"], what + ": the search finds %relu_700",
+          repr(by_id(root, "count").text_runs()))
+    check(ids_with_class(root, "current") == ["node:relu_700"],
+          what + ": the hit inside the closed module.700 is opened and current",
+          repr(ids_with_class(root, "current")))
+    opened = [e.attrs["data-id"] for e in root.walk() if "open" in e.classes()]
+    check(opened == ["box:module.700"], what + ": the search opened module.700 only", repr(opened))
+
+    png = os.path.join(scratch, "large.png")
+    chromium(["--screenshot=" + png, "--window-size={},{}".format(WIDTH, HEIGHT), url(page)],
+             scratch)
+    width, height, rows = png_pixels(open(png, "rb").read())
+    # The closed boxes' key strips (#fff3b0 at 70% over #eef0fa, page.css) in the stage's first
+    # 160 rows below the bar (40 px), between the outline (190 px) and the panel (360 px).
+    strip = (250, 242, 198)
+    hits = sum(1 for y in range(44, 200) for x in range(190, WIDTH - 360)
+               if near(rows[y][x], strip, 8))
+    check(hits > 2000, what + ": the screenshot shows the first rows of boxes at the top",
+          "{} pixels of key strips there".format(hits))
+
+
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 4:
         sys.exit(__doc__)
-    tdfx, scratch = sys.argv[1], os.path.abspath(sys.argv[2])
+    tdfx, export_chain, scratch = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
     chromium_binary()
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
@@ -389,6 +471,7 @@ def main():
     check_hostile_page(tdfx, pt2, scratch)
     check_module_page(tdfx, pt2, scratch)
     check_screenshot(page, scratch)
+    check_large_page(tdfx, export_chain, page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")
     sys.exit(1 if failures else 0)
 
