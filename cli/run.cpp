@@ -302,10 +302,13 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   if (!reports.save.empty()) save_run(program, inputs, reports.save);
   const Debuggee run = debuggee(program, tensors_of(inputs));
   std::map<std::string, NodeOverlay> overlay, module_overlay;
+  // A page holds each report as a layer of its own, to switch between.
+  std::vector<OverlayLayer> layers;
+  std::optional<std::vector<NodeStats>> stats;
   if (reports.stats) {
-    const auto stats = node_stats(run);
-    std::cout << "\nstatistics per node:\n" << stats_table(stats, report_width).str();
-    overlay = stats_overlay(stats);
+    stats = node_stats(run);
+    std::cout << "\nstatistics per node:\n" << stats_table(*stats, report_width).str();
+    overlay = stats_overlay(*stats);
   }
   if (reports.profile) {
     const Profile p = profile(run, reports.repeats);
@@ -313,6 +316,7 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
                              p.total_us)
               << p.node_table(report_width).str() << "\ntime per module:\n"
               << p.module_table(report_width).str();
+    layers.push_back(profile_layer(p));
     // Time colours the nodes; statistics, when asked for too, stay as rows.
     for (auto& [name, o] : profile_overlay(p)) {
       NodeOverlay& target = overlay[name];
@@ -325,6 +329,10 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
     std::cout << "\n" << (found ? found->str() : "every node's values are finite\n");
     if (found) mark_nonfinite(overlay, *found);
     nonfinite |= found.has_value();
+    if (stats || found)
+      layers.insert(layers.begin(), stats_layer(stats ? *stats : std::vector<NodeStats>{}, found));
+  } else if (stats) {
+    layers.insert(layers.begin(), stats_layer(*stats));
   }
   if (reports.backward) {
     const Loss loss = reports.loss == "sum" ? Loss::sum() : Loss::output(reports.loss);
@@ -348,6 +356,7 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
         target.lines.insert(target.lines.end(), o.lines.begin(), o.lines.end());
       }
       module_overlay = flow_overlay(grads.flow);
+      layers.push_back(grad_layer(grads));
     }
     if (reports.find_nonfinite_grad) {
       const auto found = first_nonfinite_grad(run, loss);
@@ -357,8 +366,12 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   }
   if (!reports.overlay.empty()) {
     RenderOptions options = program_render_options(program, kDefaultMaxNodes);
-    options.overlay = std::move(overlay);
-    options.module_overlay = std::move(module_overlay);
+    if (format_from_extension(reports.overlay) == Format::kHtml) {
+      options.layers = std::move(layers);  // the drawings plain, the layers switched in the page
+    } else {
+      options.overlay = std::move(overlay);
+      options.module_overlay = std::move(module_overlay);
+    }
     options.view = reports.view;
     writing(reports.overlay, [&] { save_diagram(program.graph(), reports.overlay, options); });
   }

@@ -369,10 +369,28 @@ PageView pipeline_view(const Graph& graph, const RenderOptions& options) {
   return view;
 }
 
-std::string page_data(const std::vector<PageView>& views, const std::string& title) {
+std::string page_data(const std::vector<PageView>& views, const std::string& title,
+                      const std::vector<OverlayLayer>& layers) {
   Json views_json = Json::array();
   for (const PageView& view : views) views_json.push_back(to_json(view));
-  const Json data{{"title", title}, {"views", std::move(views_json)}};
+  Json data{{"title", title}, {"views", std::move(views_json)}};
+  if (!layers.empty()) {
+    auto overlays = [](const std::map<std::string, NodeOverlay>& by_name) {
+      Json out = Json::object();
+      for (const auto& [name, o] : by_name) {
+        out[name] = {{"fill", o.fill}, {"lines", o.lines}, {"marked", o.marked}};
+      }
+      return out;
+    };
+    Json layers_json = Json::array();
+    for (const OverlayLayer& layer : layers) {
+      layers_json.push_back({{"name", layer.name},
+                             {"legend", layer.legend},
+                             {"nodes", overlays(layer.nodes)},
+                             {"modules", overlays(layer.modules)}});
+    }
+    data["layers"] = std::move(layers_json);
+  }
   const std::string text = data.dump(-1, ' ', false, Json::error_handler_t::replace);
   // Outside strings JSON has none of these characters, so each one here is inside a string,
   // where its \u escape means the same; `</script>` then cannot end the element.
@@ -396,7 +414,8 @@ std::string page_data(const std::vector<PageView>& views, const std::string& tit
   return out;
 }
 
-std::string page_html(const std::vector<PageView>& views, const std::string& title) {
+std::string page_html(const std::vector<PageView>& views, const std::string& title,
+                      const std::vector<OverlayLayer>& layers) {
   const std::string heading = escape_markup(title.empty() ? "tdfx graph" : title);
   std::string out = R"page(<!DOCTYPE html>
 <html lang="en">
@@ -416,6 +435,7 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 <span id="views" role="group" aria-label="Views"></span>
 <input id="search" type="search" placeholder="Search names and keys" autocomplete="off" spellcheck="false" aria-label="Search names and keys">
 <span id="count" aria-live="polite"></span>
+<span id="layers" role="group" aria-label="Run data"></span>
 <button id="fit" type="button" title="Fit the drawing (0)">Fit</button>
 </header>
 <main>
@@ -423,10 +443,11 @@ std::string page_html(const std::vector<PageView>& views, const std::string& tit
 <div id="stage" tabindex="0"><div id="canvas"></div></div>
 <aside id="panel" aria-live="polite"><p class="hint">Click a node to see it here; drag to pan, wheel to zoom.</p></aside>
 </main>
+<p id="legend" hidden></p>
 <div id="tooltip" hidden></div>
 <p id="error" hidden></p>
 <script id="tdfx-data" type="application/json">)page";
-  out += page_data(views, title);
+  out += page_data(views, title, layers);
   out += "</script>\n<script>\n";
   out += detail::kPageJs;
   out += "</script>\n</body>\n</html>\n";
@@ -449,7 +470,7 @@ std::string page_html(const Graph& graph, const RenderOptions& options) {
     }
     std::vector<PageView> views{pipeline_view(graph, options)};
     if (fits(View::kModules)) views.push_back(module_view(graph, options));
-    return page_html(views, options.title);
+    return page_html(views, options.title, options.layers);
   }
   const View first = has_modules ? options.view : View::kOps;
   if (const std::string refusal = budget_refusal(graph, options, first); !refusal.empty()) {
@@ -463,7 +484,7 @@ std::string page_html(const Graph& graph, const RenderOptions& options) {
     views.push_back(op_view(graph, options));
     if (has_modules && fits(View::kModules)) views.push_back(module_view(graph, options));
   }
-  return page_html(views, options.title);
+  return page_html(views, options.title, options.layers);
 }
 
 }  // namespace tdfx

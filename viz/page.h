@@ -147,12 +147,19 @@ PageView pipeline_view(const Graph& graph, const RenderOptions& options = {});
 ///     {"title": "...", "views": [{"name": "ops", "label": "Ops", "svg": "<svg...",
 ///       "base": "", "expanded": [], "items": [{"id": "node:relu", "title": "%relu",
 ///       "kind": "call_function", "module": "", "search": [...],
-///       "fields": [{"label": "op", "text": "call_function", "refs": []}, ...]}]}]}
-std::string page_data(const std::vector<PageView>& views, const std::string& title);
+///       "fields": [{"label": "op", "text": "call_function", "refs": []}, ...]}]}],
+///      "layers": [{"name": "statistics", "legend": "...", "nodes": {"relu": {"fill": "#fde0dd",
+///       "lines": ["min 0 max 2.1"], "marked": false}}, "modules": {...}}]}
+/// The page shows a switch for the layers (RenderOptions::layers) when there are any: the one
+/// on fills the nodes and modules it colours, adds its rows to their panel and tooltip, rings
+/// its marked ones and shows its legend.
+std::string page_data(const std::vector<PageView>& views, const std::string& title,
+                      const std::vector<OverlayLayer>& layers = {});
 
 /// The whole page around `page_data(views, title)`, with its stylesheet and script inline.
 /// Deterministic: the same views give the same bytes.
-std::string page_html(const std::vector<PageView>& views, const std::string& title);
+std::string page_html(const std::vector<PageView>& views, const std::string& title,
+                      const std::vector<OverlayLayer>& layers = {});
 
 /// The page of `graph` with every view tdfx draws of it — the op view, and the module view
 /// when `options.modules` lists TensorDictModules — titled by `options.title`; what

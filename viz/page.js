@@ -3,13 +3,14 @@
 // markup. No network: the page loads nothing.
 //
 // The URL fragment replays what a user does, through the same handlers and real events:
-//   #view=ops&search=obs&next=1&expand=0&click=relu&hover=mul&wheel=-200&drag=40,-30
-// view clicks that view's switch, search types into the search box (an input event), next
-// presses Enter that many times, expand selects a module of the pipeline view and presses its
-// Expand button (repeatable), click and hover dispatch a click / mouseover on the element
-// (a node name, or a Graphviz ID such as key:0 or cluster_0), wheel turns the wheel by that
-// deltaY at the middle of the stage, drag drags the drawing by dx,dy pixels. The
-// headless-browser test (tests/viz/browser_page.py) drives the page this way.
+//   #view=ops&layer=time&search=obs&next=1&expand=0&click=relu&hover=mul&wheel=-200&drag=40,-30
+// view clicks that view's switch, layer the switch of that run data, search types into the
+// search box (an input event), next presses Enter that many times, expand selects a module of
+// the pipeline view and presses its Expand button (repeatable), click and hover dispatch a
+// click / mouseover on the element (a node name, or an ID such as key:0, cluster_0 or
+// box:module.3), wheel turns the wheel by that deltaY at the middle of the stage, drag drags
+// the drawing by dx,dy pixels. The headless-browser test (tests/viz/browser_page.py) drives
+// the page this way.
 (function () {
   'use strict';
 
@@ -21,6 +22,8 @@
   const search = $('search');
   const count = $('count');
   const switcher = $('views');
+  const layerSwitch = $('layers');
+  const legend = $('legend');
 
   const data = JSON.parse($('tdfx-data').textContent);
   const views = new Map(data.views.map((view) => [view.name, view]));
@@ -31,6 +34,7 @@
     k: 1, tx: 0, ty: 0,
     matches: [], current: -1,
     selected: null,  // the selected element's ID, kept across views
+    layer: null,     // the run data shown (one of data.layers), kept across views
     drag: null, dragged: false,
   };
   const drawings = new Map();  // view name -> {svg, entries}, each parsed once
@@ -104,6 +108,7 @@
       const base = view.base || view.name;
       button.setAttribute('aria-pressed', String(button.dataset.view === base));
     }
+    applyLayer();
     showOutline(view);
     fit();
     runSearch(false);
@@ -229,6 +234,7 @@
   function redraw(tree) {
     const selected = state.selected;
     drawTree(tree);
+    applyLayer();
     markMatches();
     if (selected && state.entries.has(selected)) {
       state.entries.get(selected).g.classList.add('selected');
@@ -606,6 +612,53 @@
     step(state.current + (event.shiftKey ? -1 : 1), true);
   });
 
+  // --- Run data: the layers of a debugging run (tdfx run ... -o x.html) -------------------
+
+  const layers = data.layers || [];
+
+  function buildLayers() {
+    if (!layers.length) return;
+    for (const layer of [null, ...layers]) {
+      const button = element('button', null, layer ? layer.name : 'no run data');
+      button.type = 'button';
+      button.dataset.layer = layer ? layer.name : '';
+      button.addEventListener('click', () => setLayer(layer));
+      layerSwitch.append(button);
+    }
+    setLayer(null);
+  }
+
+  function setLayer(layer) {
+    state.layer = layer;
+    for (const button of layerSwitch.querySelectorAll('button')) {
+      button.setAttribute('aria-pressed', String(button.dataset.layer === (layer ? layer.name : '')));
+    }
+    applyLayer();
+    if (state.selected && state.entries.has(state.selected)) select(state.selected, false);
+  }
+
+  // What the layer on adds to an element: by node name, or by module path.
+  function layerOverlay(item) {
+    const layer = state.layer;
+    if (!layer || !item) return null;
+    if (item.id.startsWith('node:')) return layer.nodes[item.id.slice(5)] || null;
+    if (item.kind === 'module' && item.module) return layer.modules[item.module] || null;
+    return null;
+  }
+
+  // Fills the elements the layer on colours, rings its marked ones, and shows its legend.
+  function applyLayer() {
+    if (!state.entries) return;
+    for (const {item, g} of state.entries.values()) {
+      const overlay = layerOverlay(item);
+      const shape = g.firstElementChild;
+      if (shape) shape.style.fill = overlay && overlay.fill ? overlay.fill : '';
+      g.classList.toggle('marked', Boolean(overlay && overlay.marked));
+    }
+    legend.hidden = !state.layer;
+    legend.textContent = state.layer ? state.layer.name + ': ' + state.layer.legend : '';
+  }
+
   // --- Panel and tooltip -------------------------------------------------------------------
 
   function fieldList(item, links) {
@@ -630,6 +683,10 @@
         value.textContent = field.text;
       }
       list.append(value);
+    }
+    const overlay = layerOverlay(item);
+    for (const line of overlay ? overlay.lines : []) {
+      list.append(element('dt', 'run', state.layer.name), element('dd', 'run', line));
     }
     return list;
   }
@@ -744,6 +801,11 @@
       if (button) button.click();
       else if (views.has(view)) showView(view);
     }
+    if (params.has('layer')) {
+      const button = layerSwitch.querySelector(`button[data-layer="${CSS.escape(params.get('layer'))}"]`);
+      if (!button) throw new Error(`#layer: no run data ${params.get('layer')} in this page`);
+      button.click();
+    }
     if (params.has('search')) {
       search.value = params.get('search');
       search.dispatchEvent(new Event('input', {bubbles: true}));
@@ -797,6 +859,7 @@
   try {
     $('heading').textContent = data.title || 'tdfx graph';
     buildSwitcher();
+    buildLayers();
     if (data.views.length) showView(data.views[0].name);
     replayFragment();
     document.body.dataset.ready = '1';

@@ -54,6 +54,21 @@ struct NodeOverlay {
   bool marked = false;
 };
 
+/// One layer of a debugging run that the interactive page can switch on and off (forward
+/// statistics, a profile, a training step's gradients): what it is called, what its colours
+/// mean, and what it adds to each node and module.
+struct OverlayLayer {
+  /// Its name on the page's switch (`statistics`).
+  std::string name;
+  /// What its colours and marks mean, shown while it is on
+  /// (`fill: share of the time, white (none) to red (the largest)`).
+  std::string legend;
+  /// Per node name, as RenderOptions::overlay.
+  std::map<std::string, NodeOverlay> nodes;
+  /// Per TensorDictModule path, as RenderOptions::module_overlay.
+  std::map<std::string, NodeOverlay> modules;
+};
+
 /// The default of RenderOptions::max_nodes: a drawing this size takes seconds, not minutes.
 /// Measured on a 2-core machine (bench/bench_viz.cpp): the op view of the traced 1000-module
 /// chain (4,002 nodes) in 1.6 s, of the 2499-module chain (9,998 nodes) in 6 s, its page in
@@ -101,6 +116,9 @@ struct RenderOptions {
   /// Per TensorDictModule path (`ModuleBox::path`): the same for the module view and its
   /// page items (debug/overlay.h's flow_overlay). Paths not drawn are ignored.
   std::map<std::string, NodeOverlay> module_overlay;
+  /// The interactive page only: layers of a debugging run the page switches between (its
+  /// drawings are then best left without `overlay`, which they would show whatever is on).
+  std::vector<OverlayLayer> layers;
   /// A title drawn above the graph; none when "".
   std::string title;
   /// The most graph nodes `render` lays out (SVG, PNG, PDF, and the page's drawings):

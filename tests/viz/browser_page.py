@@ -19,6 +19,9 @@ and checks what the browser then holds, not the HTML source:
   - a screenshot (--screenshot, 1200x800): its size, that it is not blank, and that the current
     match's highlight is drawn at the middle of the drawing (the search centres it).
 
+  - the page `TDFX run --stats --profile --backward -o run.html` writes: a switch for each
+    report; statistics and gradients switched on add their rows to the panel, fill the nodes
+    they colour and show their legends, whole;
   - the page of a 1000-module chain (`EXPORT_CHAIN 1000`, then `TDFX render`): it opens on the
     pipeline view with every module one closed box, fitted to the width of its first rows from
     the top; expanding one module draws its nodes and no other module's; a search for a node
@@ -384,6 +387,59 @@ def check_screenshot(page, scratch):
           "{} pixels of its outline there".format(hits))
 
 
+def first_shape_style(root, element_id):
+    g = next((e for e in root.walk() if e.attrs.get("data-id") == element_id), None)
+    shape = next((c for c in g.children if not isinstance(c, str)), None) if g else None
+    return shape.attrs.get("style", "") if shape else None
+
+
+def check_run_page(tdfx, pt2, scratch):
+    """`tdfx run --stats --profile --backward -o run.html`: the page holds each report as a layer
+    the user switches on; the one on fills what it colours, adds its rows to the panel and
+    shows its legend."""
+    what = "run page"
+    page = os.path.join(scratch, "run.html")
+    run = subprocess.run([tdfx, "run", pt2, "--stats", "--profile", "--backward", "-o", page],
+                         capture_output=True, text=True, timeout=300)
+    check(run.returncode == 0, what + ": tdfx run writes the page", run.stderr)
+    if run.returncode != 0:
+        return
+    root = dom(page, scratch, click="mul")
+    check_ran(root, what)
+    layers = by_id(root, "layers")
+    buttons = [e.text_runs() for e in layers.walk() if e.tag == "button"]
+    check(buttons == [["no run data"], ["statistics"], ["time"], ["gradients"]],
+          what + ": a switch for each report", repr(buttons))
+    check("hidden" in by_id(root, "legend").attrs and first_shape_style(root, "node:mul") == "",
+          what + ": no run data is on at first", repr(first_shape_style(root, "node:mul")))
+
+    root = dom(page, scratch, layer="statistics", click="mul")
+    check_ran(root, what + " with statistics")
+    panel = by_id(root, "panel").text_runs()
+    at = panel.index("statistics") if "statistics" in panel else -1
+    check(at > 0 and at + 1 < len(panel) and panel[at + 1].startswith("min "),
+          what + ": the statistics are rows of the panel", "\n      ".join(map(repr, panel)))
+    check(by_id(root, "legend").text_runs() ==
+          ["statistics: each node's min, max and mean in its panel; pink: it holds NaN or Inf; "
+           "ringed red: where NaN or Inf starts"],
+          what + ": the statistics' legend", repr(by_id(root, "legend").text_runs()))
+
+    root = dom(page, scratch, layer="gradients", click="mul")
+    check_ran(root, what + " with gradients")
+    style = first_shape_style(root, "node:mul")
+    check(style is not None and style.startswith("fill:"),
+          what + ": the gradients fill %mul", repr(style))
+    panel = by_id(root, "panel").text_runs()
+    at = panel.index("gradients") if "gradients" in panel else -1
+    check(at > 0 and at + 1 < len(panel) and panel[at + 1].startswith("grad norm "),
+          what + ": %mul's gradient norm is a row of the panel", "\n      ".join(map(repr, panel)))
+    check(by_id(root, "legend").text_runs() ==
+          ["gradients: fill: the gradient norm over the outputs', log scale: blue as it shrinks "
+           "to 0.01, white at 1, red as it grows to 100; pink: NaN or Inf; ringed red: where the "
+           "first non-finite gradient starts"],
+          what + ": the gradients' legend", repr(by_id(root, "legend").text_runs()))
+
+
 def drawn_ids(root):
     return [e.attrs["data-id"] for e in root.walk() if "data-id" in e.attrs]
 
@@ -471,6 +527,7 @@ def main():
     check_hostile_page(tdfx, pt2, scratch)
     check_module_page(tdfx, pt2, scratch)
     check_screenshot(page, scratch)
+    check_run_page(tdfx, pt2, scratch)
     check_large_page(tdfx, export_chain, page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")
     sys.exit(1 if failures else 0)
