@@ -16,13 +16,12 @@
 /// module view) is a second view; the page shows a switch when there is more than one.
 ///
 /// Expanding one module in place while the others stay collapsed (as Google's Model Explorer
-/// does) needs no new structure: a view names the module paths it draws expanded
-/// (`PageView::expanded`) and its base view (`PageView::base`), and each element names the
-/// module it stands for (`PageItem::module`). The page offers "expand" on an element when it
-/// holds a view of the same base with that module added to the current view's expanded set,
-/// and switches to it keeping the selection (see `expansionOf` in page.js). What is left is to
-/// draw those views: in C++, one per expandable module (a page of N modules then holds N + 1
-/// drawings of the module view), or lazily in the page once a layout runs there.
+/// does) is the pipeline view's (pipeline_view, PageTree): the page lays it out itself, one
+/// level of the module tree at a time. Graphviz views can also come expanded: a view names the
+/// module paths it draws expanded (`PageView::expanded`) and its base view (`PageView::base`),
+/// and the page offers "expand" on an element when it holds a view of the same base with that
+/// module added to the current view's expanded set (see `expansionOf` in page.js); tdfx writes
+/// no such views today.
 ///
 /// Every text reaches the page as JSON data inside `<script type="application/json">`, with
 /// `<`, `>` and `&` written as `\u003c`, `\u003e`, `\u0026`, and is put on screen as text
