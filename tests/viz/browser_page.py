@@ -413,31 +413,27 @@ def check_run_page(tdfx, pt2, scratch):
     check("hidden" in by_id(root, "legend").attrs and first_shape_style(root, "node:mul") == "",
           what + ": no run data is on at first", repr(first_shape_style(root, "node:mul")))
 
-    root = dom(page, scratch, layer="statistics", click="mul")
-    check_ran(root, what + " with statistics")
-    panel = by_id(root, "panel").text_runs()
-    at = panel.index("statistics") if "statistics" in panel else -1
-    check(at > 0 and at + 1 < len(panel) and panel[at + 1].startswith("min "),
-          what + ": the statistics are rows of the panel", "\n      ".join(map(repr, panel)))
-    check(by_id(root, "legend").text_runs() ==
-          ["statistics: each node's min, max and mean in its panel; pink: it holds NaN or Inf; "
-           "ringed red: where NaN or Inf starts"],
-          what + ": the statistics' legend", repr(by_id(root, "legend").text_runs()))
+    def check_layer(layer, row_start, legend):
+        root = dom(page, scratch, layer=layer, click="mul")
+        check_ran(root, what + " with " + layer)
+        panel = by_id(root, "panel").text_runs()
+        at = panel.index(layer) if layer in panel else -1
+        check(at > 0 and at + 1 < len(panel) and panel[at + 1].startswith(row_start),
+              what + ": " + layer + " add a row to %mul's panel", "\n      ".join(map(repr, panel)))
+        check(by_id(root, "legend").text_runs() == [layer + ": " + legend],
+              what + ": the legend of " + layer, repr(by_id(root, "legend").text_runs()))
+        return root
 
-    root = dom(page, scratch, layer="gradients", click="mul")
-    check_ran(root, what + " with gradients")
+    check_layer("statistics", "min ",
+                "each node's min, max and mean in its panel; pink: it holds NaN or Inf; ringed "
+                "red: where NaN or Inf starts")
+    root = check_layer("gradients", "grad norm ",
+                       "fill: the gradient norm over the outputs', log scale: blue as it shrinks "
+                       "to 0.01, white at 1, red as it grows to 100; pink: NaN or Inf; ringed "
+                       "red: where the first non-finite gradient starts")
     style = first_shape_style(root, "node:mul")
     check(style is not None and style.startswith("fill:"),
           what + ": the gradients fill %mul", repr(style))
-    panel = by_id(root, "panel").text_runs()
-    at = panel.index("gradients") if "gradients" in panel else -1
-    check(at > 0 and at + 1 < len(panel) and panel[at + 1].startswith("grad norm "),
-          what + ": %mul's gradient norm is a row of the panel", "\n      ".join(map(repr, panel)))
-    check(by_id(root, "legend").text_runs() ==
-          ["gradients: fill: the gradient norm over the outputs', log scale: blue as it shrinks "
-           "to 0.01, white at 1, red as it grows to 100; pink: NaN or Inf; ringed red: where the "
-           "first non-finite gradient starts"],
-          what + ": the gradients' legend", repr(by_id(root, "legend").text_runs()))
 
 
 def drawn_ids(root):
