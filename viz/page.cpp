@@ -261,14 +261,18 @@ Json to_json(const PageTree& tree) {
                        {"type", m.type},
                        {"sequential", m.sequential},
                        {"in_keys", m.in_keys},
-                       {"out_keys", m.out_keys}});
+                       {"out_keys", m.out_keys},
+                       {"fill", m.fill},
+                       {"marked", m.marked}});
   }
   for (const PageTreeNode& n : tree.nodes) {
     nodes.push_back({{"id", n.id},
                      {"title", n.title},
                      {"detail", n.detail},
                      {"module", n.module},
-                     {"inputs", n.inputs}});
+                     {"inputs", n.inputs},
+                     {"fill", n.fill},
+                     {"marked", n.marked}});
   }
   return {{"modules", std::move(modules)}, {"nodes", std::move(nodes)}, {"open", tree.open}};
 }
@@ -338,14 +342,29 @@ PageView pipeline_view(const Graph& graph, const RenderOptions& options) {
                           box.type.empty() ? box.label : box.type,
                           box.sequential,
                           {},
-                          {}};
+                          {},
+                          "",
+                          false};
+    if (auto o = options.module_overlay.find(box.path); o != options.module_overlay.end()) {
+      module.fill = o->second.fill;
+      module.marked = o->second.marked;
+    }
     for (const NestedKey& key : box.in_keys) module.in_keys.push_back(key.repr());
     for (const NestedKey& key : box.out_keys) module.out_keys.push_back(key.repr());
     tree.modules.push_back(std::move(module));
   }
   for (const Node* node : graph.nodes()) {
-    PageTreeNode entry{
-        node_item_id(*node), "%" + node->name(), node_detail(*node), node->meta().td_module, {}};
+    PageTreeNode entry{node_item_id(*node),
+                       "%" + node->name(),
+                       node_detail(*node),
+                       node->meta().td_module,
+                       {},
+                       "",
+                       false};
+    if (auto o = options.overlay.find(node->name()); o != options.overlay.end()) {
+      entry.fill = o->second.fill;
+      entry.marked = o->second.marked;
+    }
     // A weight or input placeholder whose users all belong to one module is drawn in it.
     if (entry.module.empty() && node->op() == OpCode::kPlaceholder && !node->users().empty()) {
       std::string shared = (*node->users().begin())->meta().td_module;

@@ -73,6 +73,9 @@ struct PageTreeModule {
   bool sequential = false;
   std::vector<std::string> in_keys;
   std::vector<std::string> out_keys;
+  /// From RenderOptions::module_overlay: its fill ("" for its style's) and its red ring.
+  std::string fill;
+  bool marked = false;
 };
 
 /// A graph node of a view the page lays out itself.
@@ -86,6 +89,9 @@ struct PageTreeNode {
   std::string module;
   /// The IDs of the nodes it reads, in argument order, once each.
   std::vector<std::string> inputs;
+  /// From RenderOptions::overlay: its fill ("" for its style's) and its red ring.
+  std::string fill;
+  bool marked = false;
 };
 
 /// The module tree and nodes of a view the page lays out itself: each module one box until

@@ -257,8 +257,9 @@
     const n = tree.nodes.get(id);
     const w = Math.min(300, Math.max(110, textWidth(n.title, true), textWidth(n.detail)) + 2 * PAD);
     return {w, h: NODE_H, draw(parent, x, y, boxes) {
-      const g = svgElement('g', {'data-id': id});
-      g.append(svgElement('rect', {x, y, width: w, height: NODE_H, rx: 5, class: 'shape'}));
+      const g = svgElement('g', {'data-id': id, class: n.marked ? 'marked' : ''});
+      g.append(svgElement('rect', {x, y, width: w, height: NODE_H, rx: 5, class: 'shape',
+                                   style: n.fill ? 'fill: ' + n.fill : ''}));
       g.append(svgElement('text', {x: x + PAD, y: y + 15, class: 'title'}, n.title));
       g.append(svgElement('text', {x: x + PAD, y: y + 29, class: 'detail'}, n.detail));
       parent.append(g);
@@ -280,8 +281,10 @@
     const w = Math.max(160, Math.min(open ? Infinity : 320, head), inner ? inner.w + 2 * PAD : 0);
     const h = HEAD + 2 * KEY_LINE + 8 + (inner ? inner.h + PAD : 0);
     return {w, h, draw(parent, x, y, boxes) {
-      const g = svgElement('g', {'data-id': id, class: open ? 'open' : 'closed'});
-      g.append(svgElement('rect', {x, y, width: w, height: h, rx: 7, class: 'shape'}));
+      const g = svgElement('g', {'data-id': id,
+                                 class: (open ? 'open' : 'closed') + (m.marked ? ' marked' : '')});
+      g.append(svgElement('rect', {x, y, width: w, height: h, rx: 7, class: 'shape',
+                                   style: m.fill ? 'fill: ' + m.fill : ''}));
       g.append(svgElement('rect', {x, y: y + HEAD, width: w, height: KEY_LINE + 2, class: 'keys'}));
       g.append(svgElement('rect', {x, y: y + h - KEY_LINE - 4, width: w, height: KEY_LINE + 2,
                                    class: 'keys'}));
@@ -648,7 +651,7 @@
 
   // Fills the elements the layer on colours, rings its marked ones, and shows its legend.
   function applyLayer() {
-    if (!state.entries) return;
+    if (!state.entries || !layers.length) return;  // without layers, the drawings' own fills
     for (const {item, g} of state.entries.values()) {
       const overlay = layerOverlay(item);
       const shape = g.firstElementChild;

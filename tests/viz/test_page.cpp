@@ -420,3 +420,18 @@ TEST_CASE("page: from kPageCollapseFrom nodes on, the page opens on the pipeline
   tight.max_nodes = 100;
   CHECK_THROWS_AS(page_html(large.graph, tight), Error);
 }
+
+TEST_CASE("page: the pipeline view shows the overlay's fills and marks, as the drawings do") {
+  auto c = annotated_sequential();
+  c.options.overlay["relu"] = {"#ff0000", {"added"}, true};
+  c.options.module_overlay["0"] = {"#00ff00", {}, false};
+  const PageView view = pipeline_view(c.graph, c.options);
+  REQUIRE(view.tree);
+  for (const PageTreeNode& node : view.tree->nodes) {
+    CAPTURE(node.id);
+    CHECK(node.fill == (node.id == "node:relu" ? "#ff0000" : ""));
+    CHECK(node.marked == (node.id == "node:relu"));
+  }
+  REQUIRE(view.tree->modules.size() == 1);
+  CHECK(view.tree->modules[0].fill == "#00ff00");
+}
