@@ -1186,13 +1186,38 @@ Value avg_pool_rule(Converter& c) {
   std::vector<int64_t> kernel = per_spatial(c.ints_arg(1), spatial);
   std::vector<int64_t> stride =
       c.ints_arg(2).empty() ? kernel : per_spatial(c.ints_arg(2), spatial);
-  const std::vector<int64_t> pads = both_ends(per_spatial(c.ints_arg(3), spatial));
+  const std::vector<int64_t> padding = per_spatial(c.ints_arg(3), spatial);
+  const bool ceil_mode = c.bool_arg(4);
+  bool count_include_pad = c.bool_arg(5);
+  // With ceil_mode the last window may hang past the padded input. ATen then divides by the
+  // part of the window inside the padded input; ONNX by the whole kernel when it counts the
+  // padding, by the part inside the input when it does not. Without padding those agree once
+  // ONNX leaves the padding out; with padding they cannot.
+  const auto& shape = c.shape_of(0);
+  bool overhangs = false, padded = false;
+  for (int64_t d = 0; ceil_mode && d < spatial; ++d) {
+    const auto i = static_cast<size_t>(d);
+    const int64_t in = shape[shape.size() - static_cast<size_t>(spatial) + i];
+    const int64_t span = in + 2 * padding[i] - kernel[i];
+    int64_t out = (span + stride[i] - 1) / stride[i] + 1;
+    if ((out - 1) * stride[i] >= in + padding[i]) --out;  // ATen's rule: start inside
+    overhangs = overhangs || (out - 1) * stride[i] + kernel[i] > in + 2 * padding[i];
+    padded = padded || padding[i] != 0;
+  }
+  if (overhangs && count_include_pad) {
+    if (padded) {
+      c.refuse(
+          "average pooling with ceil_mode whose last window passes the padding, counting the "
+          "padding: ONNX divides that window by the whole kernel");
+    }
+    count_include_pad = false;
+  }
   NodeProto* pool = c.emit("AveragePool", {c.tensor(0)});
   set_attr(pool, "kernel_shape", kernel);
   set_attr(pool, "strides", stride);
-  set_attr(pool, "pads", pads);
-  set_attr(pool, "ceil_mode", int64_t{c.bool_arg(4)});
-  set_attr(pool, "count_include_pad", int64_t{c.bool_arg(5)});
+  set_attr(pool, "pads", both_ends(padding));
+  set_attr(pool, "ceil_mode", int64_t{ceil_mode});
+  set_attr(pool, "count_include_pad", int64_t{count_include_pad});
   return tensor_value(pool->output(0));
 }
 
@@ -1746,19 +1771,41 @@ Value pixel_shuffle_rule(Converter& c) {
   return tensor_value(d->output(0));
 }
 
-/// upsample_{nearest,bilinear}2d(x, output_size, [align_corners,] scales...): Resize to the
-/// traced output's spatial size, by scales (so that the batch may vary).
+/// upsample_{nearest,bilinear}2d(x, output_size, [align_corners,] scales_h, scales_w) and the
+/// `.vec` overloads (x, output_size, [align_corners,] scale_factors). With the scales given,
+/// ATen maps output to input coordinates by them, as Resize does by its `scales`; without,
+/// by the sizes' ratio, as Resize does for `sizes` (the batch and channels taken from x, so
+/// that the batch may vary).
 Value upsample_rule(Converter& c, bool bilinear) {
   const auto& in = c.shape_of(0);
   const TensorMeta& out = c.node().meta().tensor;
   if (!out.shape || out.shape->size() != in.size()) c.refuse("an upsampling of unknown size");
-  std::vector<float> scales;
-  for (size_t d = 0; d < in.size(); ++d) {
-    scales.push_back(d < 2 ? 1.0f
-                           : static_cast<float>((*out.shape)[d]) / static_cast<float>(in[d]));
+  const size_t spatial = in.size() - 2;
+  const size_t first_scale = bilinear ? 3 : 2;
+  std::vector<double> given;
+  if (c.arg_count() > first_scale && c.arg(first_scale).is<ArgumentList>()) {
+    for (const Argument& a : c.arg(first_scale).as<ArgumentList>().items) {
+      if (!a.is<double>()) c.refuse("scale factors that are not constant numbers");
+      given.push_back(a.as<double>());
+    }
+  } else {
+    for (size_t d = 0; d < spatial; ++d) {
+      if (c.is_none(first_scale + d)) break;
+      given.push_back(c.double_arg(first_scale + d));
+    }
   }
-  const std::string scale_tensor = c.const_tensor(at::tensor(scales));
-  NodeProto* r = c.emit("Resize", {c.tensor(0), "", scale_tensor});
+  NodeProto* r = nullptr;
+  if (given.size() == spatial) {
+    std::vector<float> scales{1.0f, 1.0f};
+    for (double g : given) scales.push_back(static_cast<float>(g));
+    r = c.emit("Resize", {c.tensor(0), "", c.const_tensor(at::tensor(scales))});
+  } else {
+    const std::string x = c.tensor(0);
+    std::vector<int64_t> sizes(out.shape->begin() + 2, out.shape->end());
+    NodeProto* concat = c.emit("Concat", {c.dim_size(x, 0), c.dim_size(x, 1), c.const_ints(sizes)});
+    set_attr(concat, "axis", int64_t{0});
+    r = c.emit("Resize", {x, "", "", concat->output(0)});
+  }
   if (bilinear) {
     set_attr(r, "mode", std::string("linear"));
     set_attr(r, "coordinate_transformation_mode",
@@ -1769,6 +1816,20 @@ Value upsample_rule(Converter& c, bool bilinear) {
     set_attr(r, "nearest_mode", std::string("floor"));
   }
   return tensor_value(r->output(0));
+}
+
+/// round.decimals(x, decimals): round(x 10^d) / 10^d, or round(x / 10^-d) 10^-d for d < 0, as
+/// ATen computes it; Round is half to even, as ATen's.
+Value round_decimals_rule(Converter& c) {
+  const int64_t decimals = c.int_arg(1);
+  const std::string x = c.tensor(0);
+  if (decimals == 0) return tensor_value(c.op("Round", {x}));
+  const std::string ten_pow =
+      c.const_scalar(std::pow(10.0, static_cast<double>(std::abs(decimals))), c.out_dtype());
+  if (decimals > 0) {
+    return tensor_value(c.op("Div", {c.op("Round", {c.op("Mul", {x, ten_pow})}), ten_pow}));
+  }
+  return tensor_value(c.op("Mul", {c.op("Round", {c.op("Div", {x, ten_pow})}), ten_pow}));
 }
 
 Value cosine_similarity_rule(Converter& c) {
@@ -1959,6 +2020,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"reciprocal", {"Reciprocal", unary("Reciprocal")}},
       {"relu", {"Relu", unary("Relu")}},
       {"round", {"Round", unary("Round")}},
+      {"round.decimals", {"Mul or Div, Round, Div or Mul", round_decimals_rule}},
       {"rsqrt", {"Sqrt + Reciprocal", rsqrt_rule}},
       {"sigmoid", {"Sigmoid", unary("Sigmoid")}},
       {"sign", {"Sign", unary("Sign")}},

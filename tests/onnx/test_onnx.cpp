@@ -3,6 +3,7 @@
 // compared with tdfx's own run of the same program.
 #include <doctest/doctest.h>
 #include <onnx/onnx_pb.h>
+#include <torch/nn/functional/upsampling.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
@@ -334,4 +335,63 @@ TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is re
               (agrees ? ": ONNX Runtime agrees\n" : ": ONNX Runtime DIFFERS\n");
   }
   tdfx::testing::check_golden("tests/onnx/golden", "nn_layers.txt", report);
+}
+
+TEST_CASE("onnx: rounding to decimals, average pooling past the edge, upsampling by a scale") {
+  // Each was once written as a model ONNX's checker passed and ONNX Runtime ran wrong.
+  at::manual_seed(12);
+  const Inputs image = {{"x", at::randn({2, 1, 9, 9})}};
+  auto check = [&](const TensorDictModuleBasePtr& module, const Inputs& inputs) {
+    check_against_ort(export_program(module, inputs), inputs);
+  };
+  const Inputs values = {{"x", at::randn({4, 6}) * 100}};
+  check(make_td_module([](const at::Tensor& x) { return at::round(x, 1); }, {"x"}, {"y"}), values);
+  check(make_td_module([](const at::Tensor& x) { return at::round(x, -1); }, {"x"}, {"y"}), values);
+  // The last window of 9 by 2 with ceil_mode hangs past the input: ATen divides it by what is
+  // inside.
+  check(make_td_module(nn::AvgPool2d(nn::AvgPool2dOptions(2).ceil_mode(true)), {"x"}, {"y"}),
+        image);
+  check(make_td_module(
+            nn::AvgPool2d(nn::AvgPool2dOptions(2).ceil_mode(true).count_include_pad(false)), {"x"},
+            {"y"}),
+        image);
+  // With padding as well, ONNX divides that window by the whole kernel: refused.
+  const auto padded = export_program(
+      make_td_module(nn::AvgPool2d(nn::AvgPool2dOptions(3).stride(2).padding(1).ceil_mode(true)),
+                     {"x"}, {"y"}),
+      {{"x", at::randn({2, 1, 10, 10})}});
+  CHECK_THROWS_WITH_AS(onnx_model(padded),
+                       "cannot write node 'avg_pool2d' (aten::avg_pool2d) as ONNX: average "
+                       "pooling with ceil_mode whose last window passes the padding, counting "
+                       "the padding: ONNX divides that window by the whole kernel",
+                       OnnxError);
+  // Scales that give no whole size: ATen maps coordinates by the scales, not the sizes' ratio.
+  namespace F = torch::nn::functional;
+  check(make_td_module(
+            [](const at::Tensor& x) {
+              return F::interpolate(x, F::InterpolateFuncOptions()
+                                           .scale_factor(std::vector<double>{1.5, 1.5})
+                                           .mode(torch::kBilinear)
+                                           .align_corners(false));
+            },
+            {"x"}, {"y"}),
+        image);
+  check(make_td_module(
+            [](const at::Tensor& x) {
+              return F::interpolate(x, F::InterpolateFuncOptions()
+                                           .scale_factor(std::vector<double>{0.6, 0.6})
+                                           .mode(torch::kNearest));
+            },
+            {"x"}, {"y"}),
+        image);
+  // By size: the sizes' ratio, 13 / 9.
+  check(make_td_module(
+            [](const at::Tensor& x) {
+              return F::interpolate(x, F::InterpolateFuncOptions()
+                                           .size(std::vector<int64_t>{13, 13})
+                                           .mode(torch::kBilinear)
+                                           .align_corners(false));
+            },
+            {"x"}, {"y"}),
+        image);
 }
