@@ -259,7 +259,10 @@ int main(int argc, char** argv) {
   }
   if (diff->parsed()) {
     try {
-      return finish(run_diff(diff_a, diff_b, diff_out) ? kExitDifferent : kExitOk);
+      const bool different = run_diff(diff_a, diff_b, diff_out);
+      // A report that was lost answers nothing: trouble, as diff(1) says.
+      if (!stdout_written()) return kExitDiffTrouble;
+      return different ? kExitDifferent : kExitOk;
     } catch (const std::exception& e) {
       std::cerr << "tdfx: " << e.what() << "\n";
       return finish(kExitDiffTrouble);

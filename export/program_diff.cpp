@@ -4,6 +4,12 @@
 #include "tdfx/export/program_diff.h"
 
 #include <ATen/ops/abs.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/logical_and.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/logical_or.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
@@ -339,13 +345,23 @@ class Differ {
     }
     if (x.numel() == 0) return;
     const at::Tensor dx = x.detach().to(at::kDouble), dy = y.detach().to(at::kDouble);
-    const at::Tensor d = at::abs(dx - dy);
+    // A causal mask holds -inf: equal elements, NaNs included, are no difference.
+    const at::Tensor same = at::eq(dx, dy).logical_or_(at::isnan(dx).logical_and_(at::isnan(dy)));
+    if (same.all().item<bool>()) return;
+    const at::Tensor finite = at::isfinite(dx).logical_and_(at::isfinite(dy));
+    change.non_finite = same.logical_not().logical_and_(finite.logical_not()).sum().item<int64_t>();
+    const at::Tensor zero = at::zeros_like(dx);
+    const at::Tensor d = at::where(finite, at::abs(dx - dy), zero);
     const at::Tensor scale = at::maximum(at::abs(dx), at::abs(dy));
     change.max_abs = d.max().item<double>();
-    if (change.max_abs == 0) return;  // equal (a NaN compares unequal and is reported)
-    change.max_rel = at::where(scale > 0, d / scale, at::zeros_like(d)).max().item<double>();
+    change.max_rel = at::where(finite.logical_and(scale > 0), d / scale, zero).max().item<double>();
     change.what =
         fmt::format("max abs diff {:.3g}, max rel diff {:.3g}", change.max_abs, change.max_rel);
+    if (change.non_finite > 0) {
+      change.what +=
+          fmt::format(", {} non-finite element{} differ{}", change.non_finite,
+                      change.non_finite == 1 ? "" : "s", change.non_finite == 1 ? "s" : "");
+    }
     diff.weights.push_back(std::move(change));
   }
 

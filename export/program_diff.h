@@ -41,13 +41,16 @@ struct NodeChange {
 
 /// A parameter or buffer both programs have whose value differs: a shape or dtype
 /// (`what`), or, for the same shape and dtype, the largest absolute difference and the
-/// largest relative one (|a - b| / max(|a|, |b|), elementwise).
+/// largest relative one (|a - b| / max(|a|, |b|), elementwise) over the elements finite in
+/// both. Two NaNs, or two infinities of one sign, are equal; any other difference at an
+/// element that is not finite in both is counted in `non_finite`.
 struct WeightChange {
   std::string name_a;
   std::string name_b;
   std::string what;
   double max_abs = 0;
   double max_rel = 0;
+  int64_t non_finite = 0;
 };
 
 /// How program B differs from program A.

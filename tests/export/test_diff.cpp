@@ -1,10 +1,12 @@
 // diff_programs and `tdfx diff`: a small policy and five changes a user makes to it, each
 // report compared whole with a golden file from a real run, from C++ and from the command.
 #include <doctest/doctest.h>
+#include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,23 @@ std::vector<Change> changes() {
   return out;
 }
 
+/// x + mask, the mask a causal one (-inf above the diagonal) held as a buffer.
+struct CausalMaskImpl : nn::Module {
+  at::Tensor mask;
+  explicit CausalMaskImpl(at::Tensor m) : mask(register_buffer("mask", std::move(m))) {}
+  at::Tensor forward(const at::Tensor& x) { return x + mask; }
+};
+TORCH_MODULE(CausalMask);
+
+ExportedProgram masked_program(const at::Tensor& mask) {
+  return export_program(make_td_module(CausalMask(mask), {"scores"}, {"masked"}),
+                        {{"scores", at::zeros({2, 4, 4})}});
+}
+
+at::Tensor causal_mask() {
+  return at::full({4, 4}, -std::numeric_limits<float>::infinity()).triu(1);
+}
+
 std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
 
 }  // namespace
@@ -102,6 +121,24 @@ TEST_CASE("diff: each change of the policy, reported whole") {
     tdfx::testing::check_golden("tests/export/golden/diff", std::string(change.name) + ".txt",
                                 diff.report());
   }
+}
+
+TEST_CASE(
+    "diff: a buffer holding infinities or NaNs equals itself; its other changes are counted") {
+  CHECK(diff_programs(masked_program(causal_mask()), masked_program(causal_mask())).equal());
+  at::Tensor with_nan = causal_mask();
+  with_nan[3][0] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(diff_programs(masked_program(with_nan), masked_program(with_nan.clone())).equal());
+
+  at::Tensor changed = causal_mask();
+  changed[0][1] = 0.0f;                                    // -inf to 0
+  changed[0][2] = std::numeric_limits<float>::infinity();  // -inf to +inf
+  changed[2][1] = 0.5f;                                    // a finite change
+  const ProgramDiff diff = diff_programs(masked_program(causal_mask()), masked_program(changed));
+  REQUIRE(diff.weights.size() == 1);
+  CHECK(diff.weights[0].non_finite == 2);
+  CHECK(diff.weights[0].max_abs == 0.5);
+  tdfx::testing::check_golden("tests/export/golden/diff", "mask_changed.txt", diff.report());
 }
 
 TEST_CASE("diff: two traced modules compare as their programs do") {
@@ -159,4 +196,8 @@ TEST_CASE("diff: tdfx diff prints the report and exits 0 when equal, 1 when not,
   CHECK(missing.out.find("missing.pt2") != std::string::npos);
   const auto usage = tdfx::testing::run_command(tdfx + quoted(a) + " 2>&1");
   CHECK(usage.status == 2);
+  // A report that cannot be written is a failure, not an answer.
+  const auto lost =
+      tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(b) + " > /dev/full 2>&1");
+  CHECK(lost.status == 2);
 }
