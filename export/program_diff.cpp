@@ -64,6 +64,7 @@ class Side {
     for (const InputSpec& spec : program.graph_signature().inputs) inputs_[spec.name] = &spec;
     for (const Node* node : program.graph().nodes()) {
       index_[node] = nodes_.size();
+      by_name_[node->name()] = node;
       nodes_.push_back(node);
     }
     for (const Node* node : nodes_) labels_.push_back(label(*node));
@@ -73,6 +74,11 @@ class Side {
   size_t size() const { return nodes_.size(); }
   const Node& node(size_t i) const { return *nodes_[i]; }
   size_t index(const Node* node) const { return index_.at(node); }
+  /// The node called `name`, null when none.
+  const Node* named(const std::string& name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : it->second;
+  }
   const std::string& label(size_t i) const { return labels_[i]; }
 
   /// The node's input spec when it is a placeholder of the signature.
@@ -142,6 +148,7 @@ class Side {
   std::unordered_map<std::string, const InputSpec*> inputs_;
   std::vector<const Node*> nodes_;
   std::unordered_map<const Node*, size_t> index_;
+  std::unordered_map<std::string, const Node*> by_name_;
   std::vector<std::string> labels_;
 };
 
@@ -285,7 +292,7 @@ class Differ {
     }
   }
 
-  /// The name of node `i` of A's match in B, "" when none.
+  /// The match in B of A's node, null when none.
   const Node* match_of(const Node* a_node) const {
     const long j = a_to_b_[a_.index(a_node)];
     return j < 0 ? nullptr : &b_.node(static_cast<size_t>(j));
@@ -376,14 +383,8 @@ class Differ {
       }
       return v;
     };
-    auto node_named = [](const Side& side, const std::string& name) -> const Node* {
-      for (size_t i = 0; i < side.size(); ++i) {
-        if (side.node(i).name() == name) return &side.node(i);
-      }
-      return nullptr;
-    };
     for (const InputSpec* in_b : user_inputs(sb)) {
-      const Node* node_b = node_named(b_, in_b->name);
+      const Node* node_b = b_.named(in_b->name);
       const long i = node_b ? b_to_a_[b_.index(node_b)] : -1;
       const InputSpec* in_a = i < 0 ? nullptr : a_.spec(a_.node(static_cast<size_t>(i)));
       if (!in_a) {
@@ -400,7 +401,7 @@ class Differ {
       }
     }
     for (const InputSpec* in_a : user_inputs(sa)) {
-      const Node* node_a = node_named(a_, in_a->name);
+      const Node* node_a = a_.named(in_a->name);
       if (!node_a || a_to_b_[a_.index(node_a)] < 0) {
         out.push_back(fmt::format("input {} removed", in_a->target));
       }
@@ -416,18 +417,18 @@ class Differ {
         continue;
       }
       a_used[k] = true;
-      const Node* from_a = node_named(a_, sa.outputs[k].name);
-      const Node* from_b = node_named(b_, ob.name);
+      const Node* from_a = a_.named(sa.outputs[k].name);
+      const Node* from_b = b_.named(ob.name);
       if (!from_a || match_of(from_a) != from_b) {
         out.push_back(fmt::format("output {} now from %{} (was %{})", ob.key.joined("."), ob.name,
                                   sa.outputs[k].name));
       }
     }
     for (const OutputSpec* ob : b_left) {
-      const Node* from_b = node_named(b_, ob->name);
+      const Node* from_b = b_.named(ob->name);
       bool renamed = false;
       for (size_t k = 0; k < sa.outputs.size() && !renamed; ++k) {
-        const Node* from_a = node_named(a_, sa.outputs[k].name);
+        const Node* from_a = a_.named(sa.outputs[k].name);
         if (a_used[k] || !from_a || match_of(from_a) != from_b) continue;
         a_used[k] = renamed = true;
         out.push_back(fmt::format("output {} renamed to {}", sa.outputs[k].key.joined("."),

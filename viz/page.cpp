@@ -203,18 +203,15 @@ PageItem module_item(const ModuleBox& box, const RenderOptions& options, std::st
   return item;
 }
 
-/// The enclosing sequential of each module: the longest other sequential path that is a prefix
-/// of its path followed by a dot.
-std::string parent_of(const ModuleBox& box, const std::vector<ModuleBox>& modules) {
-  std::string parent;
-  for (const ModuleBox& other : modules) {
-    if (!other.sequential || other.path.size() >= box.path.size()) continue;
-    if (box.path.compare(0, other.path.size(), other.path) == 0 &&
-        box.path[other.path.size()] == '.' && other.path.size() > parent.size()) {
-      parent = other.path;
-    }
+/// The enclosing sequential of a module: the longest of `sequentials` that its path starts
+/// with, followed by a dot; "" when none.
+std::string parent_of(const std::string& path, const std::unordered_set<std::string>& sequentials) {
+  for (size_t dot = path.rfind('.'); dot != std::string::npos && dot > 0;
+       dot = path.rfind('.', dot - 1)) {
+    std::string prefix = path.substr(0, dot);
+    if (sequentials.count(prefix)) return prefix;
   }
-  return parent;
+  return "";
 }
 
 /// What a node's box shows under its name: its target or op, and its type.
@@ -335,10 +332,14 @@ PageView pipeline_view(const Graph& graph, const RenderOptions& options) {
     if (item.kind != "module") view.items.push_back(std::move(item));  // the op view's boxes
   }
   PageTree tree;
+  std::unordered_set<std::string> sequentials;
+  for (const ModuleBox& box : options.modules) {
+    if (box.sequential) sequentials.insert(box.path);
+  }
   for (const ModuleBox& box : options.modules) {
     view.items.push_back(module_item(box, options, "box:" + box.path));
     PageTreeModule module{box.path,
-                          parent_of(box, options.modules),
+                          parent_of(box.path, sequentials),
                           box.type.empty() ? box.label : box.type,
                           box.sequential,
                           {},

@@ -199,22 +199,24 @@
     return chain;
   }
 
+  // The path of the module that holds `id`: a node's module, a box's enclosing sequential.
+  function holderPath(tree, id) {
+    const node = tree.nodes.get(id);
+    if (node) return node.module || '';
+    const box = id.startsWith('box:') ? tree.modules.get(id.slice(4)) : undefined;
+    return (box && box.parent) || '';
+  }
+
   // What stands for element `id` in the drawing: itself, or its outermost closed module.
   function shownAs(tree, id) {
-    const node = tree.nodes.get(id);
-    const path = node ? node.module : id.startsWith('box:') ? tree.modules.has(id.slice(4)) &&
-        tree.modules.get(id.slice(4)).parent : '';
-    for (const p of lineage(tree, path || '')) if (!tree.open.has(p)) return 'box:' + p;
+    for (const p of lineage(tree, holderPath(tree, id))) if (!tree.open.has(p)) return 'box:' + p;
     return id;
   }
 
   // Opens the modules that hide `id`, and draws again.
   function reveal(tree, id) {
-    const node = tree.nodes.get(id);
-    const path = node ? node.module : id.startsWith('box:') && tree.modules.has(id.slice(4)) ?
-        tree.modules.get(id.slice(4)).parent : '';
     let changed = false;
-    for (const p of lineage(tree, path || '')) {
+    for (const p of lineage(tree, holderPath(tree, id))) {
       if (!tree.open.has(p)) {
         tree.open.add(p);
         changed = true;
