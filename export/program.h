@@ -154,7 +154,9 @@ struct ExportOptions {
 /// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)
 /// into a program whose outputs are its selected out keys: it traces the module
 /// (symbolic_trace) and exports the trace. Throws KeyError for an unknown or missing
-/// input.
+/// input. The program's state() holds the module's own parameter and buffer tensors, not
+/// copies (as torch.export's state_dict does): training the module afterwards changes the
+/// program too. To keep a snapshot, save() it and load() it back.
 ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                const ExportOptions& options = {});

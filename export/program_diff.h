@@ -75,7 +75,9 @@ struct ProgramDiff {
   std::string report() const;
 };
 
-/// How `b` differs from `a`.
+/// How `b` differs from `a`. Programs exported from one module share its tensors
+/// (export_program): to compare a module before and after training, compare a saved and
+/// loaded copy of the first.
 ProgramDiff diff_programs(const ExportedProgram& a, const ExportedProgram& b);
 
 /// How traced module `b` differs from traced module `a`: their exported programs compared.

@@ -1057,24 +1057,31 @@ Value arg_rule(Converter& c, const std::string& op) {
 }
 
 /// var/std with a correction: sum((x - mean)^2) / (N - correction), over `dims`.
+/// var.correction: (x, dim, correction, keepdim); var.dim: (x, dim, unbiased, keepdim);
+/// plain var: (x, unbiased), over every dimension.
 Value variance_rule(Converter& c, bool is_std) {
   const int64_t rank = c.rank_of(0);
   const auto& shape = c.shape_of(0);
+  const std::string& overload = c.node().target().schema().overload_name();
+  const bool every_dim = overload.empty() || c.is_none(1);
   std::vector<int64_t> axes;
-  if (!c.is_none(1)) {
-    for (int64_t d : c.ints_arg(1)) axes.push_back(c.norm_dim(d, rank));
-  } else {
+  if (every_dim) {
     for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
-  }
-  // var.correction: (x, dim, correction, keepdim); var.dim: (x, dim, unbiased, keepdim).
-  double correction = 1;
-  const auto& schema = c.node().target().schema();
-  if (schema.overload_name() == "correction") {
-    correction = c.is_none(2) ? 1.0 : c.double_arg(2);
   } else {
-    correction = c.bool_arg(2) ? 1.0 : 0.0;
+    for (int64_t d : c.ints_arg(1)) axes.push_back(c.norm_dim(d, rank));
   }
-  const bool keep = c.bool_arg(3);
+  double correction = 1;
+  bool keep = false;
+  if (overload.empty()) {
+    correction = c.bool_arg(1) ? 1.0 : 0.0;
+  } else {
+    if (overload == "correction") {
+      correction = c.is_none(2) ? 1.0 : c.double_arg(2);
+    } else {
+      correction = c.bool_arg(2) ? 1.0 : 0.0;
+    }
+    keep = c.bool_arg(3);
+  }
   int64_t count = 1;
   for (int64_t d : axes) {
     if (c.follows_batch(0, d)) c.refuse("a variance over a dimension that follows the batch");

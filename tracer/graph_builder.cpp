@@ -40,6 +40,7 @@ class Builder {
   }
 
   BuiltGraph build() {
+    refuse_uninitialised_reads();
     for (const auto& [key, value] : recording_.outputs) needed_.insert(value);
     LeafRegions regions;
     if (options_.outline_leaves) regions = find_leaf_regions(recording_, options_, updates_);
@@ -123,6 +124,64 @@ class Builder {
     if (inner.empty()) return path;
     if (path.rfind(inner + ".", 0) == 0) return path.substr(inner.size() + 1);
     return path;
+  }
+
+  // A tensor the trace saw allocated (aten::empty and kin) and no recorded op wrote: its
+  // values were written outside the dispatcher, as at::tensor({...}) copies its literal into
+  // an empty tensor, and the program would read uninitialised memory. An allocation counts
+  // as written once an op writes into it or into a view of it (fill_, copy_ into a slice,
+  // an `out=` argument); whether those writes cover it whole is not checked.
+  void refuse_uninitialised_reads() const {
+    static const std::unordered_set<std::string> allocations = {
+        "aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided",
+        "aten::new_empty_strided"};
+    // Each allocation or view of one not yet written, and the allocation it belongs to.
+    std::unordered_map<const jit::Value*, const jit::Value*> unwritten;
+    std::unordered_set<const jit::Value*> written;
+    auto refuse = [&](const jit::Value* root, const std::string& reader, size_t call) {
+      fail<TraceError>(
+          "{}: {} reads a tensor the trace saw only allocated ({}), never written by a "
+          "recorded op, so the program would read uninitialised memory; a tensor literal "
+          "(at::tensor({{...}})) is written outside the recorded ops: make it a buffer "
+          "(register_buffer) or build it with a recorded factory (at::arange, at::full)",
+          describe_call(call), reader, root->node()->kind().toQualString());
+    };
+    auto writes = [](const c10::FunctionSchema* schema, size_t i) {
+      if (!schema || i >= schema->arguments().size()) return false;
+      const c10::AliasInfo* alias = schema->arguments()[i].alias_info();
+      return alias && alias->isWrite();
+    };
+    auto is_view = [](const c10::FunctionSchema* schema) {
+      if (!schema || schema->arguments().empty() || schema->returns().size() != 1) return false;
+      const c10::AliasInfo* in = schema->arguments()[0].alias_info();
+      const c10::AliasInfo* out = schema->returns()[0].alias_info();
+      return in && out && !in->isWrite() && !out->isWrite();
+    };
+    for (const jit::Node* node : recording_.graph->nodes()) {
+      const std::string kind = node->kind().toQualString();
+      const c10::FunctionSchema* schema = node->maybeSchema();
+      for (size_t i = 0; i < node->inputs().size(); ++i) {
+        auto it = unwritten.find(node->inputs()[i]);
+        if (it == unwritten.end() || written.count(it->second)) continue;
+        const jit::Value* root = it->second;
+        if (writes(schema, i)) {
+          written.insert(root);
+        } else if (i == 0 && is_view(schema) && node->outputs().size() == 1) {
+          unwritten[node->output()] = root;
+        } else {
+          refuse(root, kind, call_of(node));
+        }
+      }
+      if (allocations.count(kind) && node->outputs().size() == 1) {
+        unwritten[node->output()] = node->output();
+      }
+    }
+    for (const auto& [key, value] : recording_.outputs) {
+      auto it = unwritten.find(value);
+      if (it != unwritten.end() && !written.count(it->second)) {
+        refuse(it->second, "output " + key.repr(), recording_.calls.size());
+      }
+    }
   }
 
   std::string describe_call(size_t call) const {

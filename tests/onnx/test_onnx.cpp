@@ -337,8 +337,11 @@ TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is re
   tdfx::testing::check_golden("tests/onnx/golden", "nn_layers.txt", report);
 }
 
-TEST_CASE("onnx: rounding to decimals, average pooling past the edge, upsampling by a scale") {
-  // Each was once written as a model ONNX's checker passed and ONNX Runtime ran wrong.
+TEST_CASE(
+    "onnx: rounding to decimals, average pooling past the edge, upsampling by a scale, variance "
+    "over every dimension") {
+  // Each but the last was once written as a model ONNX's checker passed and ONNX Runtime ran
+  // wrong; the variance over every dimension was refused.
   at::manual_seed(12);
   const Inputs image = {{"x", at::randn({2, 1, 9, 9})}};
   auto check = [&](const TensorDictModuleBasePtr& module, const Inputs& inputs) {
@@ -347,6 +350,9 @@ TEST_CASE("onnx: rounding to decimals, average pooling past the edge, upsampling
   const Inputs values = {{"x", at::randn({4, 6}) * 100}};
   check(make_td_module([](const at::Tensor& x) { return at::round(x, 1); }, {"x"}, {"y"}), values);
   check(make_td_module([](const at::Tensor& x) { return at::round(x, -1); }, {"x"}, {"y"}), values);
+  check(
+      make_td_module([](const at::Tensor& x) { return x * x.var() + x.std(false); }, {"x"}, {"y"}),
+      values);
   // The last window of 9 by 2 with ceil_mode hangs past the input: ATen divides it by what is
   // inside.
   check(make_td_module(nn::AvgPool2d(nn::AvgPool2dOptions(2).ceil_mode(true)), {"x"}, {"y"}),

@@ -277,6 +277,41 @@ TEST_CASE("trace: a module returning a non-tensor names the module and the out k
   CHECK_FALSE(torch::jit::tracer::isTracing());
 }
 
+TEST_CASE(
+    "trace: a tensor literal built in forward is refused; an allocation then filled is kept") {
+  auto literal = make_td_module(
+      [](const at::Tensor& x) {
+        return at::index_select(x, 1, at::tensor({0, 2}));
+      },
+      {"x"}, {"y"});
+  TensorDict input({{"x", at::randn({2, 3})}});
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(literal, input),
+      "TensorDictModule(module=Callable(), in_keys=['x'], out_keys=['y']): aten::index_select "
+      "reads a tensor the trace saw only allocated (aten::empty), never written by a recorded "
+      "op, so the program would read uninitialised memory; a tensor literal (at::tensor({...})) "
+      "is written outside the recorded ops: make it a buffer (register_buffer) or build it with "
+      "a recorded factory (at::arange, at::full)",
+      TraceError);
+  auto returned = make_td_module(
+      [](const at::Tensor& x) {
+        return at::tensor({1.0f, 2.0f}) + x;
+      },
+      {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(symbolic_trace(returned, TensorDict({{"x", at::randn({2})}})),
+                       doctest::Contains("aten::add reads a tensor the trace saw only allocated"),
+                       TraceError);
+  CHECK_FALSE(torch::jit::tracer::isTracing());
+
+  auto filled = make_td_module(
+      [](const at::Tensor& x) { return x + at::empty({3}, x.options()).fill_(2.0); }, {"x"}, {"y"});
+  TDGraphModule gm = symbolic_trace(filled, input);
+  const at::Tensor x = at::randn({2, 3});
+  TensorDict run({{"x", x}});
+  gm.forward(run);
+  CHECK(at::equal(run.get("y"), x + 2.0));
+}
+
 TEST_CASE("trace: an op that cannot be recorded names the module and the op") {
   auto module = make_td_module(
       [](const at::Tensor& x) { return x * torch::jit::tracer::getSizeOf(x, 0); }, {"x"}, {"y"});
