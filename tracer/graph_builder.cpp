@@ -132,9 +132,9 @@ class Builder {
   // as written once an op writes into it or into a view of it (fill_, copy_ into a slice,
   // an `out=` argument); whether those writes cover it whole is not checked.
   void refuse_uninitialised_reads() const {
-    static const std::unordered_set<std::string> allocations = {
-        "aten::empty", "aten::empty_like", "aten::new_empty", "aten::empty_strided",
-        "aten::new_empty_strided"};
+    static const std::unordered_set<c10::Symbol> allocations = {
+        c10::aten::empty, c10::aten::empty_like, c10::aten::new_empty, c10::aten::empty_strided,
+        c10::aten::new_empty_strided};
     // Each allocation or view of one not yet written, and the allocation it belongs to.
     std::unordered_map<const jit::Value*, const jit::Value*> unwritten;
     std::unordered_set<const jit::Value*> written;
@@ -158,7 +158,6 @@ class Builder {
       return in && out && !in->isWrite() && !out->isWrite();
     };
     for (const jit::Node* node : recording_.graph->nodes()) {
-      const std::string kind = node->kind().toQualString();
       const c10::FunctionSchema* schema = node->maybeSchema();
       for (size_t i = 0; i < node->inputs().size(); ++i) {
         auto it = unwritten.find(node->inputs()[i]);
@@ -169,10 +168,10 @@ class Builder {
         } else if (i == 0 && is_view(schema) && node->outputs().size() == 1) {
           unwritten[node->output()] = root;
         } else {
-          refuse(root, kind, call_of(node));
+          refuse(root, node->kind().toQualString(), call_of(node));
         }
       }
-      if (allocations.count(kind) && node->outputs().size() == 1) {
+      if (allocations.count(node->kind()) && node->outputs().size() == 1) {
         unwritten[node->output()] = node->output();
       }
     }
