@@ -250,7 +250,8 @@ std::vector<at::Tensor> tensors_of(const std::vector<RunInput>& inputs) {
   return out;
 }
 
-// The run's inputs and outputs in one tensor file, for another tool (Python) to compare with.
+// The run's inputs and outputs in one tensor file, for another tool (Python) to compare with:
+// inputs by name, outputs by key joined with "_" (as --loss names them).
 void save_run(const ExportedProgram& program, const std::vector<RunInput>& inputs,
               const std::string& path) {
   TensorEntries entries;
@@ -262,7 +263,7 @@ void save_run(const ExportedProgram& program, const std::vector<RunInput>& input
   const std::vector<at::Tensor> outputs = program.module()(named);
   const auto& specs = program.graph_signature().outputs;
   for (size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
-    entries.emplace_back("output:" + specs[i].name, outputs[i]);
+    entries.emplace_back("output:" + specs[i].key.joined("_"), outputs[i]);
   }
   writing(path, [&] { save_tensor_file(entries, path); });
 }

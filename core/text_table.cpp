@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "tdfx/core/error.h"
@@ -55,11 +56,12 @@ std::string cut_inside(const std::string& text, size_t width, size_t tail) {
   return text.substr(0, begin) + "…" + text.substr(end);
 }
 
-// The cells of one column cut to `width`. Where cutting would make two different cells look
-// the same (`('next', 'state', 'h')` and `…'c')` both `('next', 'st…`), those cells are cut
-// inside instead, keeping as much of their ends as it takes to tell them apart.
-std::vector<std::string> cut_column(const std::vector<std::string>& cells, size_t width,
-                                    bool keep_end) {
+// The cells of one column cut to `width`, or nullopt when every cut to `width` makes two
+// different cells look the same. Where the plain cut would (`('next', 'state', 'h')` and
+// `…'c')` both `('next', 'st…`), those cells are cut inside instead, keeping as much of their
+// ends as it takes to tell them apart.
+std::optional<std::vector<std::string>> cut_column(const std::vector<std::string>& cells,
+                                                   size_t width, bool keep_end) {
   std::vector<std::string> out;
   for (const std::string& cell : cells) out.push_back(truncated(cell, width, keep_end));
   auto ambiguous = [&](const std::vector<std::string>& cut) {
@@ -70,7 +72,7 @@ std::vector<std::string> cut_column(const std::vector<std::string>& cells, size_
     }
     return false;
   };
-  if (width < 3 || !ambiguous(out)) return out;
+  if (!ambiguous(out)) return out;
   for (size_t tail = 1; tail + 2 <= width; ++tail) {
     std::vector<std::string> cut;
     for (const std::string& cell : cells) {
@@ -78,7 +80,7 @@ std::vector<std::string> cut_column(const std::vector<std::string>& cells, size_
     }
     if (!ambiguous(cut)) return cut;
   }
-  return out;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -112,22 +114,37 @@ std::vector<size_t> Table::widths() const {
   return out;
 }
 
+Table::Layout Table::layout() const {
+  Layout layout{widths(), std::vector<std::vector<std::string>>(rows_.size())};
+  for (size_t c = 0; c < columns_.size(); ++c) {
+    std::vector<std::string> column;
+    size_t widest = 0;
+    for (const auto& row : rows_) {
+      column.push_back(row[c]);
+      widest = std::max(widest, display_width(row[c]));
+    }
+    // Cells that no cut to the column's width tells apart (names alike at both ends, differing
+    // only in the middle) widen it until one does: at the widest cell none is cut.
+    std::optional<std::vector<std::string>> cut;
+    size_t& width = layout.widths[c];
+    while (!(cut = cut_column(column, width, columns_[c].keep_end)) && width < widest) ++width;
+    for (size_t r = 0; r < rows_.size(); ++r) {
+      layout.cells[r].push_back(cut ? std::move((*cut)[r]) : std::move(column[r]));
+    }
+  }
+  return layout;
+}
+
 size_t Table::width() const {
-  const std::vector<size_t> w = widths();
+  const std::vector<size_t> w = layout().widths;
   size_t total = 0;
   for (const size_t x : w) total += x;
   return total + 2 * (w.empty() ? 0 : w.size() - 1);
 }
 
 void Table::print(std::ostream& out) const {
-  const std::vector<size_t> w = widths();
-  std::vector<std::vector<std::string>> cut(rows_.size());
-  for (size_t c = 0; c < columns_.size(); ++c) {
-    std::vector<std::string> column;
-    for (const auto& row : rows_) column.push_back(row[c]);
-    column = cut_column(column, w[c], columns_[c].keep_end);
-    for (size_t r = 0; r < rows_.size(); ++r) cut[r].push_back(std::move(column[r]));
-  }
+  const Layout cut = layout();
+  const std::vector<size_t>& w = cut.widths;
   const auto line = [&](const std::vector<std::string>& cells) {
     std::string text;
     for (size_t c = 0; c < cells.size(); ++c) {
@@ -142,7 +159,7 @@ void Table::print(std::ostream& out) const {
   std::vector<std::string> headings;
   for (const Column& column : columns_) headings.push_back(column.heading);
   line(headings);
-  for (const auto& row : cut) line(row);
+  for (const auto& row : cut.cells) line(row);
 }
 
 std::string Table::str() const {

@@ -34,11 +34,12 @@ inline constexpr size_t kMaxTableWidth = 1000;
 /// the table: a table whose other columns leave less is wider than asked.
 inline constexpr size_t kMinNameWidth = 16;
 
-/// A table printed with two spaces between columns and no trailing spaces, at
-/// most `max_width` characters wide (see kMinNameWidth). A cut never makes two different cells of a column look
-/// the same: those that would are cut inside, keeping the ends that tell them apart
-/// (`('next', 'recu…', 'h')`, `('next', 'recu…', 'c')`).
-///
+/// A table printed with two spaces between columns and no trailing spaces, at most
+/// `max_width` characters wide (see kMinNameWidth). A cut never makes two different cells of
+/// a column look the same: those that would are cut inside, keeping the ends that tell them
+/// apart (`('next', 'recu…', 'h')`, `('next', 'recu…', 'c')`); where no cut to the column's
+/// width can (`module.1.module.layers.0.linear1.weight` and `…layers.1.linear1.weight`), the
+/// column is widened until one does, and the table is wider than asked.
 ///
 ///     output        dtype    shape     min
 ///     ('out', 'y')  float32  [2, 3]  -1.52
@@ -55,7 +56,14 @@ class Table {
   std::string str() const;
 
  private:
+  /// The widths the columns get before any cut, from their contents and the table's width.
   std::vector<size_t> widths() const;
+  /// The widths as printed (widened where a cut would be ambiguous) and the cells cut to them.
+  struct Layout {
+    std::vector<size_t> widths;
+    std::vector<std::vector<std::string>> cells;
+  };
+  Layout layout() const;
   std::vector<Column> columns_;
   size_t max_width_;
   std::vector<std::vector<std::string>> rows_;

@@ -70,6 +70,8 @@ std::string NonFinite::str() const {
     out += fmt::format("  rows:   {} of dim 0 ({}{})\n", row_count, fmt::join(rows, ", "),
                        row_count > static_cast<int64_t>(rows.size()) ? ", …" : "");
   }
+  if (!indices.empty())
+    out += fmt::format("  at:     {}\n", indices_text(indices, nan_count + inf_count));
   return out;
 }
 
@@ -91,7 +93,10 @@ std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee) {
   out.inf_count = finder.origin_counts.inf;
   out.numel = finder.origin_counts.numel;
   const c10::IValue& value = finder.origin_value;
-  if (value.isTensor()) nonfinite_rows(value.toTensor(), out.rows, out.row_count);
+  if (value.isTensor()) {
+    nonfinite_rows(value.toTensor(), out.rows, out.row_count);
+    out.indices = nonfinite_indices(value.toTensor());
+  }
   return out;
 }
 

@@ -35,8 +35,10 @@ struct NonFinite {
   /// first few, and how many there are.
   std::vector<int64_t> rows;
   int64_t row_count = 0;
+  /// For a tensor value: the indices of its first few NaN or Inf elements (row, feature, …).
+  std::vector<std::vector<int64_t>> indices;
 
-  /// A few lines for a person: node, counts, module, key and code line.
+  /// A few lines for a person: node, counts, module, key, code line, rows and elements.
   std::string str() const;
 };
 

@@ -101,6 +101,9 @@ at::Tensor Loss::compute(const std::vector<at::Tensor>& outputs,
 
 namespace {
 
+// What the tables say of a node, parameter or module the loss does not reach.
+constexpr std::string_view kNoGradient = "no gradient";
+
 // ---- One forward and backward pass ---------------------------------------------------------
 
 // Runs the graph keeping every value, hooks the gradient of each value that requires grad
@@ -112,15 +115,22 @@ class GradRun : public Interpreter {
 
   std::unordered_map<const Node*, at::Tensor> grads;
   std::vector<const Node*> order;
+  /// Every node whose value was hooked, in program order: those missing from `grads` got no
+  /// gradient.
+  std::vector<const Node*> hooked;
 
   c10::IValue run_node(const Node& node) override {
     c10::IValue value = Interpreter::run_node(node);
     if (node.op() == OpCode::kOutput || !value.isTensor()) return value;
     const at::Tensor& t = value.toTensor();
     if (!t.requires_grad() || t.is_leaf()) return value;
-    const Node* hooked = &node;
-    t.register_hook([this, hooked](const at::Tensor& grad) {
-      if (grads.emplace(hooked, grad).second) order.push_back(hooked);
+    const Node* self = &node;
+    hooked.push_back(self);
+    // Autograd calls the hook with an undefined gradient for an output of a function that the
+    // loss does not reach (`scale` when the loss reads only `loc` of one chunk): that node has
+    // no gradient, as one whose function never runs.
+    t.register_hook([this, self](const at::Tensor& grad) {
+      if (grad.defined() && grads.emplace(self, grad).second) order.push_back(self);
     });
     return value;
   }
@@ -218,6 +228,21 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
   return out;
 }
 
+// Runs `fn`; a LibTorch error in it (a user's loss function, an op autograd cannot
+// differentiate) becomes a RunError that says what was running.
+template <typename Fn>
+void as_run_error(const std::string& what, Fn fn) {
+  try {
+    fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail<RunError>("{}: {}", what, library_message(e));
+  }
+}
+
 Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   Pass pass;
   pass.run = std::make_unique<GradRun>(*debuggee.module);
@@ -251,8 +276,10 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
       if (i < debuggee.output_keys.size()) names[i].push_back(debuggee.output_keys[i].joined("_"));
       if (i < returned.size() && returned[i]) names[i].push_back(returned[i]->name());
     }
-    pass.loss = loss.compute(outputs, names);
-    pass.output_grad_norm = loss_grad_norm(loss, outputs, names);
+    as_run_error(fmt::format("loss ({})", loss.describe()), [&] {
+      pass.loss = loss.compute(outputs, names);
+      pass.output_grad_norm = loss_grad_norm(loss, outputs, names);
+    });
   }
   if (!pass.loss.requires_grad()) {
     fail<Error>("loss ({}) does not require grad: nothing it depends on has a gradient",
@@ -262,16 +289,18 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   if (debuggee.state_inputs.empty()) pass.wrt = root_parameters(debuggee);
   std::vector<at::Tensor> wrt;
   for (const auto& [name, t] : pass.wrt) wrt.push_back(t);
-  if (wrt.empty()) {
-    // Gradients of intermediate values only (inputs that require grad): hooks see them.
-    torch::autograd::backward({pass.loss}, {}, /*retain_graph=*/false);
-  } else {
-    pass.wrt_grads = torch::autograd::grad({pass.loss}, wrt, {}, /*retain_graph=*/false,
-                                           /*create_graph=*/false, /*allow_unused=*/true);
-  }
-  const bool reached = !pass.run->order.empty() ||
-                       std::any_of(pass.wrt_grads.begin(), pass.wrt_grads.end(),
-                                   [](const at::Tensor& g) { return g.defined(); });
+  as_run_error(fmt::format("backward from the loss ({})", loss.describe()), [&] {
+    if (wrt.empty()) {
+      // Gradients of intermediate values only (inputs that require grad): hooks see them.
+      torch::autograd::backward({pass.loss}, {}, /*retain_graph=*/false);
+    } else {
+      pass.wrt_grads = torch::autograd::grad({pass.loss}, wrt, {}, /*retain_graph=*/false,
+                                             /*create_graph=*/false, /*allow_unused=*/true);
+    }
+  });
+  const bool reached =
+      !pass.run->order.empty() || std::any_of(pass.wrt_grads.begin(), pass.wrt_grads.end(),
+                                              [](const at::Tensor& g) { return g.defined(); });
   if (!reached) {
     fail<Error>("loss ({}) does not depend on the graph: no node or parameter got a gradient",
                 loss.describe());
@@ -351,7 +380,8 @@ std::string short_type(const std::string& module_type) {
   const size_t colons = type.rfind("::");
   if (colons != std::string::npos) type = type.substr(colons + 2);
   constexpr std::string_view kImpl = "Impl";
-  if (type.size() > kImpl.size() && type.compare(type.size() - kImpl.size(), kImpl.size(), kImpl) == 0) {
+  if (type.size() > kImpl.size() &&
+      type.compare(type.size() - kImpl.size(), kImpl.size(), kImpl) == 0) {
     type.resize(type.size() - kImpl.size());
   }
   return type;
@@ -512,9 +542,12 @@ Table flow_table(const GradFlow& flow, size_t width) {
     if (f.parameter_grad_norm && f.parameter_norm && *f.parameter_norm > 0) {
       ratio = *f.parameter_grad_norm / *f.parameter_norm;
     }
-    table.add_row({(f.inner ? "  " : "") + f.path, f.type, number(f.parameter_grad_norm),
-                   number(ratio), number(f.output_grad_norm), number(f.scale),
-                   std::string(to_string(f.mark))});
+    table.add_row(
+        {(f.inner ? "  " : "") + f.path, f.type, number(f.parameter_grad_norm), number(ratio),
+         number(f.output_grad_norm), number(f.scale),
+         f.mark == ModuleFlow::Mark::kNone && !f.parameter_grad_norm && !f.output_grad_norm
+             ? std::string(kNoGradient)
+             : std::string(to_string(f.mark))});
   }
   return table;
 }
@@ -542,8 +575,14 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss, const FlowLimi
     entry.td_module = node->meta().td_module;
     report.nodes.push_back(std::move(entry));
   }
+  for (const Node* node : pass.run->hooked) {
+    if (pass.run->grads.count(node) == 0) report.nodes_without_gradient.push_back(node->name());
+  }
   for (size_t i = 0; i < pass.wrt_grads.size(); ++i) {
-    if (!pass.wrt_grads[i].defined()) continue;
+    if (!pass.wrt_grads[i].defined()) {
+      report.parameters_without_gradient.push_back(pass.wrt[i].first);
+      continue;
+    }
     ParameterGrad entry;
     entry.name = pass.wrt[i].first;
     entry.gradient = pass.wrt_grads[i];
@@ -554,7 +593,8 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss, const FlowLimi
     report.parameters.push_back(std::move(entry));
   }
   NodeGradStats grads;
-  for (size_t i = 0; i < report.nodes.size(); ++i) grads[pass.run->order[i]] = &report.nodes[i].grad;
+  for (size_t i = 0; i < report.nodes.size(); ++i)
+    grads[pass.run->order[i]] = &report.nodes[i].grad;
   if (report.loss_finite) {
     const Node* origin =
         nonfinite_origin(*pass.run, [&](const Node* node) { return grads.at(node)->finite(); });
@@ -596,6 +636,9 @@ Table grad_table(const GradReport& report, size_t width) {
                    number(s, s.min), number(s, s.max), number(s, s.mean),
                    std::to_string(s.nan_count), std::to_string(s.inf_count), zeros(s)});
   }
+  for (const std::string& node : report.nodes_without_gradient) {
+    table.add_row({node, "", std::string(kNoGradient), "", "", "", "", "", "", ""});
+  }
   return table;
 }
 
@@ -614,6 +657,9 @@ Table parameter_grad_table(const GradReport& report, size_t width) {
     table.add_row({entry.name, shape_text(s.shape), table_number(s.norm),
                    table_number(entry.value_norm), table_number(entry.ratio),
                    std::to_string(s.nan_count), std::to_string(s.inf_count), zeros(s)});
+  }
+  for (const std::string& name : report.parameters_without_gradient) {
+    table.add_row({name, std::string(kNoGradient), "", "", "", "", "", ""});
   }
   return table;
 }
@@ -648,6 +694,9 @@ std::string NonFiniteGrad::str() const {
   if (row_count > 0) {
     out += fmt::format("  rows:     {} of dim 0 ({}{})\n", row_count, fmt::join(rows, ", "),
                        row_count > static_cast<int64_t>(rows.size()) ? ", …" : "");
+  }
+  if (!indices.empty()) {
+    out += fmt::format("  at:       {}\n", indices_text(indices, grad.nan_count + grad.inf_count));
   }
   for (const std::string& user : nonfinite_users) {
     out += fmt::format(
@@ -690,6 +739,7 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
       }
     }
     nonfinite_rows(grad, out.rows, out.row_count);
+    out.indices = nonfinite_indices(grad);
     for (const Node* user : node->users()) {
       if (!run.has_value(*user) || !run.value(*user).isTensor()) continue;
       const at::Tensor& value = run.value(*user).toTensor();

@@ -133,6 +133,11 @@ struct GradReport {
   std::vector<NodeGrad> nodes;
   /// The parameters and buffers that got a gradient, in graph order.
   std::vector<ParameterGrad> parameters;
+  /// The nodes whose value requires grad but got no gradient, because the loss does not
+  /// depend on them (a node only another output reads), in program order; and likewise the
+  /// parameters, by path. The tables list them as "no gradient".
+  std::vector<std::string> nodes_without_gradient;
+  std::vector<std::string> parameters_without_gradient;
   /// The node where the first non-finite gradient starts (see first_nonfinite_grad), "" when
   /// every gradient is finite or the loss is not.
   std::string nonfinite_origin;
@@ -147,15 +152,16 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss = Loss::sum(),
                       const FlowLimits& limits = {});
 
 /// Node gradients as a table at most `width` wide: node, dtype, shape, norm, min, max, mean,
-/// nan, inf, zeros.
+/// nan, inf, zeros; then the nodes without a gradient, reading "no gradient".
 Table grad_table(const GradReport& report, size_t width = kTerminalWidth);
 /// Parameter gradients as a table: parameter, shape, grad norm, value norm, ratio, nan, inf,
-/// zeros.
+/// zeros; then the parameters without a gradient, reading "no gradient".
 Table parameter_grad_table(const GradReport& report, size_t width = kTerminalWidth);
 
 /// The gradient flow as a table at most `width` wide: module, type, parameter gradient norm,
 /// its ratio to the parameters' norm, output gradient norm, its multiple of the outputs', mark.
-/// A module inside a TensorDictModule is indented under it.
+/// A module inside a TensorDictModule is indented under it; one with neither gradient is marked
+/// "no gradient".
 Table flow_table(const GradFlow& flow, size_t width = kTerminalWidth);
 
 /// Where a non-finite gradient started.
@@ -180,6 +186,8 @@ struct NonFiniteGrad {
   /// how many there are.
   std::vector<int64_t> rows;
   int64_t row_count = 0;
+  /// The indices of the gradient's first few NaN or Inf elements (row, feature, …).
+  std::vector<std::vector<int64_t>> indices;
   /// Its users whose forward value holds NaN or Inf (a layer with a NaN weight): the gradient
   /// then comes from the forward values, and first_nonfinite finds where they start.
   std::vector<std::string> nonfinite_users;

@@ -114,6 +114,36 @@ void nonfinite_rows(const at::Tensor& t, std::vector<int64_t>& rows, int64_t& co
   for (int64_t i = 0; i < std::min(count, shown); ++i) rows.push_back(data[i]);
 }
 
+std::vector<std::vector<int64_t>> nonfinite_indices(const at::Tensor& t, size_t shown) {
+  std::vector<std::vector<int64_t>> out;
+  if (t.dim() == 0 || t.numel() == 0 || !at::isFloatingType(t.scalar_type())) return out;
+  // One byte per element, scanned until the first few are found: not an index per element
+  // (nonzero() of an all-NaN tensor would be dim × 8 bytes per element).
+  const at::Tensor bad = at::isfinite(t.detach()).logical_not().contiguous().reshape({-1});
+  const bool* data = bad.data_ptr<bool>();
+  const int64_t numel = bad.numel();
+  for (int64_t flat = 0; flat < numel && out.size() < shown; ++flat) {
+    if (!data[flat]) continue;
+    std::vector<int64_t> index(static_cast<size_t>(t.dim()));
+    int64_t rest = flat;
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+      index[static_cast<size_t>(d)] = rest % t.size(d);
+      rest /= t.size(d);
+    }
+    out.push_back(std::move(index));
+  }
+  return out;
+}
+
+std::string indices_text(const std::vector<std::vector<int64_t>>& indices, int64_t count) {
+  std::string out;
+  for (const auto& index : indices) {
+    out += fmt::format("{}[{}]", out.empty() ? "" : ", ", fmt::join(index, ", "));
+  }
+  if (count > static_cast<int64_t>(indices.size())) out += ", …";
+  return out;
+}
+
 TensorStats tensor_stats(const at::Tensor& t) {
   if (!t.defined()) fail<Error>("tensor_stats: the tensor is undefined");
   if (t.is_meta() || t.is_quantized() || t.is_sparse()) {

@@ -54,6 +54,13 @@ std::string shape_text(const std::vector<int64_t>& shape);
 void nonfinite_rows(const at::Tensor& t, std::vector<int64_t>& rows, int64_t& count,
                     int64_t shown = 8);
 
+/// The indices (one per dimension: row, feature, …) of the first `shown` elements of `t` that
+/// are NaN or Inf, in row-major order. Nothing for a 0-dim or non-floating tensor.
+std::vector<std::vector<int64_t>> nonfinite_indices(const at::Tensor& t, size_t shown = 4);
+
+/// `[5, 7], [5, 9]`, with `, …` after them when `count` is larger: indices for a report.
+std::string indices_text(const std::vector<std::vector<int64_t>>& indices, int64_t count);
+
 /// One node of a run and what it produced.
 struct NodeStats {
   std::string node;

@@ -87,6 +87,9 @@ std::map<std::string, NodeOverlay> grad_overlay(const GradReport& report) {
       o.lines.push_back("non-finite gradient starts here");
     }
   }
+  for (const std::string& node : report.nodes_without_gradient) {
+    overlay[node].lines.emplace_back("no gradient");
+  }
   return overlay;
 }
 

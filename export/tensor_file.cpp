@@ -9,8 +9,8 @@
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
-#include "tdfx/core/memory_budget.h"
 #include "tdfx/core/file_io.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/tensor_pickle.h"
 #include "tdfx/export/zip.h"
@@ -276,24 +276,31 @@ std::string tensor_file_bytes(const TensorFile& file, const std::string& archive
   return zip.finish();
 }
 
-void save_tensor_file(const at::Tensor& tensor, const std::string& path) {
+namespace {
+
+// The values of `tensors` written as one file: detached, so that none is saved requiring grad.
+void save_tensor_entries(bool is_dict, const TensorEntries& tensors, const std::string& path) {
+  TensorFile file{is_dict, {}};
+  for (const auto& [name, tensor] : tensors) {
+    file.entries.emplace_back(name, tensor.defined() ? tensor.detach() : tensor);
+  }
   std::string bytes;
   try {
-    bytes = tensor_file_bytes(TensorFile{false, {{"", tensor}}});
+    bytes = tensor_file_bytes(file);
   } catch (const ArchiveError& e) {
     fail<ArchiveError>("{}: cannot save: {}", path, e.what());
   }
   write_file_atomically(path, bytes);
 }
 
+}  // namespace
+
+void save_tensor_file(const at::Tensor& tensor, const std::string& path) {
+  save_tensor_entries(false, {{"", tensor}}, path);
+}
+
 void save_tensor_file(const TensorEntries& tensors, const std::string& path) {
-  std::string bytes;
-  try {
-    bytes = tensor_file_bytes(TensorFile{true, tensors});
-  } catch (const ArchiveError& e) {
-    fail<ArchiveError>("{}: cannot save: {}", path, e.what());
-  }
-  write_file_atomically(path, bytes);
+  save_tensor_entries(true, tensors, path);
 }
 
 }  // namespace tdfx

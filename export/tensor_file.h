@@ -70,13 +70,13 @@ TensorFile load_tensor_file_bytes(std::string_view bytes, const std::string& nam
 /// whose entry count is not one.
 std::string tensor_file_bytes(const TensorFile& file, const std::string& archive = "archive");
 
-/// Writes `tensor` so that Python's `torch.load(path)` returns it; atomic (see
-/// write_file_atomically). A tensor that cannot be stored is an ArchiveError, a file that
+/// Writes `tensor` so that Python's `torch.load(path)` returns its value (without
+/// requires_grad, so that `.numpy()` works on it); atomic (see write_file_atomically). A tensor that cannot be stored is an ArchiveError, a file that
 /// cannot be written a FileError, both naming the path.
 void save_tensor_file(const at::Tensor& tensor, const std::string& path);
 
-/// Writes `tensors` so that Python's `torch.load(path)` returns a dict of them
-/// in this order; atomic. ArchiveError for repeated names.
+/// Writes `tensors` so that Python's `torch.load(path)` returns a dict of their values in
+/// this order (without requires_grad); atomic. ArchiveError for repeated names.
 void save_tensor_file(const TensorEntries& tensors, const std::string& path);
 
 }  // namespace tdfx

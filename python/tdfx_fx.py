@@ -29,6 +29,11 @@ shape, batch dimensions). The signature decides what a placeholder becomes:
 torch.export's graph does; its `code` is what `tdfx show --code` prints, byte for byte,
 and it runs as `gm(*program.weights.values(), *user_inputs)`.
 
+Calling the module checks its inputs first, as tdfx's C++ does: a wrong number of inputs,
+a dtype or shape other than the traced one (only batch dimensions, `s0`, may differ), or
+another batch for a program traced with a static batch raises `ShapeError` (a
+`ValueError`) with the message tdfx's C++ gives, not an error from inside an operator.
+
 The file may come from anyone. Nothing in it is evaluated: names become FX nodes only
 when they are plain identifiers torch.fx keeps as they are, module paths are dotted
 identifiers, operators are resolved by name on `torch.ops.aten` against the same
@@ -54,7 +59,7 @@ import zipfile
 import torch
 import torch.fx
 
-__all__ = ["ArchiveError", "Program", "read", "load", "graph_module", "FORMAT", "VERSION",
+__all__ = ["ArchiveError", "ShapeError", "Program", "read", "load", "graph_module", "FORMAT", "VERSION",
            "ALLOWED_OPERATORS"]
 
 FORMAT = "tdfx.exported_program"
@@ -140,6 +145,12 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 class ArchiveError(ValueError):
     """A file that is not a tdfx archive this module reads, or one it refuses. The message
     names the file, then the node (`%relu`), weight or field, and what was expected."""
+
+
+class ShapeError(ValueError):
+    """Inputs a loaded program cannot run on: their number, a dtype, a shape other than the
+    one traced (only batch dimensions, `s0`, may differ), or a batch other than the one a
+    program with a static batch was traced at. The message is the one tdfx's C++ gives."""
 
 
 def _fail(where, message):
@@ -991,6 +1002,83 @@ def _build_graph(records, root, inputs, weights_as_inputs, where):
     return graph
 
 
+def _check_input_shape(meta, tensor, name):
+    """As tdfx's check_input_shape (tracer/batch_check.cpp), with its messages."""
+    if "dtype" in meta and tensor.dtype != meta["dtype"]:
+        raise ShapeError(
+            f"input {name} is {_dtype_name(tensor.dtype)}; the graph was traced with "
+            f"{_dtype_name(meta['dtype'])}, and the dtypes it computes in are constants of the "
+            f"graph: convert the input, or trace with this dtype")
+    if "shape" not in meta:
+        return
+    shape, batch_dims = meta["shape"], meta.get("batch_dims", ())
+    fits = tensor.dim() == len(shape) and all(
+        i in batch_dims or tensor.shape[i] == size for i, size in enumerate(shape))
+    if fits:
+        return
+    got = ", ".join(str(size) for size in tensor.shape)
+    expected = ", ".join("s0" if i in batch_dims else str(size) for i, size in enumerate(shape))
+    if not batch_dims:
+        raise ShapeError(
+            f"input {name} has shape [{got}]; the graph was traced with static shapes "
+            f"[{expected}]: trace with TraceOptions::dynamic_batch (export_program: "
+            f"ExportOptions::dynamic_batch) for a batch size that varies")
+    raise ShapeError(
+        f"input {name} has shape [{got}]; the graph was traced for [{expected}], and only its "
+        f"batch dimensions (s0) may differ: sizes read as integers while tracing are constants "
+        f"of the graph")
+
+
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def _input_check(program, placeholders):
+    """A forward pre-hook checking the inputs of a program's GraphModule before it runs, as
+    tdfx's ExportedModule does: a ShapeError rather than an error from inside an operator."""
+    specialisation = program.batch_specialisation
+    names = [node.name for node in placeholders]
+    metas = [node.meta["tdfx"] for node in placeholders]
+    user = [i for i, node in enumerate(placeholders) if node.op == "placeholder"
+            and node.name in set(program.user_inputs)]
+
+    def check(module, args):
+        if len(args) != len(names):
+            raise ShapeError(f"the exported program takes {len(names)} input(s) "
+                             f"({', '.join(names)}); {len(args)} given")
+        for i, value in enumerate(args):
+            if not isinstance(value, torch.Tensor):
+                raise ShapeError(f"input {names[i]} is a {type(value).__name__}, not a tensor")
+        users = [args[i] for i in user]
+        if specialisation and users and all(t.dim() > 0 for t in users) and \
+                len({t.shape[0] for t in users}) == 1:
+            batch = users[0].shape[0]
+            if batch != specialisation["traced_batch"]:
+                node, where = specialisation["node"], specialisation["module"]
+                if not node:
+                    raise ShapeError(
+                        f"traced at batch {specialisation['traced_batch']} with a static batch; "
+                        f"this input has batch {batch}: trace with TraceOptions::dynamic_batch "
+                        f"(export_program: ExportOptions::dynamic_batch) for a graph that runs at "
+                        f"other batch sizes")
+                raise ShapeError(
+                    f"traced at batch {specialisation['traced_batch']}; this input has batch "
+                    f"{batch}, and %{node}{f' (module {where})' if where else ''} was "
+                    f"specialised to it")
+        batch, batch_input = None, None
+        for i, value in enumerate(args):
+            _check_input_shape(metas[i], value, names[i])
+            for dim in metas[i].get("batch_dims", ()):
+                size = value.shape[dim]
+                if batch is None:
+                    batch, batch_input = size, names[i]
+                elif size != batch:
+                    raise ShapeError(
+                        f"input {names[i]} has batch size (s0) {size} in dimension {dim}, and "
+                        f"input {batch_input} has {batch}: the inputs share one batch size")
+    return check
+
+
 def graph_module(program, *, weights_as_inputs=False):
     """A torch.fx.GraphModule running `program` (from read()).
 
@@ -1010,7 +1098,10 @@ def graph_module(program, *, weights_as_inputs=False):
                 tensor = torch.nn.Parameter(tensor, requires_grad=trainable)
             _install(root, spec.target, tensor, f"{program.path}: {spec.kind} %{spec.name}")
     graph = _build_graph(program.nodes, root, inputs, weights_as_inputs, program.path)
-    return torch.fx.GraphModule(root, graph)
+    module = torch.fx.GraphModule(root, graph)
+    placeholders = [node for node in graph.nodes if node.op == "placeholder"]
+    module.register_forward_pre_hook(_input_check(program, placeholders))
+    return module
 
 
 def load(path, *, weights_as_inputs=False, max_program_bytes=MAX_PROGRAM_BYTES,

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -419,6 +420,52 @@ TEST_CASE("cli: run draws the inputs not given at the given inputs' batch size, 
   CHECK(two.out == "tdfx: --input input_mask=" + mask32.string() +
                        ": its batch size (s0) is 32, and input input_x's is 1; the inputs share "
                        "s0\n");
+}
+
+TEST_CASE("cli: run --backward takes a loss on every output of seed 000's model") {
+  const ScratchDir dir("tdfx_test_cli_seed_000");
+  const Run exported = tdfx::testing::run_command("cd " + quoted(dir.path()) + " && '" +
+                                                  tdfx::testing::bin_dir() + "/export_module'");
+  REQUIRE_MESSAGE(exported.status == 0, exported.out);
+  const std::string in_dir = "cd " + quoted(dir.path()) + " && '" + tdfx_bin() + "' ";
+  // A node the loss does not reach (the other half of the NormalParamExtractor's chunk) reads
+  // "no gradient"; every tool goes on, the page with them.
+  for (const std::string loss : {"sum", "hidden", "latent", "loc", "scale"}) {
+    CAPTURE(loss);
+    const Run run = tdfx::testing::run_command(
+        in_dir + "run model.pt2 --seed 0 --backward --loss " + loss +
+        " --grad-stats --find-nonfinite-grad -o page.html 2>&1");
+    INFO(run.out);
+    CHECK(run.status == 0);
+    CHECK(run.out.find("every node's gradient is finite") != std::string::npos);
+    // export_module's weights are random (it seeds after making the model, as seed 000
+    // does): which nodes, parameters and modules have no gradient is what does not vary.
+    std::string without;
+    std::istringstream lines(run.out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("no gradient") != std::string::npos) {
+        without += (without.empty() ? "" : " ") + line.substr(0, line.find(' '));
+      }
+    }
+    const std::map<std::string, std::string> expected = {
+        {"sum", ""},
+        {"hidden",
+         "linear_1 getitem getitem_1 add softplus add_1 clamp_min module.2.module.weight "
+         "module.2.module.bias module.2 module.3"},
+        {"latent", "getitem getitem_1 add softplus add_1 clamp_min module.3"},
+        {"loc", "getitem_1 add softplus add_1 clamp_min"},
+        {"scale", "getitem"}};
+    CHECK(without == expected.at(loss));
+  }
+  // --save: outputs by key, as values Python's .numpy() takes.
+  const Run saved = tdfx::testing::run_command(in_dir + "run model.pt2 --seed 0 --save run.pt");
+  REQUIRE(saved.status == 0);
+  const Run read = tdfx::testing::run_command(
+      "cd " + quoted(dir.path()) +
+      " && /usr/bin/python3 -c \"import torch; d = torch.load('run.pt'); "
+      "print(sorted(d), all(t.numpy() is not None for t in d.values()))\" 2>&1");
+  CHECK(read.out ==
+        "['input:x', 'output:hidden', 'output:latent', 'output:loc', 'output:scale'] True\n");
 }
 
 TEST_CASE("cli: run --profile times every node of the program, then every module") {

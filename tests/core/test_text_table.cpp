@@ -86,3 +86,18 @@ TEST_CASE("table: a cut never makes two cells look the same") {
         "abcd…j_x\n"
         "abcd…k_x\n");
 }
+
+TEST_CASE("table: names that no cut to the column's width tells apart widen it") {
+  // Parameter paths alike at both ends: at 16 characters every cut of the first two reads the
+  // same (`module.1.module.l…` twelve times was the parameter table's).
+  Table table({{"parameter", 0}, {"n", 3, true}}, 19);
+  table.add_row({"module.1.module.layers.0.linear1.weight", "1"});
+  table.add_row({"module.1.module.layers.1.linear1.weight", "2"});
+  table.add_row({"module.0.module.bias", "3"});
+  CHECK(table.str() ==
+        "parameter           n\n"
+        "m…0.linear1.weight  1\n"
+        "m…1.linear1.weight  2\n"
+        "m…le.0.module.bias  3\n");
+  CHECK(table.width() == 21);
+}

@@ -120,7 +120,8 @@ TEST_CASE("debug: a NaN planted at a known node is found there, with its module,
         "  module: 1.module\n"
         "  feeds:  'y'\n"
         "  code:   log = torch.log(_0_linear)\n"
-        "  rows:   1 of dim 0 (0)\n");
+        "  rows:   1 of dim 0 (0)\n"
+        "  at:     [0, 0]\n");
   // All finite: nothing found.
   CHECK_FALSE(first_nonfinite(debuggee(gm, log_input(1.0f))).has_value());
 }
@@ -158,7 +159,8 @@ TEST_CASE("debug: a parameterless module inside a wrapped Sequential is named by
         "  module: 1.module.2\n"
         "  feeds:  'y'\n"
         "  code:   truediv = relu / sum_1;  relu = sum_1 = None\n"
-        "  rows:   1 of dim 0 (1)\n");
+        "  rows:   1 of dim 0 (1)\n"
+        "  at:     [1, 0], [1, 1], [1, 2], [1, 3]\n");
   // The ReLU between them is its own child too; the Linear is its call_module.
   std::vector<std::string> paths;
   for (const Node* node : gm.graph().nodes()) {

@@ -163,8 +163,9 @@ namespace {
 
 /// A user module with two Linear leaves and a tanh between them.
 struct MlpImpl : torch::nn::Module {
-  MlpImpl() : fc1(register_module("fc1", torch::nn::Linear(8, 8))),
-              fc2(register_module("fc2", torch::nn::Linear(8, 8))) {}
+  MlpImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(8, 8))),
+        fc2(register_module("fc2", torch::nn::Linear(8, 8))) {}
   at::Tensor forward(const at::Tensor& x) { return fc2(at::tanh(fc1(x))); }
   torch::nn::Linear fc1, fc2;
 };
@@ -184,7 +185,8 @@ TEST_CASE("gradients: the flow per module marks where the gradient blows up or d
     }
     REQUIRE(linear_scales.size() == 8);
     // In pipeline order, the earlier a module the larger its gradient.
-    for (size_t i = 1; i < linear_scales.size(); ++i) CHECK(linear_scales[i] < linear_scales[i - 1]);
+    for (size_t i = 1; i < linear_scales.size(); ++i)
+      CHECK(linear_scales[i] < linear_scales[i - 1]);
     CHECK(flow.modules.front().mark == ModuleFlow::Mark::kExploding);
     testing::check_golden("tests/debug/golden", "exploding_flow_table.txt",
                           flow_table(flow, 100).str());
@@ -214,7 +216,8 @@ TEST_CASE("gradients: the flow per module marks where the gradient blows up or d
     const TensorDict input({{"x", at::randn({4, 8})}}, {4});
     TDGraphModule gm = symbolic_trace(pipeline, input);
     const GradFlow flow = grad_stats(debuggee(gm, input)).flow;
-    testing::check_golden("tests/debug/golden", "inner_flow_table.txt", flow_table(flow, 100).str());
+    testing::check_golden("tests/debug/golden", "inner_flow_table.txt",
+                          flow_table(flow, 100).str());
     // The exported program's paths start at the pipeline (`module.0`); the flow is the same.
     const ExportedProgram program = export_program(gm);
     const GradFlow exported = grad_stats(debuggee(program, {input.get("x")})).flow;
@@ -288,9 +291,9 @@ TEST_CASE("gradients: what a stranger's pipelines found") {
   }
   SUBCASE("a loss named like a key and like another output's node takes the key") {
     at::manual_seed(5);
-    auto pipeline = make_td_sequential(
-        {make_td_module(torch::nn::Linear(2, 2), {"x"}, {"linear_1"}),
-         make_td_module(torch::nn::Linear(2, 2), {"linear_1"}, {"linear"})});
+    auto pipeline =
+        make_td_sequential({make_td_module(torch::nn::Linear(2, 2), {"x"}, {"linear_1"}),
+                            make_td_module(torch::nn::Linear(2, 2), {"linear_1"}, {"linear"})});
     const TensorDict td({{"x", at::randn({3, 2})}}, {3});
     TDGraphModule gm = symbolic_trace(pipeline, td);
     const Debuggee run = debuggee(gm, td);
@@ -301,9 +304,8 @@ TEST_CASE("gradients: what a stranger's pipelines found") {
   }
   SUBCASE("a module the loss does not reach has no gradient, and is not vanishing") {
     at::manual_seed(6);
-    auto pipeline = make_td_sequential(
-        {make_td_module(torch::nn::Linear(2, 2), {"x"}, {"a"}),
-         make_td_module(torch::nn::Linear(2, 2), {"x"}, {"b"})});
+    auto pipeline = make_td_sequential({make_td_module(torch::nn::Linear(2, 2), {"x"}, {"a"}),
+                                        make_td_module(torch::nn::Linear(2, 2), {"x"}, {"b"})});
     const TensorDict td({{"x", at::randn({3, 2})}}, {3});
     TDGraphModule gm = symbolic_trace(pipeline, td);
     const GradReport report = grad_stats(debuggee(gm, td), Loss::output("b"));
@@ -317,8 +319,8 @@ TEST_CASE("gradients: what a stranger's pipelines found") {
   SUBCASE("a shared layer's parameter is counted once, traced or exported") {
     at::manual_seed(7);
     torch::nn::Linear shared(2, 2);
-    auto pipeline = make_td_sequential({make_td_module(shared, {"x"}, {"h"}),
-                                        make_td_module(shared, {"h"}, {"y"})});
+    auto pipeline = make_td_sequential(
+        {make_td_module(shared, {"x"}, {"h"}), make_td_module(shared, {"h"}, {"y"})});
     const TensorDict td({{"x", at::randn({3, 2})}}, {3});
     TDGraphModule gm = symbolic_trace(pipeline, td);
     const GradReport traced = grad_stats(debuggee(gm, td), Loss::output("y"));
@@ -353,13 +355,12 @@ TEST_CASE("gradients: what a stranger's pipelines found") {
     const TensorDict td({{"x", at::randn({2, 2})}}, {2});
     TDGraphModule gm = symbolic_trace(module, td);
     const Debuggee run = debuggee(gm, td);
-    CHECK_THROWS_WITH_AS(grad_stats(run, Loss::of([](const auto& o) { return o[0].sum().to(at::kLong); })),
-                         "loss: the loss function must return a floating tensor with one element",
-                         Error);
     CHECK_THROWS_WITH_AS(
-        grad_stats(run, Loss::of([](const auto&) {
-          return at::ones({}).requires_grad_(true) * 2;
-        })),
+        grad_stats(run, Loss::of([](const auto& o) { return o[0].sum().to(at::kLong); })),
+        "loss: the loss function must return a floating tensor with one element", Error);
+    CHECK_THROWS_WITH_AS(
+        grad_stats(run,
+                   Loss::of([](const auto&) { return at::ones({}).requires_grad_(true) * 2; })),
         "loss (a function of the outputs) does not depend on the graph: no node or parameter "
         "got a gradient",
         Error);
@@ -367,5 +368,113 @@ TEST_CASE("gradients: what a stranger's pipelines found") {
                          "FlowLimits: vanishing must be in (0, 1] and exploding a finite number "
                          "of at least 1; got vanishing 10 and exploding 0.1",
                          Error);
+  }
+}
+
+namespace {
+
+/// Every pipeline the samples ship, with its input, traced.
+struct SamplePipeline {
+  std::string name;
+  std::shared_ptr<TensorDictModuleBase> pipeline;
+  TensorDict input;
+};
+
+std::vector<SamplePipeline> sample_pipelines() {
+  at::manual_seed(9);
+  std::vector<SamplePipeline> out;
+  out.push_back(
+      {"seed 000's model", samples::seed_000_model(), TensorDict({{"x", at::randn({4, 3})}}, {4})});
+  out.push_back({"seed 000's nested model", samples::seed_000_nested_model(),
+                 TensorDict({{NestedKey{"some", "key"}, at::randn({4, 3})}}, {4})});
+  out.push_back({"seed 002's module", samples::seed_module(), samples::seed_module_input()});
+  out.push_back(
+      {"seed 002's sequential", samples::seed_sequential(), samples::seed_sequential_input()});
+  out.push_back({"seed 002's nested sequential", samples::nested_sequential(),
+                 samples::nested_sequential_input()});
+  out.push_back({"the actor-critic", samples::actor_critic(), samples::actor_critic_input()});
+  const auto rms = rms_pipeline();
+  out.push_back({"the RMS normaliser", rms, rms_input(*rms)});
+  return out;
+}
+
+/// Runs both gradient tools and every table and overlay made from them with `loss`: each
+/// either works or throws a tdfx::Error, whose message is returned ("" when it worked).
+std::string every_gradient_tool(const Debuggee& run, const Loss& loss) {
+  try {
+    const GradReport report = grad_stats(run, loss);
+    (void)grad_table(report).str();
+    (void)parameter_grad_table(report).str();
+    (void)flow_table(report.flow).str();
+    (void)grad_layer(report);
+    (void)first_nonfinite_grad(run, loss);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("not a tdfx::Error: " << e.what());
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE(
+    "gradients: a loss on one output of seed 000's model: the other's nodes read no gradient") {
+  at::manual_seed(10);
+  const TensorDict td({{"x", at::randn({2, 3})}}, {2});
+  TDGraphModule gm = symbolic_trace(samples::seed_000_model(), td);
+  const ExportedProgram program = export_program(gm);
+  for (const std::string output : {"loc", "scale"}) {
+    CAPTURE(output);
+    const GradReport traced = grad_stats(debuggee(gm, td), Loss::output(output));
+    const GradReport exported = grad_stats(debuggee(program, {td.get("x")}), Loss::output(output));
+    CHECK_FALSE(traced.nodes_without_gradient.empty());
+    CHECK(traced.nodes_without_gradient.size() == exported.nodes_without_gradient.size());
+    CHECK_FALSE(first_nonfinite_grad(debuggee(gm, td), Loss::output(output)).has_value());
+    CHECK_FALSE(
+        first_nonfinite_grad(debuggee(program, {td.get("x")}), Loss::output(output)).has_value());
+    // The overlay says it too, on the node.
+    const auto overlay = grad_overlay(traced);
+    CHECK(overlay.at(traced.nodes_without_gradient.front()).lines ==
+          std::vector<std::string>{"no gradient"});
+    testing::check_golden("tests/debug/golden", "seed_000_loss_" + output + "_grads.txt",
+                          grad_table(traced, 100).str() + "\n" +
+                              parameter_grad_table(traced, 100).str() + "\n" +
+                              flow_table(traced.flow, 100).str());
+  }
+}
+
+TEST_CASE("gradients: every gradient tool takes a loss on every output of the samples' pipelines") {
+  for (SamplePipeline& sample : sample_pipelines()) {
+    CAPTURE(sample.name);
+    TDGraphModule gm = symbolic_trace(sample.pipeline, sample.input);
+    const ExportedProgram program = export_program(gm);
+    std::vector<at::Tensor> user_inputs;
+    for (const InputSpec& spec : program.graph_signature().inputs) {
+      if (spec.kind != InputKind::kUserInput) continue;
+      for (const NestedKey& key : sample.input.keys(true, true)) {
+        if (key.joined("_") == spec.target) user_inputs.push_back(sample.input.get(key));
+      }
+    }
+    const Debuggee traced = debuggee(gm, sample.input);
+    const Debuggee exported = debuggee(program, user_inputs);
+    std::vector<Loss> losses = {Loss::sum()};
+    for (const NestedKey& key : traced.output_keys) {
+      losses.push_back(Loss::output(key.joined("_")));
+      losses.push_back(Loss::output(key.joined("_"), Loss::Reduction::kMean));
+    }
+    for (const Loss& loss : losses) {
+      CAPTURE(loss.describe());
+      const std::string traced_error = every_gradient_tool(traced, loss);
+      CHECK(traced_error == every_gradient_tool(exported, loss));
+      // Only seed 000's nested model, whose outputs depend on no parameter, has no gradient.
+      if (sample.name == "seed 000's nested model") {
+        CHECK(traced_error == "loss (" + loss.describe() +
+                                  ") does not require grad: nothing it depends on has a gradient");
+      } else {
+        CHECK(traced_error == "");
+      }
+    }
   }
 }

@@ -191,11 +191,39 @@ def check_archive(checks, tdfx, path):
         run([tdfx, "run", path, "--seed", "7", "--save", saved])
         values = torch.load(saved)
         inputs = [values["input:" + name] for name in program.user_inputs]
-        want = tuple(values["output:" + spec.name] for spec in program.outputs)
+        # Outputs by key, joined as `--loss` names them; tensors as values (no requires_grad).
+        want = tuple(values["output:" + ("_".join(spec.key) if isinstance(spec.key, tuple)
+                                         else spec.key)] for spec in program.outputs)
+        if any(t.requires_grad for t in values.values()):
+            return "a saved tensor requires grad"
         with torch.no_grad():
             got = gm(*inputs)
         return oracle.difference(got, want)
     checks.check(f"{label}: the C++ run (`tdfx run --save`) agrees bit for bit", cpp_run)
+
+    def wrong_inputs():
+        # At another batch, with another dtype, or one input short: tdfx_fx.ShapeError, as
+        # C++ gives, before any operator runs.
+        user = state["user"]
+        first = program.user_inputs[0]
+        other_batch = [torch.cat([t, t[:1]]) if t.dim() > 0 else t for t in user]
+        cases = [(other_batch, "batch"), ([user[0].double(), *user[1:]], "float64"),
+                 (user[:-1], "input(s)")]
+        for inputs, said in cases:
+            try:
+                with torch.no_grad():
+                    gm(*inputs)
+            except tdfx_fx.ShapeError as error:
+                if said not in str(error):
+                    return f"ShapeError {error} does not say {said!r}"
+                continue
+            except Exception as error:  # anything else is the defect this check is for
+                return f"{type(error).__name__}, not ShapeError: {error}"
+            if said != "batch" or program.batch_specialisation:
+                return f"inputs {[tuple(t.shape) for t in inputs]} ran"
+        return "" if first else "no user input"
+    checks.check(f"{label}: inputs of another batch, dtype or number raise ShapeError",
+                 wrong_inputs)
 
     def fx_tools():
         ShapeProp(gm).propagate(*state["user"])
