@@ -7,6 +7,8 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
+#include <set>
+#include <sstream>
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
@@ -477,4 +479,46 @@ TEST_CASE("gradients: every gradient tool takes a loss on every output of the sa
       }
     }
   }
+}
+
+namespace {
+
+/// Layers whose parameter paths differ only in the middle (`layers.0.linear1.weight`).
+struct BlockImpl : torch::nn::Module {
+  BlockImpl() : linear1(register_module("linear1", torch::nn::Linear(4, 4))),
+                linear2(register_module("linear2", torch::nn::Linear(4, 4))) {}
+  at::Tensor forward(const at::Tensor& x) { return linear2(at::relu(linear1(x))); }
+  torch::nn::Linear linear1, linear2;
+};
+TORCH_MODULE(Block);
+
+struct StackImpl : torch::nn::Module {
+  StackImpl() {
+    for (int i = 0; i < 3; ++i) layers->push_back(Block());
+    register_module("layers", layers);
+  }
+  at::Tensor forward(at::Tensor x) {
+    for (const auto& layer : *layers) x = layer->as<Block>()->forward(x);
+    return x;
+  }
+  torch::nn::ModuleList layers;
+};
+TORCH_MODULE(Stack);
+
+}  // namespace
+
+TEST_CASE("gradients: the parameter table at its default width tells every parameter apart") {
+  at::manual_seed(11);
+  auto pipeline = make_td_sequential({make_td_module(torch::nn::Linear(4, 4), {"x"}, {"h"}),
+                                      make_td_module(Stack(), {"h"}, {"y"})});
+  const TensorDict td({{"x", at::randn({2, 4})}}, {2});
+  TDGraphModule gm = symbolic_trace(pipeline, td);
+  const GradReport report = grad_stats(debuggee(gm, td));
+  REQUIRE(report.parameters.size() == 14);
+  std::istringstream lines(parameter_grad_table(report).str());
+  std::set<std::string> shown;
+  std::string line;
+  std::getline(lines, line);  // the header
+  while (std::getline(lines, line)) shown.insert(line.substr(0, line.find(' ')));
+  CHECK(shown.size() == 14);
 }
