@@ -308,6 +308,22 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   return pass;
 }
 
+// True when a value (a tensor, or a tuple or list of them: a GRU's output and state) holds a
+// floating NaN or Inf.
+bool holds_nonfinite(const c10::IValue& value) {
+  if (value.isTensor()) {
+    const at::Tensor& t = value.toTensor();
+    return t.is_floating_point() && !at::isfinite(t).all().item<bool>();
+  }
+  std::vector<c10::IValue> items;
+  if (value.isTuple()) {
+    for (const auto& item : value.toTupleRef().elements()) items.push_back(item);
+  } else if (value.isList()) {
+    for (const auto& item : value.toListRef()) items.push_back(item);
+  }
+  return std::any_of(items.begin(), items.end(), holds_nonfinite);
+}
+
 std::vector<std::string> user_grad_fns(const GradRun& run, const Node& node) {
   std::vector<std::string> names;
   for (const Node* user : node.users()) {
@@ -741,9 +757,7 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
     nonfinite_rows(grad, out.rows, out.row_count);
     out.indices = nonfinite_indices(grad);
     for (const Node* user : node->users()) {
-      if (!run.has_value(*user) || !run.value(*user).isTensor()) continue;
-      const at::Tensor& value = run.value(*user).toTensor();
-      if (value.is_floating_point() && !at::isfinite(value).all().item<bool>()) {
+      if (run.has_value(*user) && holds_nonfinite(run.value(*user))) {
         out.nonfinite_users.push_back(user->name());
       }
     }

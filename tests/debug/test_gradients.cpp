@@ -5,6 +5,8 @@
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/rnn.h>
+#include <torch/nn/modules/transformerlayer.h>
 
 #include <cmath>
 #include <set>
@@ -521,4 +523,69 @@ TEST_CASE("gradients: the parameter table at its default width tells every param
   std::getline(lines, line);  // the header
   while (std::getline(lines, line)) shown.insert(line.substr(0, line.find(' ')));
   CHECK(shown.size() == 14);
+}
+
+namespace {
+
+/// A PPO-style encoder: a transformer layer over the observation sequence, a GRU carrying a
+/// recurrent state, the last step's features out, and the next state.
+struct EncoderImpl : torch::nn::Module {
+  EncoderImpl()
+      : attention(register_module(
+            "attention", torch::nn::TransformerEncoderLayer(
+                             torch::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16)))),
+        gru(register_module("gru", torch::nn::GRU(torch::nn::GRUOptions(8, 8)))) {
+    attention->eval();  // dropout off: a policy acting
+  }
+  std::tuple<at::Tensor, at::Tensor> forward(const at::Tensor& obs, const at::Tensor& h) {
+    // obs [B, T, 8] → [T, B, 8] for the sequence-first layers.
+    const at::Tensor seq = attention(obs.transpose(0, 1));
+    auto [out, next] = gru(seq, h.transpose(0, 1).contiguous());
+    return {out.select(0, -1), next.transpose(0, 1)};
+  }
+  torch::nn::TransformerEncoderLayer attention;
+  torch::nn::GRU gru;
+};
+TORCH_MODULE(Encoder);
+
+}  // namespace
+
+TEST_CASE("gradients: a PPO policy with attention, a GRU and nested keys, a loss on each output") {
+  at::manual_seed(12);
+  auto policy = make_td_sequential(
+      {make_td_module(Encoder(), {"observation", {"memory", "h"}}, {"features", {"next", "h"}}),
+       make_td_module(torch::nn::Linear(8, 4), {"features"}, {"params"}),
+       make_td_module(NormalParamExtractor(), {"params"}, {{"action", "loc"}, {"action", "scale"}}),
+       make_td_module(torch::nn::Linear(8, 1), {"features"}, {"value"})});
+  const TensorDict td({{"observation", at::randn({3, 5, 8})},
+                       {NestedKey{"memory", "h"}, at::randn({3, 1, 8})}},
+                      {3});
+  TDGraphModule gm = symbolic_trace(policy, td);
+  const ExportedProgram program = export_program(gm);
+  const Debuggee traced = debuggee(gm, td);
+  const Debuggee exported = debuggee(program, {td.get("observation"), td.get({"memory", "h"})});
+  for (const NestedKey& key : traced.output_keys) {
+    CAPTURE(key.repr());
+    const Loss loss = Loss::output(key.joined("_"));
+    CHECK(every_gradient_tool(traced, loss) == "");
+    CHECK(every_gradient_tool(exported, loss) == "");
+  }
+  // A loss on the value alone leaves the actor head without a gradient, and says so.
+  const GradReport value = grad_stats(traced, Loss::output("value"));
+  CHECK(std::find(value.parameters_without_gradient.begin(),
+                  value.parameters_without_gradient.end(),
+                  "module.1.module.weight") != value.parameters_without_gradient.end());
+  // A NaN planted in the recurrent state: the gradient's origin is named.
+  TensorDict bad(td);
+  at::Tensor h = td.get({"memory", "h"}).clone();
+  h[1][0][3] = NAN;
+  bad.set({"memory", "h"}, h);
+  const auto found = first_nonfinite_grad(debuggee(gm, bad), Loss::of([](const auto& o) {
+                                            return o[0].nan_to_num().sum();
+                                          }));
+  // It starts at the attention's output, whose user, the GRU, returns NaN in its tuple: the
+  // report points at the forward values.
+  REQUIRE(found.has_value());
+  CHECK(found->node == "_0_attention");
+  CHECK(found->nonfinite_users == std::vector<std::string>{"_0_gru"});
 }
