@@ -8,19 +8,18 @@
 //
 // BM_EagerChain/N, BM_JitTraceChain/1000: the same chain run eagerly, and recorded by
 // LibTorch's JIT tracer alone: the floor under BM_TraceChain's recording.
+// BM_DispatchRecordChain/N: the same chain recorded into a flat graph by tdfx's recorder on
+// the dispatcher, which is to replace the JIT tracer (issue 36).
 //
 // BM_Seed002_*: seed 002's pipeline (Net then Masker) at batch 32, run three ways on the same
 // Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
 // ops called directly on tensors. Goal: GraphModule no slower than Eager, within 1.1× Direct.
 // GraphModule and Eager each write into a fresh shallow copy of the input per iteration.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/softmax.h>
 #include <benchmark/benchmark.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/jit/frontend/tracer.h>
-#include <torch/library.h>
 #include <torch/nn/modules/linear.h>
 
 #include <memory>
@@ -31,6 +30,7 @@
 #include "bench/chain_pipeline.h"
 #include "samples/pipelines.h"
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/dispatch_recorder.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 namespace {
@@ -106,56 +106,27 @@ void BM_JitTraceChain(benchmark::State& state) {
 }
 BENCHMARK(BM_JitTraceChain)->Arg(1000)->Unit(benchmark::kMillisecond);
 
-// The floor of a recorder of tdfx's own on the dispatcher: a boxed fallback on a mode key
-// that sees each top-level op once (nested calls run below it), keeps its schema and the
-// identities of its tensor arguments and results, and redispatches. No graph is built.
-struct DispatchRecord {
-  const c10::OperatorHandle* op;
-  std::vector<const c10::TensorImpl*> tensors;
-};
-thread_local std::vector<DispatchRecord>* dispatch_records = nullptr;
-
-void record_op(const c10::OperatorHandle& op, c10::DispatchKeySet keys, torch::jit::Stack* stack) {
-  DispatchRecord record{&op, {}};
-  const size_t args = op.schema().arguments().size();
-  for (size_t i = stack->size() - args; i < stack->size(); ++i) {
-    if ((*stack)[i].isTensor())
-      record.tensors.push_back((*stack)[i].toTensor().unsafeGetTensorImpl());
-  }
-  {
-    c10::impl::ExcludeDispatchKeyGuard below(c10::DispatchKey::TESTING_ONLY_GenericMode);
-    op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER,
-                                                  c10::DispatchKey::TESTING_ONLY_GenericMode),
-                       stack);
-  }
-  for (const c10::IValue& value : *stack) {
-    if (value.isTensor()) record.tensors.push_back(value.toTensor().unsafeGetTensorImpl());
-  }
-  dispatch_records->push_back(std::move(record));
-}
-
-TORCH_LIBRARY_IMPL(_, TESTING_ONLY_GenericMode, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&record_op>());
-}
-
+// tdfx's recorder on the dispatcher (tracer/dispatch_recorder.h) recording the chain's forward
+// into a flat graph: each op a node as it runs, the input and every parameter bound first.
 void BM_DispatchRecordChain(benchmark::State& state) {
   const auto seq = chain(state.range(0));
   const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
-  std::vector<DispatchRecord> records;
+  size_t nodes = 0;
   for (auto _ : state) {
-    records.clear();
-    dispatch_records = &records;
-    tdfx::TensorDict work(td);
-    {
-      c10::impl::IncludeDispatchKeyGuard mode(c10::DispatchKey::TESTING_ONLY_GenericMode);
-      seq->forward(work);
+    tdfx::Graph graph;
+    tdfx::detail::DispatchRecorder recorder(graph);
+    recorder.bind(td.get("h0"), graph.placeholder("h0"));
+    for (const auto& item : seq->named_parameters(true)) {
+      recorder.bind(item.value(), graph.get_attr(item.key()));
     }
-    dispatch_records = nullptr;
-    benchmark::DoNotOptimize(records);
+    tdfx::TensorDict work(td);
+    recorder.record([&] { seq->forward(work); });
+    nodes = graph.size();
+    benchmark::DoNotOptimize(graph);
   }
-  state.counters["ops"] = static_cast<double>(records.size());
+  state.counters["nodes"] = static_cast<double>(nodes);
 }
-BENCHMARK(BM_DispatchRecordChain)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DispatchRecordChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 /// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
 struct Seed002 {

@@ -1,0 +1,297 @@
+#include "tdfx/tracer/dispatch_recorder.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/intrusive_ptr.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "tdfx/core/dtype_names.h"
+#include "tdfx/core/error.h"
+#include "tdfx/graph/schema_arguments.h"
+
+namespace tdfx::detail {
+namespace {
+
+// ---- The dispatch key ------------------------------------------------------------------------
+//
+// The recorder needs a functionality key above autograd that a thread can switch on for
+// itself (thread-local "included" keys), so that it sees each op the code calls before
+// autograd and the backends run it, once, with its arguments boxed. LibTorch 1.13 has no key
+// made for a C++ recorder (c10/core/DispatchKey.h): the mode keys above autograd belong to
+// torch_python (Python, PythonTLSSnapshot, PythonDispatcher), to functorch
+// (FuncTorchDynamicLayerFrontMode) or are for tests (TESTING_ONLY_GenericWrapper, a tensor
+// type, and TESTING_ONLY_GenericMode, a mode). TESTING_ONLY_GenericMode is the one a C++
+// program may use without those libraries: it is a mode, switched on per thread, and nothing
+// in LibTorch registers a kernel on it. Its comment reserves it for tests; tdfx uses it
+// because there is no other, registers its fallback only when a recording starts, and refuses
+// to record (TraceError) when another library in the process holds it.
+constexpr c10::DispatchKey kRecorderKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
+thread_local DispatchRecorder* active_recorder = nullptr;
+
+void recorder_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
+                       torch::jit::Stack* stack) {
+  auto run = [&] {
+    c10::impl::ExcludeDispatchKeyGuard below(kRecorderKey);
+    op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey),
+                       stack);
+  };
+  DispatchRecorder* recorder = active_recorder;
+  if (recorder == nullptr) {
+    run();
+    return;
+  }
+  recorder->record_op(op, *stack, run);
+}
+
+// Registers the fallback once per process; "" when it is ours, else why not.
+const std::string& register_fallback() {
+  static const std::string problem = []() -> std::string {
+    auto& dispatcher = c10::Dispatcher::singleton();
+    if (dispatcher.hasBackendFallbackForDispatchKey(kRecorderKey)) {
+      return "another library in this process registered a fallback on the dispatch key "
+             "TESTING_ONLY_GenericMode, which tdfx's recorder needs (dispatch_recorder.cpp says "
+             "why); tdfx cannot record in this process";
+    }
+    // Kept for the life of the process: the fallback must outlive every recording.
+    static auto* handle = new c10::RegistrationHandleRAII(dispatcher.registerFallback(
+        kRecorderKey, c10::KernelFunction::makeFromBoxedFunction<&recorder_fallback>(),
+        "tdfx's recorder (tracer/dispatch_recorder.cpp)"));
+    (void)handle;
+    return "";
+  }();
+  return problem;
+}
+
+// Ops whose answer is a C++ value read from a tensor: a branch on it, or a number, would be
+// one fixed path or constant of the graph.
+bool reads_value(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    const c10::TypeKind kind = ret.type()->kind();
+    if (kind == c10::TypeKind::TensorType || kind == c10::TypeKind::ListType ||
+        kind == c10::TypeKind::OptionalType) {
+      return false;
+    }
+  }
+  return !schema.returns().empty();
+}
+
+std::string shape_of(const at::Tensor& t) {
+  return fmt::format("[{}]", fmt::join(t.sizes(), ", "));
+}
+
+}  // namespace
+
+// A tensor the recording follows: the node whose value it is, the version its value had then,
+// and a weak reference that keeps its address from being reused by another tensor while the
+// recording lasts (a freed TensorImpl's memory stays until its weak references go).
+struct DispatchRecorder::Followed {
+  explicit Followed(const at::Tensor& tensor)
+      : weak(c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr())) {}
+  c10::weak_intrusive_ptr<c10::TensorImpl> weak;
+  Node* node = nullptr;
+  uint32_t version = 0;
+};
+
+namespace {
+
+uint32_t version_of(const at::Tensor& t) {
+  // Inference tensors have no version counter; nothing can change them unseen in place.
+  return t.is_inference() ? 0 : t.unsafeGetTensorImpl()->version_counter().current_version();
+}
+
+}  // namespace
+
+DispatchRecorder::DispatchRecorder(Graph& graph)
+    : graph_(graph),
+      followed_(std::make_unique<std::unordered_map<const c10::TensorImpl*, Followed>>()),
+      targets_(std::make_unique<std::unordered_map<const void*, Target>>()) {}
+
+DispatchRecorder::~DispatchRecorder() = default;
+
+void DispatchRecorder::record(const std::function<void()>& fn) {
+  const std::string& problem = register_fallback();
+  if (!problem.empty()) fail<TraceError>("{}", problem);
+  DispatchRecorder* previous = active_recorder;
+  active_recorder = this;
+  struct Restore {
+    DispatchRecorder* previous;
+    ~Restore() { active_recorder = previous; }
+  } restore{previous};
+  c10::impl::IncludeDispatchKeyGuard mode(kRecorderKey);
+  fn();
+}
+
+void DispatchRecorder::bind(const at::Tensor& tensor, Node* node) {
+  if (!tensor.defined()) throw InternalError("DispatchRecorder::bind: an undefined tensor");
+  bind_result(tensor, node);
+}
+
+void DispatchRecorder::bind_result(const at::Tensor& tensor, Node* node) {
+  Followed& entry = followed_->try_emplace(tensor.unsafeGetTensorImpl(), tensor).first->second;
+  entry.node = node;
+  entry.version = version_of(tensor);
+}
+
+Node* DispatchRecorder::node_of(const at::Tensor& tensor) const {
+  if (!tensor.defined()) return nullptr;
+  auto it = followed_->find(tensor.unsafeGetTensorImpl());
+  if (it == followed_->end() || it->second.version != version_of(tensor)) return nullptr;
+  return it->second.node;
+}
+
+const Target& DispatchRecorder::target_of(const c10::OperatorHandle& op) {
+  // The schema lives in the dispatcher's entry for the op: one address per operator.
+  const void* key = &op.schema();
+  auto it = targets_->find(key);
+  if (it != targets_->end()) return it->second;
+  const c10::OperatorName& name = op.operator_name();
+  const std::string qualified =
+      name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  return targets_->emplace(key, Target::aten(qualified)).first->second;
+}
+
+Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argument& formal,
+                                    const c10::OperatorHandle& op) const {
+  auto tensor_argument = [&](const at::Tensor& t) -> Argument {
+    if (!t.defined()) return None{};
+    if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // A C++ number the caller wrapped as a 0-dim tensor (`x * 2` inside LibTorch's code).
+      if (t.is_floating_point()) return t.item<double>();
+      if (t.scalar_type() == at::kBool) return t.item<bool>();
+      return t.item<int64_t>();
+    }
+    auto it = followed_->find(t.unsafeGetTensorImpl());
+    if (it != followed_->end() && it->second.version != version_of(t)) {
+      fail<TraceError>(
+          "{}: argument '{}' ({} {}) was changed in place where the recording could not see it "
+          "(an in-place op on a view of it, or on a tensor it is a view of); write the update "
+          "as a new value (at::where, index_put) instead",
+          op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
+    }
+    if (it == followed_->end()) {
+      fail<TraceError>(
+          "{}: argument '{}' is a tensor the trace does not follow ({} {}, not an input, a "
+          "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
+          op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
+    }
+    return it->second.node;
+  };
+  if (value.isTensor()) return tensor_argument(value.toTensor());
+  if (value.isNone()) return None{};
+  if (value.isBool()) return value.toBool();
+  if (value.isInt()) return enum_or_int(value.toInt(), formal.real_type());
+  if (value.isDouble()) return value.toDouble();
+  if (value.isString()) return value.toStringRef();
+  if (value.isDevice()) return value.toDevice();
+  if (value.isTensorList()) {
+    std::vector<Argument> items;
+    for (const at::Tensor& t : value.toTensorVector()) items.push_back(tensor_argument(t));
+    return list(std::move(items));
+  }
+  if (value.isIntList()) {
+    std::vector<Argument> items;
+    for (int64_t v : value.toIntVector()) items.push_back(v);
+    return list(std::move(items));
+  }
+  if (value.isDoubleList()) {
+    std::vector<Argument> items;
+    for (double v : value.toDoubleVector()) items.push_back(v);
+    return list(std::move(items));
+  }
+  if (value.isBoolList()) {
+    std::vector<Argument> items;
+    for (bool v : value.toBoolList()) items.push_back(v);
+    return list(std::move(items));
+  }
+  if (value.isList()) {  // Tensor?[] (index, index_put)
+    std::vector<Argument> items;
+    for (const c10::IValue& item : value.toListRef()) {
+      if (item.isNone()) {
+        items.emplace_back(None{});
+      } else if (item.isTensor()) {
+        items.push_back(tensor_argument(item.toTensor()));
+      } else {
+        break;
+      }
+    }
+    if (items.size() == value.toListRef().size()) return list(std::move(items));
+  }
+  fail<TraceError>("{}: cannot record argument '{}' of kind {}", op.operator_name().name,
+                   formal.name(), value.tagKind());
+}
+
+void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack,
+                                 const std::function<void()>& run) {
+  // What the recorder itself calls (a wrapped number's item()) is not the code's.
+  c10::impl::ExcludeDispatchKeyGuard not_recorded(kRecorderKey);
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t arity = schema.arguments().size();
+  if (stack.size() < arity) throw InternalError("the recorder's fallback got a short stack");
+  const size_t first = stack.size() - arity;
+
+  if (reads_value(schema)) {
+    // Its result is a C++ value: not a node. Noted when it reads a followed tensor.
+    ValueReadCall read{op.operator_name().name, {}, last_};
+    for (size_t i = first; i < stack.size(); ++i) {
+      if (!stack[i].isTensor()) continue;
+      if (Node* node = node_of(stack[i].toTensor())) read.inputs.push_back(node);
+    }
+    run();
+    if (!read.inputs.empty()) value_reads_.push_back(std::move(read));
+    return;
+  }
+
+  Args args;
+  args.reserve(arity);
+  for (size_t i = 0; i < arity; ++i) {
+    args.push_back(argument(stack[first + i], schema.arguments()[i], op));
+  }
+  run();
+  ++op_count_;
+  const Target& target = target_of(op);
+  Node* node =
+      graph_.create_node(OpCode::kCallFunction, target, std::move(args), {}, target.op_name());
+  last_ = node;
+  const size_t returns = schema.returns().size();
+  if (stack.size() < returns) throw InternalError("the recorder's fallback lost its results");
+  const size_t results = stack.size() - returns;
+  auto set_meta = [](Node* n, const at::Tensor& t) {
+    TensorMeta& meta = n->meta().tensor;
+    meta.dtype = t.scalar_type();
+    meta.shape = t.sizes().vec();
+    meta.device = t.device();
+  };
+  auto item = [&](Node* source, int64_t index, const at::Tensor& t) {
+    Node* got = graph_.create_node(OpCode::kCallFunction, Target::getitem(), {source, index});
+    if (t.defined()) {
+      set_meta(got, t);
+      bind_result(t, got);
+    }
+    last_ = got;
+  };
+  if (returns == 1 && stack[results].isTensor()) {
+    const at::Tensor& t = stack[results].toTensor();
+    if (t.defined()) {
+      set_meta(node, t);
+      bind_result(t, node);
+    }
+    return;
+  }
+  if (returns == 1 && stack[results].isTensorList()) {
+    const std::vector<at::Tensor> items = stack[results].toTensorVector();
+    for (size_t j = 0; j < items.size(); ++j) item(node, static_cast<int64_t>(j), items[j]);
+    return;
+  }
+  for (size_t i = 0; i < returns; ++i) {
+    const c10::IValue& value = stack[results + i];
+    if (value.isTensor()) item(node, static_cast<int64_t>(i), value.toTensor());
+  }
+}
+
+}  // namespace tdfx::detail

@@ -1,0 +1,102 @@
+#pragma once
+
+/// \file
+/// DispatchRecorder: tdfx's own recorder on the c10 dispatcher. While it records on a thread,
+/// every aten operator the code running there calls reaches a boxed fallback of tdfx's, which
+/// adds a node to a flat tdfx Graph as the op runs — its arguments taken from the boxed stack,
+/// tensors as the nodes whose values they are — and then runs the op below the recorder.
+/// Ops an op calls inside itself run below it and are not recorded: what is recorded is what
+/// the code called.
+///
+///     Graph graph;
+///     DispatchRecorder recorder(graph);
+///     recorder.bind(x, graph.placeholder("x"));
+///     at::Tensor y;
+///     recorder.record([&] { y = at::relu(x * 2); });
+///     graph.output(recorder.node_of(y));   // %mul = aten::mul.Scalar(%x, 2); %relu = …
+///
+/// A tensor is followed by identity, not by address alone: an in-place op (`add_`) makes its
+/// result the tensor's new value; a tensor changed in a way the recording did not see (an
+/// in-place op on a view of it) is refused by its version counter; and the recorder holds a
+/// weak reference to every tensor it follows, so that a freed tensor's address cannot be taken
+/// by a new one while the recording lasts.
+///
+/// Which dispatch key the fallback sits on, and why, is said in dispatch_recorder.cpp, the one
+/// file that knows it.
+///
+/// This recorder stands beside the JIT-based one (recorder.h) that symbolic_trace still uses;
+/// it records flat programs on its own.
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tdfx/graph/graph.h"
+
+namespace tdfx::detail {
+
+/// A recorded op that turned a followed tensor into a C++ value (`aten::item`,
+/// `aten::is_nonzero`, `aten::equal`, `aten::allclose`): a branch or a number the graph
+/// cannot hold.
+struct ValueReadCall {
+  /// The op (`aten::item`).
+  std::string op;
+  /// The nodes of its tensor arguments.
+  std::vector<Node*> inputs;
+  /// The last node recorded before it (nullptr when none was).
+  Node* after = nullptr;
+};
+
+/// Records aten ops into a Graph it does not own. One recorder records on one thread at a
+/// time; recorders nest (the innermost records). Not copyable.
+class DispatchRecorder {
+ public:
+  /// Records into `graph` (new nodes go at its insert point, before its output node).
+  explicit DispatchRecorder(Graph& graph);
+  ~DispatchRecorder();
+  DispatchRecorder(const DispatchRecorder&) = delete;
+  DispatchRecorder& operator=(const DispatchRecorder&) = delete;
+
+  /// Runs `fn` with this recorder recording on the current thread: each aten op it calls
+  /// becomes a node. TraceError when an op reads a tensor the recording does not follow (a
+  /// tensor captured from outside, not bound), or one changed where the recording could not
+  /// see it, naming the op; TraceError when the dispatch key the recorder needs is held by
+  /// another library in this process. Exceptions of `fn` pass through.
+  void record(const std::function<void()>& fn);
+
+  /// Makes `tensor` the value of `node` (an input or a parameter): ops that read it read
+  /// `node`. `tensor` must be defined.
+  void bind(const at::Tensor& tensor, Node* node);
+  /// The node whose value `tensor` now is, or nullptr when the recording does not follow it
+  /// (or it changed since, unseen).
+  Node* node_of(const at::Tensor& tensor) const;
+
+  /// The ops that turned a followed tensor into a C++ value, in order.
+  const std::vector<ValueReadCall>& value_reads() const { return value_reads_; }
+  /// The number of ops recorded.
+  size_t op_count() const { return op_count_; }
+
+  /// Called by the fallback (dispatch_recorder.cpp): records one op whose arguments are on
+  /// top of `stack`, runs it by `run`, and records its results.
+  void record_op(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack,
+                 const std::function<void()>& run);
+
+ private:
+  struct Followed;
+  Argument argument(const c10::IValue& value, const c10::Argument& formal,
+                    const c10::OperatorHandle& op) const;
+  const Target& target_of(const c10::OperatorHandle& op);
+  void bind_result(const at::Tensor& tensor, Node* node);
+
+  Graph& graph_;
+  std::unique_ptr<std::unordered_map<const c10::TensorImpl*, Followed>> followed_;
+  std::unique_ptr<std::unordered_map<const void*, Target>> targets_;
+  std::vector<ValueReadCall> value_reads_;
+  Node* last_ = nullptr;
+  size_t op_count_ = 0;
+};
+
+}  // namespace tdfx::detail
