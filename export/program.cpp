@@ -1,14 +1,14 @@
 #include "tdfx/export/program.h"
 
+#include <optional>
 #include <ostream>
 
 #include "tdfx/codegen/python_code.h"
-#include <optional>
-
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
+#include "tdfx/tracer/dispatch_trace.h"
 
 namespace tdfx {
 
@@ -189,6 +189,70 @@ std::ostream& operator<<(std::ostream& os, const ExportedProgram& value) {
   return os << to_string(value);
 }
 
+namespace {
+
+// The exported program of a program graph (a trace's, or a recording's) whose get_attr
+// targets are paths from `prefix` in `module`: paths made whole, Linear's decomposition fused,
+// scalar overloads made canonical, dead code removed, parameters and buffers lifted to inputs.
+ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
+                                     TensorDictModuleBase& module,
+                                     const std::vector<NestedKey>& input_keys,
+                                     const std::vector<NestedKey>& out_keys,
+                                     const std::optional<BatchSpecialisation>& specialisation) {
+  // Paths from the pipeline rather than from the trace's root; errors name the program's
+  // own nodes.
+  for (Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kGetAttr) {
+      node->set_target(detail::join_path(prefix, node->target().str()));
+    }
+    NodeMeta& meta = node->meta();
+    const bool op = node->op() == OpCode::kCallFunction || node->op() == OpCode::kCallMethod;
+    if (op || !meta.module_path.empty()) {
+      meta.module_path = detail::join_path(prefix, meta.module_path);
+    }
+    if (!meta.td_module.empty()) meta.td_module = detail::join_path(prefix, meta.td_module);
+    meta.shown_as.clear();
+  }
+  fuse_linear(graph);
+  canonicalize_scalar_overloads(graph);
+  graph.eliminate_dead_code();
+  const std::vector<std::pair<std::string, std::string>> lifted = lift_parameters(graph, module);
+
+  GraphSignature signature;
+  std::map<std::string, at::Tensor> state;
+  auto parameters = module.named_parameters(true);
+  for (const auto& [name, path] : lifted) {
+    const auto* param = parameters.find(path);
+    const bool is_param = param != nullptr;
+    const at::Tensor tensor = is_param ? *param : *module.named_buffers(true).find(path);
+    signature.inputs.push_back(
+        {is_param ? InputKind::kParameter : InputKind::kBuffer, name, path, {}});
+    state[name] = tensor;
+  }
+  // User placeholders come in the order their keys were read; each is
+  // called by its key's joined name, which need not be an identifier.
+  size_t next_key = 0;
+  for (const Node* node : graph.nodes()) {
+    if (node->op() != OpCode::kPlaceholder) continue;
+    if (state.count(node->name())) continue;
+    if (next_key >= input_keys.size()) {
+      throw InternalError("export_program: more user placeholders than keys read");
+    }
+    signature.inputs.push_back(
+        {InputKind::kUserInput, node->name(), input_keys[next_key++].joined("_"), {}});
+  }
+  const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Node* node = results[i].node();
+    signature.outputs.push_back({node ? node->name() : std::string("<constant>"), out_keys[i]});
+  }
+  graph.lint();
+  return ExportedProgram(std::move(graph), std::move(signature), std::move(state), specialisation,
+                         pipeline_modules(module, ""));
+}
+
+}  // namespace
+
 ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& module,
                                const std::vector<std::pair<std::string, at::Tensor>>& inputs,
                                const ExportOptions& options) {
@@ -215,68 +279,30 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     }
     example.set(module->in_keys()[static_cast<size_t>(it - accepted.begin())], tensor);
   }
+  if (options.dispatch_recorder) {
+    if (options.dynamic_batch) {
+      fail<TraceError>(
+          "{}: ExportOptions::dispatch_recorder records a static batch only so far; export "
+          "without it for a dynamic batch",
+          module->describe());
+    }
+    detail::RecordedProgram recorded = detail::record_program(*module, example);
+    std::optional<BatchSpecialisation> specialisation;
+    if (recorded.batch) specialisation = BatchSpecialisation{*recorded.batch, "", ""};
+    return export_program_graph(std::move(recorded.graph), "", *module, recorded.input_keys,
+                                recorded.out_keys, specialisation);
+  }
   TraceOptions trace;
   trace.dynamic_batch = options.dynamic_batch;
   trace.batch_probes = options.batch_probes;
   return export_program(symbolic_trace(module, example, trace));
 }
 
-ExportedProgram export_program(const TDGraphModule& traced) {
-  Graph graph = traced.program_graph().copy();
-  const std::string& prefix = traced.root_prefix();
-  // Paths from the pipeline rather than from the trace's root; errors name the program's
-  // own nodes.
-  for (Node* node : graph.nodes()) {
-    if (node->op() == OpCode::kGetAttr) {
-      node->set_target(detail::join_path(prefix, node->target().str()));
-    }
-    NodeMeta& meta = node->meta();
-    const bool op = node->op() == OpCode::kCallFunction || node->op() == OpCode::kCallMethod;
-    if (op || !meta.module_path.empty()) {
-      meta.module_path = detail::join_path(prefix, meta.module_path);
-    }
-    if (!meta.td_module.empty()) meta.td_module = detail::join_path(prefix, meta.td_module);
-    meta.shown_as.clear();
-  }
-  fuse_linear(graph);
-  canonicalize_scalar_overloads(graph);
-  graph.eliminate_dead_code();
-  TensorDictModuleBase& module = *traced.pipeline();
-  const std::vector<std::pair<std::string, std::string>> lifted = lift_parameters(graph, module);
 
-  GraphSignature signature;
-  std::map<std::string, at::Tensor> state;
-  auto parameters = module.named_parameters(true);
-  for (const auto& [name, path] : lifted) {
-    const auto* param = parameters.find(path);
-    const bool is_param = param != nullptr;
-    const at::Tensor tensor = is_param ? *param : *module.named_buffers(true).find(path);
-    signature.inputs.push_back(
-        {is_param ? InputKind::kParameter : InputKind::kBuffer, name, path, {}});
-    state[name] = tensor;
-  }
-  // User placeholders come in the order their keys were read; each is
-  // called by its key's joined name, which need not be an identifier.
-  const std::vector<NestedKey>& input_keys = traced.input_keys();
-  size_t next_key = 0;
-  for (const Node* node : graph.nodes()) {
-    if (node->op() != OpCode::kPlaceholder) continue;
-    if (state.count(node->name())) continue;
-    if (next_key >= input_keys.size()) {
-      throw InternalError("export_program: more user placeholders than keys read");
-    }
-    signature.inputs.push_back(
-        {InputKind::kUserInput, node->name(), input_keys[next_key++].joined("_"), {}});
-  }
-  const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const Node* node = results[i].node();
-    signature.outputs.push_back(
-        {node ? node->name() : std::string("<constant>"), traced.out_keys()[i]});
-  }
-  graph.lint();
-  return ExportedProgram(std::move(graph), std::move(signature), std::move(state),
-                         traced.batch_specialisation(), pipeline_modules(module, ""));
+ExportedProgram export_program(const TDGraphModule& traced) {
+  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(),
+                              *traced.pipeline(), traced.input_keys(), traced.out_keys(),
+                              traced.batch_specialisation());
 }
 
 }  // namespace tdfx

@@ -149,6 +149,10 @@ struct ExportOptions {
   bool dynamic_batch = false;
   /// As TraceOptions::batch_probes.
   std::vector<int64_t> batch_probes;
+  /// Records with tdfx's own recorder on the dispatcher (tracer/dispatch_trace.h) in one run,
+  /// without tracing the FX view, instead of symbolic_trace: the recorder that is to replace
+  /// LibTorch's JIT tracer. A static batch only, so far.
+  bool dispatch_recorder = false;
 };
 
 /// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)

@@ -1,6 +1,7 @@
 #include "tdfx/tracer/dispatch_recorder.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/intrusive_ptr.h>
@@ -9,9 +10,11 @@
 
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
+#include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/schema_arguments.h"
 
 namespace tdfx::detail {
@@ -34,6 +37,20 @@ constexpr c10::DispatchKey kRecorderKey = c10::DispatchKey::TESTING_ONLY_Generic
 
 thread_local DispatchRecorder* active_recorder = nullptr;
 
+// The ops recorded as the ops they call rather than as themselves: the convolutions and the
+// recurrent cells, as LibTorch's JIT tracer records them (its generated tracing kernels leave
+// these out and record what they call: `_convolution`, `linear` + `tanh`), so that a
+// recording holds the operators the rest of tdfx — the load allowlist, TorchScript, ONNX —
+// knows, and the programs the JIT-based trace exported stay as they were.
+bool records_inside(const c10::OperatorHandle& op) {
+  static const std::unordered_set<std::string> kInside = {
+      "aten::convolution",      "aten::conv1d",           "aten::conv2d",
+      "aten::conv3d",           "aten::conv_tbc",         "aten::conv_transpose1d",
+      "aten::conv_transpose2d", "aten::conv_transpose3d", "aten::lstm_cell",
+      "aten::gru_cell",         "aten::rnn_tanh_cell",    "aten::rnn_relu_cell"};
+  return kInside.count(op.operator_name().name) > 0;
+}
+
 void recorder_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
                        torch::jit::Stack* stack) {
   auto run = [&] {
@@ -44,6 +61,12 @@ void recorder_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   DispatchRecorder* recorder = active_recorder;
   if (recorder == nullptr) {
     run();
+    return;
+  }
+  if (records_inside(op)) {
+    // The ops it calls come back here, recorded.
+    op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey),
+                       stack);
     return;
   }
   recorder->record_op(op, *stack, run);
@@ -81,31 +104,38 @@ bool reads_value(const c10::FunctionSchema& schema) {
   return !schema.returns().empty();
 }
 
+// True when the op writes its argument `i`: an in-place or out= argument (`Tensor(a!)`), or
+// the running statistics of a batch or instance norm, which their kernels update although
+// the schema does not say so.
+bool writes(const c10::FunctionSchema& schema, size_t i) {
+  const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
+  if (alias && alias->isWrite()) return true;
+  const std::string& name = schema.name();
+  const bool norm = name == "aten::batch_norm" || name == "aten::instance_norm" ||
+                    name == "aten::native_batch_norm" || name == "aten::_batch_norm_impl_index";
+  return norm && (i == 3 || i == 4);
+}
+
 std::string shape_of(const at::Tensor& t) {
   return fmt::format("[{}]", fmt::join(t.sizes(), ", "));
 }
 
 }  // namespace
 
-// A tensor the recording follows: the node whose value it is, the version its value had then,
-// and a weak reference that keeps its address from being reused by another tensor while the
-// recording lasts (a freed TensorImpl's memory stays until its weak references go).
+// A tensor the recording follows: the node whose value it is, and a weak reference that keeps
+// its address from being reused by another tensor while the recording lasts (a freed
+// TensorImpl's memory stays until its weak references go).
 struct DispatchRecorder::Followed {
   explicit Followed(const at::Tensor& tensor)
       : weak(c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr())) {}
   c10::weak_intrusive_ptr<c10::TensorImpl> weak;
   Node* node = nullptr;
-  uint32_t version = 0;
+  /// For a parameter or buffer: its path, read by a get_attr node made at its first use.
+  std::string path;
+  /// For a parameter or buffer: saved before its first write.
+  bool state = false;
+  bool saved = false;
 };
-
-namespace {
-
-uint32_t version_of(const at::Tensor& t) {
-  // Inference tensors have no version counter; nothing can change them unseen in place.
-  return t.is_inference() ? 0 : t.unsafeGetTensorImpl()->version_counter().current_version();
-}
-
-}  // namespace
 
 DispatchRecorder::DispatchRecorder(Graph& graph)
     : graph_(graph),
@@ -127,6 +157,11 @@ void DispatchRecorder::record(const std::function<void()>& fn) {
   fn();
 }
 
+void DispatchRecorder::unrecorded(const std::function<void()>& fn) {
+  c10::impl::ExcludeDispatchKeyGuard not_recorded(kRecorderKey);
+  fn();
+}
+
 void DispatchRecorder::bind(const at::Tensor& tensor, Node* node) {
   if (!tensor.defined()) throw InternalError("DispatchRecorder::bind: an undefined tensor");
   bind_result(tensor, node);
@@ -135,13 +170,41 @@ void DispatchRecorder::bind(const at::Tensor& tensor, Node* node) {
 void DispatchRecorder::bind_result(const at::Tensor& tensor, Node* node) {
   Followed& entry = followed_->try_emplace(tensor.unsafeGetTensorImpl(), tensor).first->second;
   entry.node = node;
-  entry.version = version_of(tensor);
+}
+
+void DispatchRecorder::bind_state(const at::Tensor& tensor, std::string path) {
+  if (!tensor.defined()) throw InternalError("DispatchRecorder::bind_state: an undefined tensor");
+  Followed& entry = followed_->try_emplace(tensor.unsafeGetTensorImpl(), tensor).first->second;
+  if (entry.state) return;  // shared by two modules: read at its first path
+  entry.state = true;
+  entry.path = std::move(path);
+}
+
+void DispatchRecorder::save_before_write(const at::Tensor& tensor) {
+  auto it = followed_->find(tensor.unsafeGetTensorImpl());
+  if (it == followed_->end() || !it->second.state || it->second.saved) return;
+  it->second.saved = true;
+  saved_.emplace_back(tensor, tensor.detach().clone());
+}
+
+void DispatchRecorder::restore_state() {
+  c10::impl::ExcludeDispatchKeyGuard not_recorded(kRecorderKey);
+  at::NoGradGuard no_grad;
+  for (auto& [tensor, copy] : saved_) tensor.detach().copy_(copy);
+  saved_.clear();
+}
+
+Node* DispatchRecorder::created(Node* node) {
+  if (!first_) first_ = node;
+  last_ = node;
+  if (on_node) on_node(node);
+  return node;
 }
 
 Node* DispatchRecorder::node_of(const at::Tensor& tensor) const {
   if (!tensor.defined()) return nullptr;
   auto it = followed_->find(tensor.unsafeGetTensorImpl());
-  if (it == followed_->end() || it->second.version != version_of(tensor)) return nullptr;
+  if (it == followed_->end()) return nullptr;
   return it->second.node;
 }
 
@@ -157,7 +220,7 @@ const Target& DispatchRecorder::target_of(const c10::OperatorHandle& op) {
 }
 
 Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argument& formal,
-                                    const c10::OperatorHandle& op) const {
+                                    const c10::OperatorHandle& op) {
   auto tensor_argument = [&](const at::Tensor& t) -> Argument {
     if (!t.defined()) return None{};
     if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
@@ -167,19 +230,13 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
       return t.item<int64_t>();
     }
     auto it = followed_->find(t.unsafeGetTensorImpl());
-    if (it != followed_->end() && it->second.version != version_of(t)) {
-      fail<TraceError>(
-          "{}: argument '{}' ({} {}) was changed in place where the recording could not see it "
-          "(an in-place op on a view of it, or on a tensor it is a view of); write the update "
-          "as a new value (at::where, index_put) instead",
-          op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
-    }
-    if (it == followed_->end()) {
+    if (it == followed_->end() || (!it->second.node && !it->second.state)) {
       fail<TraceError>(
           "{}: argument '{}' is a tensor the trace does not follow ({} {}, not an input, a "
           "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
           op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
     }
+    if (!it->second.node) it->second.node = created(graph_.get_attr(it->second.path));
     return it->second.node;
   };
   if (value.isTensor()) return tensor_argument(value.toTensor());
@@ -250,14 +307,15 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
   Args args;
   args.reserve(arity);
   for (size_t i = 0; i < arity; ++i) {
-    args.push_back(argument(stack[first + i], schema.arguments()[i], op));
+    const c10::IValue& value = stack[first + i];
+    args.push_back(argument(value, schema.arguments()[i], op));
+    if (value.isTensor() && writes(schema, i)) save_before_write(value.toTensor());
   }
   run();
   ++op_count_;
   const Target& target = target_of(op);
-  Node* node =
-      graph_.create_node(OpCode::kCallFunction, target, std::move(args), {}, target.op_name());
-  last_ = node;
+  const std::string name = fx_name(target, args, {});
+  Node* node = graph_.create_node(OpCode::kCallFunction, target, std::move(args), {}, name);
   const size_t returns = schema.returns().size();
   if (stack.size() < returns) throw InternalError("the recorder's fallback lost its results");
   const size_t results = stack.size() - returns;
@@ -273,7 +331,7 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
       set_meta(got, t);
       bind_result(t, got);
     }
-    last_ = got;
+    created(got);
   };
   if (returns == 1 && stack[results].isTensor()) {
     const at::Tensor& t = stack[results].toTensor();
@@ -281,8 +339,10 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
       set_meta(node, t);
       bind_result(t, node);
     }
+    created(node);
     return;
   }
+  created(node);
   if (returns == 1 && stack[results].isTensorList()) {
     const std::vector<at::Tensor> items = stack[results].toTensorVector();
     for (size_t j = 0; j < items.size(); ++j) item(node, static_cast<int64_t>(j), items[j]);

@@ -15,11 +15,13 @@
 ///     recorder.record([&] { y = at::relu(x * 2); });
 ///     graph.output(recorder.node_of(y));   // %mul = aten::mul.Scalar(%x, 2); %relu = …
 ///
-/// A tensor is followed by identity, not by address alone: an in-place op (`add_`) makes its
-/// result the tensor's new value; a tensor changed in a way the recording did not see (an
-/// in-place op on a view of it) is refused by its version counter; and the recorder holds a
-/// weak reference to every tensor it follows, so that a freed tensor's address cannot be taken
-/// by a new one while the recording lasts.
+/// A tensor is followed by identity: an in-place op (`add_`) makes its result the tensor's new
+/// value, and the recorder holds a weak reference to every tensor it follows, so that a freed
+/// tensor's address cannot be taken by a new one while the recording lasts. A tensor changed
+/// through a view of it (`y.select(0, 0).zero_()`) keeps its node: the graph runs its ops in
+/// the order recorded, the view's in-place op among them, so a run changes it alike; passes
+/// that reorder or remove nodes must keep such ops where they are (functionalization, which
+/// makes the change explicit, is issue 37's).
 ///
 /// Which dispatch key the fallback sits on, and why, is said in dispatch_recorder.cpp, the one
 /// file that knows it.
@@ -62,17 +64,33 @@ class DispatchRecorder {
 
   /// Runs `fn` with this recorder recording on the current thread: each aten op it calls
   /// becomes a node. TraceError when an op reads a tensor the recording does not follow (a
-  /// tensor captured from outside, not bound), or one changed where the recording could not
-  /// see it, naming the op; TraceError when the dispatch key the recorder needs is held by
-  /// another library in this process. Exceptions of `fn` pass through.
+  /// tensor captured from outside, not bound), naming the op and the argument; TraceError when
+  /// the dispatch key the recorder needs is held by another library in this process.
+  /// Exceptions of `fn` pass through.
   void record(const std::function<void()>& fn);
+
+  /// Runs `fn` without recording it (the recorder's caller copying a tensor, say).
+  static void unrecorded(const std::function<void()>& fn);
 
   /// Makes `tensor` the value of `node` (an input or a parameter): ops that read it read
   /// `node`. `tensor` must be defined.
   void bind(const at::Tensor& tensor, Node* node);
-  /// The node whose value `tensor` now is, or nullptr when the recording does not follow it
-  /// (or it changed since, unseen).
+  /// Makes `tensor` a parameter or buffer, read by a get_attr node of `path` that is created
+  /// where an op first reads it. An op that writes it (in place, or as batch_norm writes its
+  /// running statistics) saves a copy of it first, so that restore_state() can put it back:
+  /// nothing is copied up front.
+  void bind_state(const at::Tensor& tensor, std::string path);
+  /// Writes back every state tensor the recording changed, as it was before its first write.
+  void restore_state();
+  /// The node whose value `tensor` now is, or nullptr when the recording does not follow it.
   Node* node_of(const at::Tensor& tensor) const;
+  /// The first node the recorder created, or nullptr: what comes before it came before the
+  /// recording.
+  Node* first_node() const { return first_; }
+
+  /// Called with each node the recorder creates (ops, their items, get_attr reads), to give it
+  /// its metadata.
+  std::function<void(Node*)> on_node;
 
   /// The ops that turned a followed tensor into a C++ value, in order.
   const std::vector<ValueReadCall>& value_reads() const { return value_reads_; }
@@ -87,7 +105,9 @@ class DispatchRecorder {
  private:
   struct Followed;
   Argument argument(const c10::IValue& value, const c10::Argument& formal,
-                    const c10::OperatorHandle& op) const;
+                    const c10::OperatorHandle& op);
+  Node* created(Node* node);
+  void save_before_write(const at::Tensor& tensor);
   const Target& target_of(const c10::OperatorHandle& op);
   void bind_result(const at::Tensor& tensor, Node* node);
 
@@ -95,6 +115,9 @@ class DispatchRecorder {
   std::unique_ptr<std::unordered_map<const c10::TensorImpl*, Followed>> followed_;
   std::unique_ptr<std::unordered_map<const void*, Target>> targets_;
   std::vector<ValueReadCall> value_reads_;
+  /// State tensors written during the recording, with their values before the first write.
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+  Node* first_ = nullptr;
   Node* last_ = nullptr;
   size_t op_count_ = 0;
 };
