@@ -10,6 +10,8 @@
 // LibTorch's JIT tracer alone: the floor under BM_TraceChain's recording.
 // BM_DispatchRecordChain/N: the same chain recorded into a flat graph by tdfx's recorder on
 // the dispatcher, which is to replace the JIT tracer (issue 36).
+// BM_ExportChain/N, BM_ExportChainDispatch/N: export_program of the chain through the
+// JIT-based trace and through the dispatcher recorder.
 //
 // BM_Seed002_*: seed 002's pipeline (Net then Masker) at batch 32, run three ways on the same
 // Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
@@ -29,6 +31,7 @@
 
 #include "bench/chain_pipeline.h"
 #include "samples/pipelines.h"
+#include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/dispatch_recorder.h"
 #include "tdfx/tracer/symbolic_trace.h"
@@ -127,6 +130,24 @@ void BM_DispatchRecordChain(benchmark::State& state) {
   state.counters["nodes"] = static_cast<double>(nodes);
 }
 BENCHMARK(BM_DispatchRecordChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+// export_program of the chain, through the JIT-based trace (the default) and through the
+// dispatcher recorder (ExportOptions::dispatch_recorder): the recording, the passes, the
+// lifted signature.
+void export_chain(benchmark::State& state, bool dispatch_recorder) {
+  const auto seq = chain(state.range(0));
+  const at::Tensor h0 = at::randn({16, 64});
+  tdfx::ExportOptions options;
+  options.dispatch_recorder = dispatch_recorder;
+  for (auto _ : state) {
+    tdfx::ExportedProgram program = tdfx::export_program(seq, {{"h0", h0}}, options);
+    benchmark::DoNotOptimize(program);
+  }
+}
+void BM_ExportChain(benchmark::State& state) { export_chain(state, false); }
+void BM_ExportChainDispatch(benchmark::State& state) { export_chain(state, true); }
+BENCHMARK(BM_ExportChain)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExportChainDispatch)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 /// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
 struct Seed002 {
