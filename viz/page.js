@@ -81,11 +81,47 @@
       if (!item) continue;
       g.classList.add('item', 'kind-' + item.kind.replace(/[^A-Za-z0-9_-]/g, '_'));
       g.dataset.id = item.id;
-      entries.set(item.id, {item, g});
+      const {outline, body} = shapesOf(item, g);
+      if (outline) outline.classList.add('outline');
+      entries.set(item.id, {item, g, body});
     }
     const graphTitle = svg.querySelector(':scope > title');
     if (graphTitle) graphTitle.remove();
     return entries;
+  }
+
+  // The shapes of a drawn element that the page rings (its outline: hover, search, selection,
+  // a layer's mark) and fills (its body: a layer's colour). A node's or a box's first shape,
+  // once its title is out, is both. A module of the module view is a table of cells (its in
+  // keys, its title, its out keys: viz/module_view.cpp) with no outline of its own: the page
+  // adds one around its cells, and its body is the title cell, the one that holds its path in
+  // bold, which the drawing's own overlay fills too.
+  function shapesOf(item, g) {
+    const first = g.firstElementChild;
+    if (item.kind !== 'module' || !g.classList.contains('node')) {
+      return {outline: first, body: first};
+    }
+    let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+    for (const cell of g.querySelectorAll(':scope > polygon')) {
+      const xy = cell.getAttribute('points').trim().split(/[\s,]+/).map(Number);
+      for (let i = 0; i + 1 < xy.length; i += 2) {
+        x0 = Math.min(x0, xy[i]);
+        x1 = Math.max(x1, xy[i]);
+        y0 = Math.min(y0, xy[i + 1]);
+        y1 = Math.max(y1, xy[i + 1]);
+      }
+    }
+    if (!(x0 < x1 && y0 < y1)) return {outline: first, body: first};
+    const outline = svgElement('rect', {x: x0, y: y0, width: x1 - x0, height: y1 - y0,
+                                        fill: 'none', stroke: 'none'});
+    g.append(outline);
+    // The filled shape of the cell the bold path is in: a cell draws its fill, its border,
+    // then its text.
+    let body = g.querySelector(':scope > text[font-weight="bold"]');
+    while (body && !(body.localName === 'polygon' && body.getAttribute('fill') !== 'none')) {
+      body = body.previousElementSibling;
+    }
+    return {outline, body};
   }
 
   function showView(name) {
@@ -399,7 +435,7 @@
       const item = tree.items.get(id);
       if (!item) continue;
       g.classList.add('item', 'kind-' + item.kind.replace(/[^A-Za-z0-9_-]/g, '_'));
-      entries.set(id, {item, g});
+      entries.set(id, {item, g, body: g.firstElementChild});
     }
     state.entries = entries;
     canvas.replaceChildren(svg);
@@ -654,10 +690,9 @@
   // Fills the elements the layer on colours, rings its marked ones, and shows its legend.
   function applyLayer() {
     if (!state.entries || !layers.length) return;  // without layers, the drawings' own fills
-    for (const {item, g} of state.entries.values()) {
+    for (const {item, g, body} of state.entries.values()) {
       const overlay = layerOverlay(item);
-      const shape = g.firstElementChild;
-      if (shape) shape.style.fill = overlay && overlay.fill ? overlay.fill : '';
+      if (body) body.style.fill = overlay && overlay.fill ? overlay.fill : '';
       g.classList.toggle('marked', Boolean(overlay && overlay.marked));
     }
     legend.hidden = !state.layer;

@@ -22,6 +22,10 @@ and checks what the browser then holds, not the HTML source:
   - the page `TDFX run --stats --profile --backward -o run.html` writes: a switch for each
     report; statistics and gradients switched on add their rows to the panel, fill the nodes
     they colour and show their legends, whole;
+  - the page of the README's gradient example (grad_debug, beside TDFX) in the module view with
+    the gradients on: the module where the NaN starts is ringed around all its cells, as a
+    module, and only its title cell takes the layer's fill (the browser's computed styles and
+    boxes, read by a script added to a copy of the page);
   - the page of a 1000-module chain (`EXPORT_CHAIN 1000`, then `TDFX render`): it opens on the
     pipeline view with every module one closed box, fitted to the width of its first rows from
     the top; expanding one module draws its nodes and no other module's; a search for a node
@@ -158,6 +162,28 @@ def by_id(root, element_id):
 def ids_with_class(root, name):
     return sorted(e.attrs["data-id"] for e in root.walk()
                   if "data-id" in e.attrs and name in e.classes())
+
+
+def probe(page, scratch, what, script, **fragment):
+    """What `script`, the body of a JavaScript function, returns in the page at WIDTHxHEIGHT once
+    page.js has run (and replayed `fragment`): run in a copy of the page with the script added
+    after the page's own, its result read as JSON from the DOM Chromium dumps. For what the DOM
+    does not hold: computed styles, where the browser draws an element."""
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    at = text.rindex("</body>")
+    probed = os.path.join(scratch, "probe.html")
+    with open(probed, "w", encoding="utf-8") as f:
+        f.write(text[:at] + "<script>document.body.dataset.probe = JSON.stringify((function () {" +
+                script + "})());</script>\n" + text[at:])
+    builder = TreeBuilder()
+    builder.feed(chromium(["--dump-dom", "--window-size={},{}".format(WIDTH, HEIGHT),
+                           url(probed, **fragment)], scratch))
+    check_ran(builder.root, what)
+    body = next((e for e in builder.root.walk() if e.tag == "body"), None)
+    result = json.loads(body.attrs.get("data-probe", "null")) if body is not None else None
+    check(result is not None, what + ": the probe ran")
+    return result
 
 
 def check_ran(root, what):
@@ -436,6 +462,86 @@ def check_run_page(tdfx, pt2, scratch):
           what + ": the gradients fill %mul", repr(style))
 
 
+# In the page at WIDTHxHEIGHT with the layer on: every shape of the drawing ringed as a layer
+# marks (#d7191c, 5px: page.css), with its element's ID; and of module.1, the shapes filled with
+# the layer's colour for it, its cells and texts. Rectangles as [left, top, right, bottom] in
+# pixels.
+MODULE_RINGS = """
+  const box = (e) => {
+    const r = e.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const data = JSON.parse(document.getElementById('tdfx-data').textContent);
+  const colour = data.layers.find((l) => l.name === 'gradients').modules['module.1'].fill;
+  const g = document.querySelector('g[data-id="module:module.1"]');
+  const sample = document.createElementNS('http://www.w3.org/2000/svg', 'rect');
+  sample.style.fill = colour;
+  g.append(sample);
+  const fill = getComputedStyle(sample).fill;
+  sample.remove();
+  const ringed = [];
+  for (const e of document.querySelectorAll('#canvas svg *')) {
+    const style = getComputedStyle(e);
+    if (style.stroke === 'rgb(215, 25, 28)' && style.strokeWidth === '5px') {
+      const item = e.closest('g.item');
+      ringed.push([item ? item.dataset.id : null, box(e)]);
+    }
+  }
+  return {
+    ringed,
+    filled: Array.from(g.querySelectorAll('*'))
+      .filter((e) => getComputedStyle(e).fill === fill).map(box),
+    cells: Array.from(g.querySelectorAll('polygon')).map(box),
+    texts: Array.from(g.querySelectorAll('text')).map((t) => [t.textContent, box(t)]),
+  };
+"""
+
+
+def inside(inner, outer, slack=1):
+    return (inner[0] >= outer[0] - slack and inner[1] >= outer[1] - slack and
+            inner[2] <= outer[2] + slack and inner[3] <= outer[3] + slack)
+
+
+def check_module_layer(tdfx, scratch):
+    """`tdfx run --backward -o grad.html` of the README's gradient example (grad_debug, beside
+    TDFX: an RMS normaliser whose gradient turns NaN in module.1), in the module view with the
+    gradients on: the module where the NaN starts is ringed as a module, around all its cells,
+    not at a key cell on its border; its title cell takes the layer's fill, its key cells keep
+    theirs."""
+    what = "module view with gradients"
+    made, page = os.path.join(scratch, "grad_debug"), os.path.join(scratch, "grad.html")
+    grad_debug = os.path.join(os.path.dirname(os.path.abspath(tdfx)), "grad_debug")
+    if not os.path.exists(grad_debug):
+        check(False, what + ": grad_debug is built beside tdfx", grad_debug + " is missing")
+        return
+    for command in ([grad_debug, made],
+                    [tdfx, "run", os.path.join(made, "rms_policy.pt2"),
+                     "--input", "obs=" + os.path.join(made, "obs.pt"), "--backward", "-o", page]):
+        run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        check(run.returncode == 0, what + ": " + os.path.basename(command[0]) + " ran",
+              run.stdout + run.stderr)
+        if run.returncode != 0:
+            return
+    found = probe(page, scratch, what, MODULE_RINGS, view="modules", layer="gradients")
+    if found is None:
+        return
+    cells = found["cells"]
+    table = [min(c[0] for c in cells), min(c[1] for c in cells), max(c[2] for c in cells),
+             max(c[3] for c in cells)] if cells else None
+    ringed = found["ringed"]
+    check(len(ringed) == 1 and ringed[0][0] == "module:module.1" and table is not None and
+          all(abs(a - b) <= 1 for a, b in zip(ringed[0][1], table)),
+          what + ": module.1, where the NaN starts, is ringed around all its cells, and nothing "
+          "else is", "ringed {}; module.1's cells span {}".format(ringed, table))
+    texts = dict(found["texts"])
+    keys = [texts.get("'hidden'"), texts.get("'normed'")]
+    filled = found["filled"]
+    check(len(filled) == 1 and "module.1" in texts and inside(texts["module.1"], filled[0]) and
+          None not in keys and not any(inside(key, filled[0]) for key in keys),
+          what + ": the layer's fill is module.1's title cell, not a key cell",
+          "filled {}; texts {}".format(filled, found["texts"]))
+
+
 def drawn_ids(root):
     return [e.attrs["data-id"] for e in root.walk() if "data-id" in e.attrs]
 
@@ -524,6 +630,7 @@ def main():
     check_module_page(tdfx, pt2, scratch)
     check_screenshot(page, scratch)
     check_run_page(tdfx, pt2, scratch)
+    check_module_layer(tdfx, scratch)
     check_large_page(tdfx, export_chain, page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")
     sys.exit(1 if failures else 0)
