@@ -478,6 +478,9 @@
     apply();
   }
 
+  // The smallest scale fit() opens a Graphviz drawing at: its 10pt labels are then 8px high.
+  const READABLE = 0.6;
+
   function fit() {
     const svg = canvas.firstElementChild;
     if (!svg) return;
@@ -491,8 +494,11 @@
       state.tx = Math.max(8, (rect.width - w * state.k) / 2);
       state.ty = 8;
     } else {
-      state.k = Math.min(1, (rect.width - 16) / w, (rect.height - 16) / h);
-      state.tx = (rect.width - w * state.k) / 2;
+      // The whole drawing, centred, when it fits at READABLE or larger; otherwise at READABLE
+      // from the top, and from the left when wider than the stage: a large graph reads down
+      // from its inputs, as the pipeline view does.
+      state.k = Math.max(READABLE, Math.min(1, (rect.width - 16) / w, (rect.height - 16) / h));
+      state.tx = Math.max(8, (rect.width - w * state.k) / 2);
       state.ty = Math.max(8, (rect.height - h * state.k) / 2);
     }
     apply();
@@ -559,12 +565,13 @@
   });
   $('fit').addEventListener('click', fit);
 
-  // A resized window keeps what was at the middle of the stage at its middle; a tree view
-  // the user has not moved yet is fitted again, so that its first rows stay at the top.
+  // A resized window keeps what was at the middle of the stage at its middle; a view the
+  // user has not moved yet is fitted again, so that a drawing that opened at its start (its
+  // first rows at the top) stays there.
   let stageSize = null;
   new ResizeObserver(() => {
     const rect = stage.getBoundingClientRect();
-    if (stageSize && state.view && state.view.tree && !state.moved) {
+    if (stageSize && state.view && !state.moved) {
       fit();
     } else if (stageSize) {
       state.tx += (rect.width - stageSize.width) / 2;

@@ -26,6 +26,9 @@ and checks what the browser then holds, not the HTML source:
     the gradients on: the module where the NaN starts is ringed around all its cells, as a
     module, and only its title cell takes the layer's fill (the browser's computed styles and
     boxes, read by a script added to a copy of the page);
+  - the op view of a 13-module chain (54 nodes; `EXPORT_CHAIN 13`) opens with its labels at
+    least 8px high, from the drawing's top left; a 6-node op view and the demo's module view,
+    which fit at that scale, open whole;
   - the page of a 1000-module chain (`EXPORT_CHAIN 1000`, then `TDFX render`): it opens on the
     pipeline view with every module one closed box, fitted to the width of its first rows from
     the top; expanding one module draws its nodes and no other module's; a search for a node
@@ -542,6 +545,55 @@ def check_module_layer(tdfx, scratch):
           "filled {}; texts {}".format(filled, found["texts"]))
 
 
+# At WIDTHxHEIGHT: the drawing's and the stage's rectangles, and the height on screen of the
+# font of each node's first label (its font size times the scale it is drawn at).
+LABEL_SIZES = """
+  const box = (e) => {
+    const r = e.getBoundingClientRect();
+    return [r.left, r.top, r.right, r.bottom];
+  };
+  const labels = Array.from(document.querySelectorAll('#canvas g.item[data-id^="node:"]'))
+    .map((g) => g.querySelector(':scope > text')).filter((t) => t && t.getBBox().height > 0)
+    .map((t) => parseFloat(getComputedStyle(t).fontSize) *
+                t.getBoundingClientRect().height / t.getBBox().height);
+  return {drawing: box(document.querySelector('#canvas svg')),
+          stage: box(document.getElementById('stage')), labels};
+"""
+
+
+def check_op_view_scale(tdfx, export_chain, demo, scratch):
+    """The op view opens at a scale its labels read at: a chain of 13 modules (54 nodes, far
+    larger than the window at that scale) with its labels at least 8px high, from the top left
+    of the drawing; a chain of one module (6 nodes) and the demo's module view fit whole."""
+    pages = {}
+    for n in ("1", "13"):
+        pt2, page = (os.path.join(scratch, "chain{}.{}".format(n, ext)) for ext in ("pt2", "html"))
+        for command in ([export_chain, n, pt2], [tdfx, "render", pt2, "-o", page]):
+            run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            check(run.returncode == 0,
+                  "chain of {}: {} ran".format(n, os.path.basename(command[0])), run.stderr)
+            if run.returncode != 0:
+                return
+        pages[n] = page
+    what = "54-node op view"
+    found = probe(pages["13"], scratch, what, LABEL_SIZES)
+    if found is None:
+        return
+    drawing, stage, labels = found["drawing"], found["stage"], found["labels"]
+    check(len(labels) == 54 and min(labels) >= 8, what + ": opens with every label 8px or more",
+          "{} labels, {:.2f} to {:.2f} px".format(len(labels), min(labels, default=0),
+                                                  max(labels, default=0)))
+    check(abs(drawing[0] - stage[0] - 8) < 1 and abs(drawing[1] - stage[1] - 8) < 1,
+          what + ": from the drawing's top left", "drawing {}, stage {}".format(drawing, stage))
+    for what, page, fragment in (("6-node op view", pages["1"], {}),
+                                 ("demo's module view", demo, {"view": "modules"})):
+        found = probe(page, scratch, what, LABEL_SIZES, **fragment)
+        if found is None:
+            continue
+        check(inside(found["drawing"], found["stage"], 0), what + ": fits whole in the stage",
+              "drawing {}, stage {}".format(found["drawing"], found["stage"]))
+
+
 def drawn_ids(root):
     return [e.attrs["data-id"] for e in root.walk() if "data-id" in e.attrs]
 
@@ -631,6 +683,7 @@ def main():
     check_screenshot(page, scratch)
     check_run_page(tdfx, pt2, scratch)
     check_module_layer(tdfx, scratch)
+    check_op_view_scale(tdfx, export_chain, page, scratch)
     check_large_page(tdfx, export_chain, page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")
     sys.exit(1 if failures else 0)
