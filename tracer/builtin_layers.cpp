@@ -1,11 +1,18 @@
 #include "tdfx/tracer/builtin_layers.h"
 
+#include <c10/util/Exception.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <torch/csrc/jit/ir/ir.h>
 #include <torch/nn/modules/conv.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "tdfx/tracer/module_tree.h"
@@ -86,6 +93,64 @@ bool is_recurrent_op(const torch::jit::Node* node) {
 std::vector<std::vector<int64_t>> recurrent_paths(const torch::jit::Node* op) {
   if (op->kind() == c10::aten::lstm) return {{0}, {1, 0}, {1, 1}};
   return {{0}, {1}};
+}
+
+namespace {
+
+// The built-in layer whose forward a demangled frame name is (`MultiheadAttention` for
+// `torch::nn::MultiheadAttentionImpl::forward(…)`), or "". Containers run user code, so they
+// are none.
+std::string_view layer_of_frame(std::string_view frame) {
+  static const std::set<std::string_view> containers = {
+      "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Functional"};
+  constexpr std::string_view kNamespace = "torch::nn::";
+  constexpr std::string_view kForward = "Impl::forward(";
+  if (frame.substr(0, kNamespace.size()) != kNamespace) return {};
+  const size_t forward = frame.find(kForward);
+  if (forward == std::string_view::npos) return {};
+  const std::string_view type = frame.substr(kNamespace.size(), forward - kNamespace.size());
+  if (type.find(':') != std::string_view::npos || containers.count(type) != 0) return {};
+  return type;
+}
+
+}  // namespace
+
+// The LibTorch layer whose forward is running on this thread, found by the names of the
+// frames on the stack, the outermost when one runs in another (the layer the user called);
+// "" when the code running is the user's.
+std::string builtin_layer_on_stack() {
+  void* frames[256];
+  const int count = backtrace(frames, 256);
+  std::string layer;
+  for (int i = 0; i < count; ++i) {
+    Dl_info info;
+    if (dladdr(frames[i], &info) == 0 || info.dli_sname == nullptr) continue;
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> name(
+        abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status), std::free);
+    if (status != 0 || !name) continue;
+    const std::string_view type = layer_of_frame(name.get());
+    if (!type.empty()) layer = std::string(type);
+  }
+  return layer;
+}
+
+// The innermost built-in layer in a LibTorch error's backtrace (`frame #3: torch::nn::…`), the
+// one that failed, or "".
+std::string failed_layer(const c10::Error& error) {
+  const std::string& text = error.backtrace();
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    if (end == std::string::npos) end = text.size();
+    std::string_view frame(text.data() + line, end - line);
+    const size_t colon = frame.find(": ");
+    if (frame.rfind("frame #", 0) == 0 && colon != std::string_view::npos) {
+      const std::string_view type = layer_of_frame(frame.substr(colon + 2));
+      if (!type.empty()) return std::string(type);
+    }
+    line = end + 1;
+  }
+  return "";
 }
 
 }  // namespace detail

@@ -9,8 +9,12 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+namespace c10 {
+class Error;
+}  // namespace c10
 namespace torch::jit {
 struct Node;
 }  // namespace torch::jit
@@ -55,6 +59,15 @@ bool is_recurrent_op(const torch::jit::Node* node);
 ///     recurrent_paths(lstm)  // {{0}, {1, 0}, {1, 1}}
 ///     recurrent_paths(gru)   // {{0}, {1}}
 std::vector<std::vector<int64_t>> recurrent_paths(const torch::jit::Node* op);
+
+/// The LibTorch layer whose forward is running on this thread (`MultiheadAttention`), found by
+/// the names of the frames on the stack, the outermost when one runs in another (the layer the
+/// user called); "" when the code running is the user's. Reads the stack: for rare events (a
+/// value read), not for every op.
+std::string builtin_layer_on_stack();
+
+/// The innermost built-in layer in a LibTorch error's backtrace, the one that failed, or "".
+std::string failed_layer(const c10::Error& error);
 
 }  // namespace detail
 }  // namespace tdfx

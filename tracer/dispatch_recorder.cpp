@@ -3,6 +3,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/ops/all.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/logical_not.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/intrusive_ptr.h>
 #include <fmt/format.h>
@@ -194,6 +197,29 @@ void DispatchRecorder::restore_state() {
   saved_.clear();
 }
 
+void DispatchRecorder::record_guard(const at::Tensor& a, const at::Tensor& b, bool equal_now) {
+  c10::impl::ExcludeDispatchKeyGuard not_recorded(kRecorderKey);
+  Node* na = node_of(a);
+  Node* nb = node_of(b);
+  if (!na || !nb) throw InternalError("record_guard: a tensor the recording does not follow");
+  auto add = [&](const char* op, Args args, const at::Tensor& value) {
+    const Target target = Target::aten(op);
+    const std::string name = fx_name(target, args, {});
+    Node* node = graph_.create_node(OpCode::kCallFunction, target, std::move(args), {}, name);
+    if (value.defined()) {
+      node->meta().tensor.dtype = value.scalar_type();
+      node->meta().tensor.shape = value.sizes().vec();
+      node->meta().tensor.device = value.device();
+    }
+    return created(node);
+  };
+  const at::Tensor same = at::eq(a, b);
+  const at::Tensor all = same.all();
+  Node* cond = add("aten::all", {add("aten::eq.Tensor", {na, nb}, same)}, all);
+  if (!equal_now) cond = add("aten::logical_not", {cond}, all.logical_not());
+  add("aten::_assert_async", {cond}, at::Tensor());
+}
+
 Node* DispatchRecorder::created(Node* node) {
   if (!first_) first_ = node;
   last_ = node;
@@ -295,12 +321,16 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
   if (reads_value(schema)) {
     // Its result is a C++ value: not a node. Noted when it reads a followed tensor.
     ValueReadCall read{op.operator_name().name, {}, last_};
+    std::vector<at::Tensor> tensors;
     for (size_t i = first; i < stack.size(); ++i) {
       if (!stack[i].isTensor()) continue;
+      tensors.push_back(stack[i].toTensor());
       if (Node* node = node_of(stack[i].toTensor())) read.inputs.push_back(node);
     }
     run();
-    if (!read.inputs.empty()) value_reads_.push_back(std::move(read));
+    if (read.inputs.empty()) return;
+    if (on_value_read) on_value_read(read, tensors);
+    value_reads_.push_back(std::move(read));
     return;
   }
 

@@ -50,6 +50,11 @@ struct ValueReadCall {
   std::vector<Node*> inputs;
   /// The last node recorded before it (nullptr when none was).
   Node* after = nullptr;
+  /// Set by DispatchRecorder::on_value_read when it recorded a guard for the read (a node
+  /// that fails the run where the value comes out otherwise): the graph then holds it.
+  bool guarded = false;
+  /// Set by on_value_read: the built-in layer whose forward made the read, "" for user code.
+  std::string layer;
 };
 
 /// Records aten ops into a Graph it does not own. One recorder records on one thread at a
@@ -91,6 +96,14 @@ class DispatchRecorder {
   /// Called with each node the recorder creates (ops, their items, get_attr reads), to give it
   /// its metadata.
   std::function<void(Node*)> on_node;
+  /// Called with each value read of a followed tensor right after it ran, with its tensor
+  /// arguments: it may record a guard for it (with record_guard) and set `guarded`.
+  std::function<void(ValueReadCall&, const std::vector<at::Tensor>&)> on_value_read;
+
+  /// Records, at the end of the graph, that `a` and `b` compare equal (`equal_now`) or not as
+  /// they did in this recording: `eq`, `all`, `logical_not` when they differed, and
+  /// `_assert_async`, which fails a run where the comparison comes out otherwise.
+  void record_guard(const at::Tensor& a, const at::Tensor& b, bool equal_now);
 
   /// The ops that turned a followed tensor into a C++ value, in order.
   const std::vector<ValueReadCall>& value_reads() const { return value_reads_; }

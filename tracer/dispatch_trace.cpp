@@ -1,6 +1,7 @@
 #include "tdfx/tracer/dispatch_trace.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/equal.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
@@ -10,6 +11,7 @@
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
+#include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/namespace.h"
 #include "tdfx/tensordict/access_hook.h"
 #include "tdfx/tracer/batch_check.h"
@@ -54,11 +56,44 @@ struct Layer {
   std::string path, type;
 };
 
+// A copy of `graph` whose nodes are named afresh in order, as if the nodes erased from it had
+// never been (the recorder names each op as it runs, before anything is known to be dead): the
+// nodes a trace prunes before naming leave no gap in the names (`view_4` follows `view_3`).
+Graph named_afresh(const Graph& graph) {
+  Graph fresh;
+  std::unordered_map<const Node*, Node*> copies;
+  auto copy_of = [&](Node* node) { return copies.at(node); };
+  for (const Node* node : graph.nodes()) {
+    Args args;
+    for (const Argument& arg : node->args()) args.push_back(map_nodes(arg, copy_of));
+    Kwargs kwargs;
+    for (const auto& [name, arg] : node->kwargs())
+      kwargs.emplace_back(name, map_nodes(arg, copy_of));
+    Node* copy = nullptr;
+    if (node->op() == OpCode::kOutput) {
+      copy = fresh.output(args.at(0));
+    } else {
+      const std::string hint = node->op() == OpCode::kPlaceholder ? node->name()
+                               : node->op() == OpCode::kCallFunction
+                                   ? fx_name(node->target(), node->args(), node->kwargs())
+                                   : "";
+      copy =
+          fresh.create_node(node->op(), node->target(), std::move(args), std::move(kwargs), hint);
+    }
+    copy->meta() = node->meta();
+    copies[node] = copy;
+  }
+  return fresh;
+}
+
 class ProgramHook : public KeyAccessHook {
  public:
   ProgramHook(TensorDictModuleBase& module, const TensorDict& example)
       : module_(module), example_(example), recorder_(out_.graph) {
     recorder_.on_node = [this](Node* node) { give_meta(node); };
+    recorder_.on_value_read = [this](ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
+      guard_layer_read(read, tensors);
+    };
   }
 
   RecordedProgram run() {
@@ -96,6 +131,8 @@ class ProgramHook : public KeyAccessHook {
     }
     attribute_layers();
     out_.graph.output(tuple(std::move(results)));
+    out_.graph.eliminate_dead_code();
+    out_.graph = named_afresh(out_.graph);
     out_.graph.lint();
     out_.batch = example_batch(example_);
     return std::move(out_);
@@ -155,25 +192,67 @@ class ProgramHook : public KeyAccessHook {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      if (recorder_.value_reads().size() > reads) fail_value_read(module, place);
-      fail<TraceError>("{}: the wrapped module failed while tracing: {}", module.describe(),
-                       library_message(e));
+      // A module that failed after reading a value most likely failed because of it (a branch
+      // taken for other tensors), so that is what it is told.
+      refuse_value_reads(module, place, reads);
+      const std::string layer = dynamic_cast<const c10::Error*>(&e)
+                                    ? failed_layer(static_cast<const c10::Error&>(e))
+                                    : "";
+      fail<TraceError>("{}: the wrapped module failed while tracing{}: {}", module.describe(),
+                       layer.empty() ? "" : ", in " + layer, library_message(e));
     }
-    if (recorder_.value_reads().size() > reads) fail_value_read(module, place);
+    refuse_value_reads(module, place, reads);
     call_ = nullptr;
     child_.reset();
     return outputs;
   }
 
  private:
-  [[noreturn]] void fail_value_read(const TensorDictModule& module, const CallPlace& place) {
-    const size_t first = recorder_.value_reads().size() - 1;
-    fail<TraceError>(
-        "{}{}: {} turns a traced tensor into a C++ value; symbolically traced variables cannot "
-        "be used as inputs to control flow, and the graph would keep only what this trace saw. "
-        "Compute it with tensor ops instead (at::where for a branch)",
-        module.describe(), place.td_path.empty() ? "" : fmt::format(" at '{}'", place.td_path),
-        recorder_.value_reads()[first].op);
+  // A value read by the module's own code is refused (torch.fx refuses control flow on traced
+  // values); one inside a built-in layer's forward too, but for attention's comparisons of
+  // query, key and value, which the recording guards (guard_layer_read).
+  void refuse_value_reads(const TensorDictModule& module, const CallPlace& place, size_t from) {
+    const auto& reads = recorder_.value_reads();
+    for (size_t i = from; i < reads.size(); ++i) {
+      const ValueReadCall& read = reads[i];
+      if (read.guarded) continue;
+      if (!read.layer.empty()) {
+        fail<TraceError>(
+            "{}: LibTorch's {} turns a traced tensor into a C++ value ({}) in its forward; tdfx "
+            "guards only the query/key/value comparisons of attention. {}",
+            module.describe(), read.layer, read.op,
+            read.layer == "AdaptiveLogSoftmaxWithLoss"
+                ? "Trace a module that calls its log_prob(input) instead (and computes the loss "
+                  "from it with at::nll_loss)"
+                : "Call its ops in a module of your own instead");
+      }
+      fail<TraceError>(
+          "{}{}: {} turns a traced tensor into a C++ value; symbolically traced variables "
+          "cannot be used as inputs to control flow, and the graph would keep only what this "
+          "trace saw. Compute it with tensor ops instead (at::where for a branch)",
+          module.describe(), place.td_path.empty() ? "" : fmt::format(" at '{}'", place.td_path),
+          read.op);
+    }
+  }
+
+  // LibTorch's attention compares query, key and value with `equal` to choose its fused
+  // self-attention path: the recording holds the path taken, and a guard follows that checks
+  // on every run that the comparison comes out as it did here, so that another path is never
+  // silently replaced by this one. Tensors that are one recorded value, or differ in shape,
+  // need no guard.
+  void guard_layer_read(ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
+    read.layer = builtin_layer_on_stack();
+    if (read.layer.empty() || read.op != "aten::equal" || tensors.size() != 2) return;
+    const at::Tensor& a = tensors[0];
+    const at::Tensor& b = tensors[1];
+    Node* na = recorder_.node_of(a);
+    Node* nb = recorder_.node_of(b);
+    if (!na || !nb) return;
+    read.guarded = true;
+    if (na == nb || a.sizes() != b.sizes()) return;
+    bool equal_now = false;
+    DispatchRecorder::unrecorded([&] { equal_now = at::equal(a, b); });
+    recorder_.record_guard(a, b, equal_now);
   }
 
   // The calls of the pipeline's TensorDictModules, as walk_pipeline finds them, and the
