@@ -16,7 +16,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string_view>
 #include <unordered_map>
 
@@ -241,6 +243,13 @@ void pair_gap(const Side& a, const Side& b, size_t lo_a, size_t hi_a, size_t lo_
   }
 }
 
+// A ratio as the report prints it: 4 significant digits, `inf`, `nan`.
+std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4g}", value);
+}
+
 /// Compares matched nodes and fills the diff.
 class Differ {
  public:
@@ -269,6 +278,7 @@ class Differ {
       if (a_to_b_[i] < 0) diff.removed.push_back({a_.node(i).name(), a_.describe(i)});
     }
     diff.signature = signature_changes();
+    diff.modules = module_changes();
     return diff;
   }
 
@@ -341,10 +351,36 @@ class Differ {
     return what;
   }
 
-  void compare_weights(size_t i, size_t j, ProgramDiff& diff) const {
+  // Sums over a module's weights, elements finite in both programs: ‖B − A‖², ‖A‖², ‖B‖², A·B.
+  struct Sums {
+    double diff = 0, a = 0, b = 0, dot = 0;
+    int64_t weights = 0, changed = 0;
+  };
+
+  static double relative_change(const Sums& s) {
+    if (s.a > 0) return std::sqrt(s.diff) / std::sqrt(s.a);
+    return s.diff > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+  }
+  static double cosine(const Sums& s) {
+    if (s.a <= 0 || s.b <= 0) return std::numeric_limits<double>::quiet_NaN();
+    return s.dot / (std::sqrt(s.a) * std::sqrt(s.b));
+  }
+
+  // The module a weight belongs to: its path without the last part (`module.0.module`).
+  Sums& module_sums(const std::string& path) {
+    const size_t dot = path.rfind('.');
+    const std::string module = dot == std::string::npos ? "" : path.substr(0, dot);
+    auto [it, added] = module_index_.emplace(module, module_sums_.size());
+    if (added) module_sums_.emplace_back(module, Sums{});
+    return module_sums_[it->second].second;
+  }
+
+  void compare_weights(size_t i, size_t j, ProgramDiff& diff) {
     const at::Tensor& x = a_.weight(a_.node(i));
     const at::Tensor& y = b_.weight(b_.node(j));
     WeightChange change{a_.node(i).name(), b_.node(j).name(), "", 0, 0};
+    const InputSpec* spec = b_.spec(b_.node(j));
+    change.path = spec ? spec->target : b_.node(j).name();
     if (x.scalar_type() != y.scalar_type() || !x.sizes().equals(y.sizes())) {
       change.what = type_text(x) + " -> " + type_text(y);
       diff.weights.push_back(std::move(change));
@@ -352,24 +388,61 @@ class Differ {
     }
     if (x.numel() == 0) return;
     const at::Tensor dx = x.detach().to(at::kDouble), dy = y.detach().to(at::kDouble);
+    const bool floating = at::isFloatingType(x.scalar_type());
     // A causal mask holds -inf: equal elements, NaNs included, are no difference.
     const at::Tensor same = at::eq(dx, dy).logical_or_(at::isnan(dx).logical_and_(at::isnan(dy)));
-    if (same.all().item<bool>()) return;
     const at::Tensor finite = at::isfinite(dx).logical_and_(at::isfinite(dy));
-    change.non_finite = same.logical_not().logical_and_(finite.logical_not()).sum().item<int64_t>();
     const at::Tensor zero = at::zeros_like(dx);
-    const at::Tensor d = at::where(finite, at::abs(dx - dy), zero);
+    const at::Tensor fa = at::where(finite, dx, zero), fb = at::where(finite, dy, zero);
+    Sums sums;
+    sums.a = fa.square().sum().item<double>();
+    sums.b = fb.square().sum().item<double>();
+    sums.dot = (fa * fb).sum().item<double>();
+    const bool equal = same.all().item<bool>();
+    if (!equal) sums.diff = (fa - fb).square().sum().item<double>();
+    if (floating && spec && spec->kind == InputKind::kParameter) {
+      Sums& module = module_sums(change.path);
+      module.diff += sums.diff;
+      module.a += sums.a;
+      module.b += sums.b;
+      module.dot += sums.dot;
+      ++module.weights;
+      module.changed += equal ? 0 : 1;
+    }
+    if (equal) return;
+    change.relative_change = relative_change(sums);
+    change.cosine = cosine(sums);
+    change.non_finite = same.logical_not().logical_and_(finite.logical_not()).sum().item<int64_t>();
+    const at::Tensor d = at::abs(fa - fb);
     const at::Tensor scale = at::maximum(at::abs(dx), at::abs(dy));
     change.max_abs = d.max().item<double>();
     change.max_rel = at::where(finite.logical_and(scale > 0), d / scale, zero).max().item<double>();
     change.what =
-        fmt::format("max abs diff {:.3g}, max rel diff {:.3g}", change.max_abs, change.max_rel);
+        fmt::format("relative change {}, cosine {}; max abs diff {:.3g}, max rel diff {:.3g}",
+                    number_text(change.relative_change), number_text(change.cosine), change.max_abs,
+                    change.max_rel);
     if (change.non_finite > 0) {
       change.what +=
           fmt::format(", {} non-finite element{} differ{}", change.non_finite,
                       change.non_finite == 1 ? "" : "s", change.non_finite == 1 ? "s" : "");
     }
     diff.weights.push_back(std::move(change));
+  }
+
+  // The modules with a weight whose value changed, largest relative change first (ties in
+  // the order B holds them).
+  std::vector<ModuleChange> module_changes() const {
+    std::vector<ModuleChange> out;
+    for (const auto& [path, sums] : module_sums_) {
+      if (sums.changed == 0) continue;
+      out.push_back({path, relative_change(sums), cosine(sums), sums.weights, sums.changed});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const ModuleChange& p, const ModuleChange& q) {
+      const double a = std::isnan(p.relative_change) ? -1 : p.relative_change;
+      const double b = std::isnan(q.relative_change) ? -1 : q.relative_change;
+      return a > b;
+    });
+    return out;
   }
 
   std::vector<std::string> signature_changes() const {
@@ -445,6 +518,8 @@ class Differ {
 
   Side a_, b_;
   std::vector<long> a_to_b_, b_to_a_;
+  std::vector<std::pair<std::string, Sums>> module_sums_;  // in B's order
+  std::unordered_map<std::string, size_t> module_index_;
 };
 
 /// `name` or `name (A: other)` when the two programs name a matched node apart.
@@ -488,6 +563,16 @@ std::string ProgramDiff::report() const {
       for (const std::string& w : c.what) out += "      " + w + "\n";
     }
   }
+  if (!modules.empty()) {
+    out += "modules, by relative change ‖B − A‖ / ‖A‖ of their parameters:\n";
+    size_t width = 0;
+    for (const ModuleChange& m : modules) width = std::max(width, m.path.size());
+    for (const ModuleChange& m : modules) {
+      out += fmt::format("  {:<{}}  relative change {}, cosine {} ({} of {} parameter{} changed)\n",
+                         m.path.empty() ? "(root)" : m.path, width, number_text(m.relative_change),
+                         number_text(m.cosine), m.changed, m.weights, m.weights == 1 ? "" : "s");
+    }
+  }
   if (!weights.empty()) {
     out += "weights:\n";
     for (const WeightChange& w : weights) {
@@ -518,8 +603,12 @@ RenderOptions diff_render_options(const ExportedProgram& b, const ProgramDiff& d
     o.fill = "#fdb863";
     o.lines = {w.what};
   }
-  options.title = fmt::format("diff: {} added (green), {} removed, {} changed (orange)",
-                              diff.added.size(), diff.removed.size(), diff.changed.size());
+  options.overlay_label = "diff";
+  options.title =
+      fmt::format("diff: {} added (green), {} removed, {} changed, {} (orange); signature: {}",
+                  diff.added.size(), diff.removed.size(), diff.changed.size(),
+                  plural(diff.weights.size(), "weight differs", "weights differ"),
+                  plural(diff.signature.size(), "change", "changes"));
   if (!diff.removed.empty()) {
     std::string names;
     for (const DiffNode& n : diff.removed) names += (names.empty() ? "" : ", ") + n.name;

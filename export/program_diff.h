@@ -39,11 +39,14 @@ struct NodeChange {
   std::vector<std::string> what;
 };
 
-/// A parameter or buffer both programs have whose value differs: a shape or dtype
-/// (`what`), or, for the same shape and dtype, the largest absolute difference and the
-/// largest relative one (|a - b| / max(|a|, |b|), elementwise) over the elements finite in
-/// both. Two NaNs, or two infinities of one sign, are equal; any other difference at an
-/// element that is not finite in both is counted in `non_finite`.
+/// A parameter or buffer both programs have whose value differs: a shape or dtype (`what`),
+/// or, for the same shape and dtype, how far it moved as people compare checkpoints — the
+/// relative change ‖B − A‖ / ‖A‖ and the cosine similarity A·B / (‖A‖ ‖B‖), over the
+/// elements finite in both, in double — and, as detail, the largest absolute difference and
+/// the largest relative one (|a − b| / max(|a|, |b|), elementwise). Two NaNs, or two
+/// infinities of one sign, are equal; any other difference at an element that is not finite
+/// in both is counted in `non_finite`. ‖A‖ = 0 gives a relative change of infinity (0 when B
+/// is zero too) and a cosine of NaN, as does ‖B‖ = 0.
 struct WeightChange {
   std::string name_a;
   std::string name_b;
@@ -51,6 +54,24 @@ struct WeightChange {
   double max_abs = 0;
   double max_rel = 0;
   int64_t non_finite = 0;
+  /// The parameter or buffer's path in B (`module.0.module.weight`).
+  std::string path;
+  double relative_change = 0;
+  double cosine = 1;
+};
+
+/// How far one module's parameters moved, all of them together (those that did not change
+/// count too; buffers, such as BatchNorm's running statistics, are in `weights` alone): their
+/// relative change ‖B − A‖ / ‖A‖ and cosine similarity, as WeightChange computes them, over
+/// their elements taken as one vector.
+struct ModuleChange {
+  /// Its path in B (`module.0.module`): its parameters' paths without their last part.
+  std::string path;
+  double relative_change = 0;
+  double cosine = 1;
+  /// How many of its parameters were compared, and how many of those differ.
+  int64_t weights = 0;
+  int64_t changed = 0;
 };
 
 /// How program B differs from program A.
@@ -65,13 +86,17 @@ struct ProgramDiff {
   /// now written from another node, a dimension that now follows the batch or no longer does.
   std::vector<std::string> signature;
   std::vector<WeightChange> weights;
+  /// The modules with a parameter that differs in value (not in shape or dtype), largest
+  /// relative change first.
+  std::vector<ModuleChange> modules;
   /// For each node of B, the name of its match in A, "" when it was added; in B's order.
   std::vector<std::pair<std::string, std::string>> matches;
 
   /// True when nothing differs (nodes renamed alone are equal).
   bool equal() const;
   /// The text `tdfx diff` prints: a summary line, then the sections that have entries
-  /// (signature, added, removed, changed, weights); "" when equal.
+  /// (signature, added, removed, changed, modules by relative change, weights); "" when
+  /// equal.
   std::string report() const;
 };
 
@@ -84,8 +109,9 @@ ProgramDiff diff_programs(const ExportedProgram& a, const ExportedProgram& b);
 ProgramDiff diff_programs(const TDGraphModule& a, const TDGraphModule& b);
 
 /// What a drawing of the diff shows over program `b`'s diagram (diagram_options): added nodes
-/// filled green, changed ones orange with a row per change, and a title with the counts and
-/// the nodes removed from `a`, which `b` has no place for.
+/// filled green, changed nodes and weights orange with a row per change (labelled `diff` in
+/// the page's panel), and a title with the counts and the nodes removed from `a`, which `b`
+/// has no place for.
 RenderOptions diff_render_options(const ExportedProgram& b, const ProgramDiff& diff);
 
 }  // namespace tdfx

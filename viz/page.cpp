@@ -147,8 +147,9 @@ class OpItems {
   void overlay_fields(const Node& node, PageItem& item) const {
     auto overlay = options_.overlay.find(node.name());
     if (overlay == options_.overlay.end()) return;
-    for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
-    if (overlay->second.marked) item.fields.push_back({"run", "non-finite values start here", {}});
+    const std::string& label = options_.overlay_label;
+    for (const std::string& line : overlay->second.lines) item.fields.push_back({label, line, {}});
+    if (overlay->second.marked) item.fields.push_back({label, "non-finite values start here", {}});
   }
 
   PageItem box_item(size_t index) const {
@@ -198,7 +199,9 @@ PageItem module_item(const ModuleBox& box, const RenderOptions& options, std::st
   if (box.buffers) item.fields.push_back({"buffers", std::to_string(box.buffers), {}});
   auto overlay = options.module_overlay.find(box.path);
   if (overlay != options.module_overlay.end()) {
-    for (const std::string& line : overlay->second.lines) item.fields.push_back({"run", line, {}});
+    for (const std::string& line : overlay->second.lines) {
+      item.fields.push_back({options.overlay_label, line, {}});
+    }
   }
   return item;
 }

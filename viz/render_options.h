@@ -121,6 +121,9 @@ struct RenderOptions {
   std::vector<OverlayLayer> layers;
   /// A title drawn above the graph; none when "".
   std::string title;
+  /// What the page's panel calls the rows `overlay` and `module_overlay` add: `run` for a
+  /// debugging run's reports, `diff` for a comparison's (diff_render_options).
+  std::string overlay_label = "run";
   /// The most graph nodes `render` lays out (SVG, PNG, PDF, and the page's drawings):
   /// Graphviz's layout grows faster than the node count, and a graph of 100,000 nodes would
   /// not finish. It also bounds the TensorDictModules and the sequentials (boxes of both

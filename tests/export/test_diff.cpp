@@ -4,15 +4,20 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
 #include <torch/utils.h>
 
+#include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "samples/pipelines.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program_diff.h"
 #include "tdfx/viz/dot_writer.h"
+#include "tdfx/viz/page.h"
 #include "tests/support/golden.h"
 #include "tests/support/test_support.h"
 
@@ -162,6 +167,27 @@ TEST_CASE("diff: the drawing marks what was added and changed and names what was
                               to_dot(b.graph(), diff_render_options(b, diff)));
 }
 
+TEST_CASE("diff: the page's title counts the weights, and its panel labels the rows diff") {
+  Variant v;
+  v.fine_tuned = true;
+  const ExportedProgram b = program(v);
+  const ProgramDiff diff = diff_programs(program({}), b);
+  const RenderOptions options = diff_render_options(b, diff);
+  CHECK(options.title ==
+        "diff: 0 added (green), 0 removed, 0 changed, 1 weight differs (orange); signature: 0 "
+        "changes");
+  const PageView view = op_view(b.graph(), options);
+  std::vector<std::string> rows;
+  for (const PageItem& item : view.items) {
+    for (const PageField& field : item.fields) {
+      CHECK(field.label != "run");
+      if (field.label == "diff") rows.push_back(item.id + ": " + field.text);
+    }
+  }
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].find("relative change 0.01, cosine 1; max abs diff") != std::string::npos);
+}
+
 TEST_CASE("diff: tdfx diff prints the report and exits 0 when equal, 1 when not, 2 on failure") {
   ScratchDir dir("tdfx_diff");
   const auto a = dir / "a.pt2";
@@ -200,4 +226,80 @@ TEST_CASE("diff: tdfx diff prints the report and exits 0 when equal, 1 when not,
   const auto lost =
       tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(b) + " > /dev/full 2>&1");
   CHECK(lost.status == 2);
+}
+
+TEST_CASE("diff: two checkpoints of a trained policy, compared by module as people compare them") {
+  at::manual_seed(3);
+  auto pipeline = samples::actor_critic();
+  pipeline->train(false);
+  const TensorDict td = samples::actor_critic_input();
+  const std::vector<std::pair<std::string, at::Tensor>> inputs = {
+      {"observation", td.get("observation")}, {"agent_mask", td.get({"agent", "mask"})}};
+  // The first checkpoint saved and loaded: a program of its own, not the module's tensors.
+  const ScratchDir dir("tdfx_diff_checkpoints");
+  save(export_program(pipeline, inputs), (dir / "before.pt2").string());
+  const ExportedProgram before = load((dir / "before.pt2").string());
+  std::map<std::string, at::Tensor> old_weights;
+  for (const auto& item : pipeline->named_parameters(true)) {
+    old_weights[item.key()] = item.value().detach().clone();
+  }
+  // A few steps of Adam on the critic's value: the critic moves most, the actor's head not at
+  // all, the shared encoder some.
+  torch::optim::Adam adam(pipeline->parameters(), torch::optim::AdamOptions(1e-2));
+  for (int step = 0; step < 5; ++step) {
+    adam.zero_grad();
+    TensorDict work(td);
+    pipeline->forward(work);
+    work.get({"critic", "value"}).pow(2).mean().backward();
+    adam.step();
+  }
+  const ProgramDiff diff = diff_programs(before, export_program(pipeline, inputs));
+  // The same numbers computed here with torch ops, per module of the parameters that moved.
+  struct Expected {
+    double a = 0, d = 0, b = 0, dot = 0;
+    bool changed = false;
+  };
+  std::map<std::string, Expected> expected;
+  for (const auto& item : pipeline->named_parameters(true)) {
+    const at::Tensor a = old_weights.at(item.key()).to(at::kDouble);
+    const at::Tensor b = item.value().detach().to(at::kDouble);
+    const std::string module = item.key().substr(0, item.key().rfind('.'));
+    Expected& e = expected[module];
+    e.a += a.square().sum().item<double>();
+    e.b += b.square().sum().item<double>();
+    e.d += (b - a).square().sum().item<double>();
+    e.dot += (a * b).sum().item<double>();
+    e.changed |= !at::equal(a, b);
+  }
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [module, e] : expected) {
+    if (e.changed) ranked.emplace_back(std::sqrt(e.d / e.a), module);
+  }
+  std::sort(ranked.begin(), ranked.end(), std::greater<>());
+  REQUIRE(diff.modules.size() == ranked.size());
+  REQUIRE(ranked.size() >= 2);
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    CAPTURE(i);
+    const ModuleChange& m = diff.modules[i];
+    CHECK(m.path == ranked[i].second);
+    CHECK(m.relative_change == doctest::Approx(ranked[i].first).epsilon(1e-9));
+    const Expected& e = expected.at(m.path);
+    CHECK(m.cosine == doctest::Approx(e.dot / std::sqrt(e.a * e.b)).epsilon(1e-9));
+  }
+  // The actor's head did not move: it is in no module line, and no weight of it differs.
+  for (const ModuleChange& m : diff.modules)
+    CHECK(m.path.find("module.1.module.0") == std::string::npos);
+  // Each weight that moved has its own relative change and cosine.
+  for (const WeightChange& w : diff.weights) {
+    CAPTURE(w.path);
+    const at::Tensor a = old_weights.at(w.path).to(at::kDouble);
+    const at::Tensor b = pipeline->named_parameters(true)[w.path].detach().to(at::kDouble);
+    const double norm = a.norm().item<double>();
+    if (norm == 0) {
+      CHECK(std::isinf(w.relative_change));  // a bias that started at zero
+    } else {
+      CHECK(w.relative_change ==
+            doctest::Approx((b - a).norm().item<double>() / norm).epsilon(1e-9));
+    }
+  }
 }
