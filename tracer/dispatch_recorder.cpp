@@ -84,11 +84,11 @@ const std::string& register_fallback() {
              "TESTING_ONLY_GenericMode, which tdfx's recorder needs (dispatch_recorder.cpp says "
              "why); tdfx cannot record in this process";
     }
-    // Kept for the life of the process: the fallback must outlive every recording.
-    static auto* handle = new c10::RegistrationHandleRAII(dispatcher.registerFallback(
+    // Kept until the process exits, after every recording; the dispatcher, made before it,
+    // outlives it.
+    static const c10::RegistrationHandleRAII handle = dispatcher.registerFallback(
         kRecorderKey, c10::KernelFunction::makeFromBoxedFunction<&recorder_fallback>(),
-        "tdfx's recorder (tracer/dispatch_recorder.cpp)"));
-    (void)handle;
+        "tdfx's recorder (tracer/dispatch_recorder.cpp)");
     return "";
   }();
   return problem;
