@@ -74,6 +74,29 @@ Args schema_arguments(const Node& node) {
   return schema_arguments(node.target(), node.args(), node.kwargs(), node.name());
 }
 
+std::optional<Argument> constant_argument(const c10::IValue& value, const c10::TypePtr& type) {
+  auto list_of = [](const auto& values) {
+    std::vector<Argument> items;
+    items.reserve(values.size());
+    for (const auto& v : values) items.emplace_back(v);
+    return list(std::move(items));
+  };
+  if (value.isNone()) return Argument(None{});
+  if (value.isBool()) return Argument(value.toBool());
+  if (value.isInt()) return enum_or_int(value.toInt(), type);
+  if (value.isDouble()) return Argument(value.toDouble());
+  if (value.isString()) return Argument(value.toStringRef());
+  if (value.isDevice()) return Argument(value.toDevice());
+  if (value.isIntList()) return list_of(value.toIntVector());
+  if (value.isDoubleList()) return list_of(value.toDoubleVector());
+  if (value.isBoolList()) {
+    std::vector<Argument> items;
+    for (bool v : value.toBoolList()) items.emplace_back(v);
+    return list(std::move(items));
+  }
+  return std::nullopt;
+}
+
 Argument enum_or_int(int64_t value, const c10::TypePtr& type) {
   c10::TypePtr bare = type;
   if (bare && bare->kind() == c10::TypeKind::OptionalType) {

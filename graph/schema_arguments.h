@@ -7,6 +7,8 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <optional>
+
 #include "tdfx/graph/node.h"
 
 namespace tdfx {
@@ -23,6 +25,11 @@ Args schema_arguments(const Target& target, const Args& args, const Kwargs& kwar
 /// memory format or layout, as that enum (`torch.channels_last`, not `2`); any
 /// other int, and one outside the enum, stays an int.
 Argument enum_or_int(int64_t value, const c10::TypePtr& type);
+
+/// A constant operator argument as an Argument: None, a bool, an int (an enum where `type`
+/// says so, as enum_or_int), a float, a string, a device, or a list of ints, floats or bools.
+/// nullopt for any other kind (a tensor, a generic list), which the caller handles.
+std::optional<Argument> constant_argument(const c10::IValue& value, const c10::TypePtr& type);
 
 /// True when `arg` equals the schema default `value`.
 bool equals_default(const Argument& arg, const c10::IValue& value);

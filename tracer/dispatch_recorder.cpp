@@ -266,30 +266,10 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     return it->second.node;
   };
   if (value.isTensor()) return tensor_argument(value.toTensor());
-  if (value.isNone()) return None{};
-  if (value.isBool()) return value.toBool();
-  if (value.isInt()) return enum_or_int(value.toInt(), formal.real_type());
-  if (value.isDouble()) return value.toDouble();
-  if (value.isString()) return value.toStringRef();
-  if (value.isDevice()) return value.toDevice();
+  if (auto constant = constant_argument(value, formal.real_type())) return *constant;
   if (value.isTensorList()) {
     std::vector<Argument> items;
     for (const at::Tensor& t : value.toTensorVector()) items.push_back(tensor_argument(t));
-    return list(std::move(items));
-  }
-  if (value.isIntList()) {
-    std::vector<Argument> items;
-    for (int64_t v : value.toIntVector()) items.push_back(v);
-    return list(std::move(items));
-  }
-  if (value.isDoubleList()) {
-    std::vector<Argument> items;
-    for (double v : value.toDoubleVector()) items.push_back(v);
-    return list(std::move(items));
-  }
-  if (value.isBoolList()) {
-    std::vector<Argument> items;
-    for (bool v : value.toBoolList()) items.push_back(v);
     return list(std::move(items));
   }
   if (value.isList()) {  // Tensor?[] (index, index_put)

@@ -260,13 +260,7 @@ class ProgramHook : public KeyAccessHook {
   void plan() {
     walk_pipeline(module_, "", [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
       if (place.level >= 0) return;
-      const auto* td_module = dynamic_cast<const TensorDictModule*>(&m);
-      if (!td_module) {
-        fail<TraceError>(
-            "{}: cannot trace this module type; tdfx traces TensorDictModule and "
-            "TensorDictSequential",
-            m.describe());
-      }
+      const TensorDictModule* td_module = &traced_td_module(m);
       planned_[td_module].push_back(
           {place.path, place.inner_path, describe_module(*td_module->inner_ptr())});
       std::vector<std::string> inside;  // paths of the layers found, to skip their children

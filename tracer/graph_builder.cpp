@@ -190,28 +190,8 @@ class Builder {
 
   Argument constant_argument(const c10::IValue& value, const c10::TypePtr& type,
                              const jit::Value* /*source*/) {
-    if (value.isNone()) return None{};
-    if (value.isBool()) return value.toBool();
     // A dtype, memory format or layout is an int in the trace; the schema says which.
-    if (value.isInt()) return enum_or_int(value.toInt(), type);
-    if (value.isDouble()) return value.toDouble();
-    if (value.isString()) return value.toStringRef();
-    if (value.isDevice()) return value.toDevice();
-    if (value.isIntList()) {
-      std::vector<Argument> items;
-      for (int64_t v : value.toIntVector()) items.push_back(v);
-      return list(std::move(items));
-    }
-    if (value.isDoubleList()) {
-      std::vector<Argument> items;
-      for (double v : value.toDoubleVector()) items.push_back(v);
-      return list(std::move(items));
-    }
-    if (value.isBoolList()) {
-      std::vector<Argument> items;
-      for (bool v : value.toBoolList()) items.push_back(v);
-      return list(std::move(items));
-    }
+    if (auto constant = tdfx::constant_argument(value, type)) return *constant;
     if (value.isTensor()) {
       const at::Tensor& tensor = value.toTensor();
       fail<TraceError>(

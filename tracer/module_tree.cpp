@@ -61,6 +61,17 @@ void walk_pipeline(
   PipelineWalk(strip_prefix, visit).walk(root, "", {});
 }
 
+const TensorDictModule& traced_td_module(const TensorDictModuleBase& module) {
+  const auto* td_module = dynamic_cast<const TensorDictModule*>(&module);
+  if (!td_module) {
+    fail<TraceError>(
+        "{}: cannot trace this module type; tdfx traces TensorDictModule and "
+        "TensorDictSequential",
+        module.describe());
+  }
+  return *td_module;
+}
+
 std::string describe_module(const torch::nn::Module& module) {
   std::ostringstream out;
   module.pretty_print(out);

@@ -58,6 +58,10 @@ struct PipelinePlace {
 void walk_pipeline(
     const TensorDictModuleBase& root, const std::string& strip_prefix,
     const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit);
+/// `module` as the TensorDictModule a trace records a call of; TraceError naming it when it is
+/// another kind of module (tdfx traces TensorDictModule and TensorDictSequential).
+const TensorDictModule& traced_td_module(const TensorDictModuleBase& module);
+
 /// What the module prints as (`Linear(in_features=3, out_features=4, bias=true)`), without
 /// the `torch::nn::` of built-in layers.
 std::string describe_module(const torch::nn::Module& module);

@@ -486,13 +486,7 @@ class Recorder : public KeyAccessHook {
         recording_.level_count = std::max(recording_.level_count, place.level + 1);
         return;
       }
-      const auto* td_module = dynamic_cast<const TensorDictModule*>(&m);
-      if (!td_module) {
-        fail<TraceError>(
-            "{}: cannot trace this module type; tdfx traces TensorDictModule and "
-            "TensorDictSequential",
-            m.describe());
-      }
+      const TensorDictModule* td_module = &traced_td_module(m);
       refuse_untraceable_layers(*td_module, place.inner_path);
       ModuleCall call;
       call.module = td_module;
