@@ -3,16 +3,9 @@
 
 #include "tdfx/export/program_diff.h"
 
-#include <ATen/ops/abs.h>
-#include <ATen/ops/eq.h>
-#include <ATen/ops/isfinite.h>
-#include <ATen/ops/isnan.h>
-#include <ATen/ops/logical_and.h>
-#include <ATen/ops/logical_not.h>
-#include <ATen/ops/logical_or.h>
-#include <ATen/ops/maximum.h>
-#include <ATen/ops/where.h>
-#include <ATen/ops/zeros_like.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <ATen/ops/view_as_real.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -243,11 +236,116 @@ void pair_gap(const Side& a, const Side& b, size_t lo_a, size_t hi_a, size_t lo_
   }
 }
 
-// A ratio as the report prints it: 4 significant digits, `inf`, `nan`.
-std::string number_text(double value) {
+// A ratio as the report prints it: `digits` significant digits, `inf`, `nan`.
+std::string number_text(double value, int digits = 4) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  return fmt::format("{:.4g}", value);
+  return fmt::format("{:.{}g}", value, digits);
+}
+
+/// Sums over the elements finite in both of two weights, in double: ‖B − A‖², ‖A‖², ‖B‖², A·B.
+struct Norms {
+  double diff = 0, a = 0, b = 0, dot = 0;
+
+  Norms& operator+=(const Norms& o) {
+    diff += o.diff;
+    a += o.a;
+    b += o.b;
+    dot += o.dot;
+    return *this;
+  }
+};
+
+/// ‖B − A‖ / ‖A‖; infinity when ‖A‖ = 0 and B is not zero, 0 when both are.
+double relative_change(const Norms& s) {
+  if (s.a > 0) return std::sqrt(s.diff) / std::sqrt(s.a);
+  return s.diff > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
+/// A·B / (‖A‖ ‖B‖); NaN when either is zero.
+double cosine(const Norms& s) {
+  if (s.a <= 0 || s.b <= 0) return std::numeric_limits<double>::quiet_NaN();
+  return s.dot / (std::sqrt(s.a) * std::sqrt(s.b));
+}
+
+/// How two weights of one dtype and shape differ, element by element (WeightChange).
+struct Moved {
+  Norms norms;
+  double max_abs = 0, max_rel = 0;
+  int64_t non_finite = 0;
+  bool equal = true;
+
+  void add(const Moved& o) {
+    norms += o.norms;
+    max_abs = std::max(max_abs, o.max_abs);
+    max_rel = std::max(max_rel, o.max_rel);
+    non_finite += o.non_finite;
+    equal = equal && o.equal;
+  }
+};
+
+/// The elements moved() takes at a time: each block is summed apart and the blocks' sums
+/// added in order, so rounding grows with a block's length and the number of blocks rather
+/// than with the weight's size, and the sums are the same for any number of threads.
+constexpr int64_t kMovedBlock = int64_t{1} << 14;
+
+template <typename T>
+void moved_block(const T* pa, const T* pb, int64_t begin, int64_t end, Moved& out) {
+  Norms& s = out.norms;
+  for (int64_t k = begin; k < end; ++k) {
+    const double x = static_cast<double>(pa[k]), y = static_cast<double>(pb[k]);
+    // A causal mask holds -inf: equal elements, NaNs included, are no difference.
+    if (x == y || (std::isnan(x) && std::isnan(y))) {
+      if (std::isfinite(x)) {
+        s.a += x * x;
+        s.b += x * x;
+        s.dot += x * x;
+      }
+      continue;
+    }
+    out.equal = false;
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      ++out.non_finite;
+      continue;
+    }
+    const double d = std::abs(x - y);
+    s.diff += d * d;
+    s.a += x * x;
+    s.b += y * y;
+    s.dot += x * y;
+    out.max_abs = std::max(out.max_abs, d);
+    out.max_rel = std::max(out.max_rel, d / std::max(std::abs(x), std::abs(y)));
+  }
+}
+
+template <typename T>
+void moved_blocks(const T* pa, const T* pb, int64_t n, std::vector<Moved>& blocks) {
+  at::parallel_for(0, static_cast<int64_t>(blocks.size()), 4, [&](int64_t lo, int64_t hi) {
+    for (int64_t k = lo; k < hi; ++k) {
+      moved_block(pa, pb, k * kMovedBlock, std::min(n, (k + 1) * kMovedBlock), blocks[k]);
+    }
+  });
+}
+
+/// Compares `x` and `y` (one dtype and shape) in one pass over their elements, without a
+/// copy of either (weights may be large) unless one is strided, in blocks across threads.
+Moved moved(const at::Tensor& x, const at::Tensor& y) {
+  at::Tensor a = x.detach(), b = y.detach();
+  if (a.is_complex()) {
+    // As pairs of reals: ‖B − A‖ is the same, and A·B its real part.
+    a = at::view_as_real(a.resolve_conj());
+    b = at::view_as_real(b.resolve_conj());
+  }
+  a = a.contiguous();
+  b = b.contiguous();
+  const int64_t n = a.numel();
+  std::vector<Moved> blocks(static_cast<size_t>((n + kMovedBlock - 1) / kMovedBlock));
+  AT_DISPATCH_ALL_TYPES_AND3(
+      at::kHalf, at::kBFloat16, at::kBool, a.scalar_type(), "diff_programs",
+      [&] { moved_blocks(a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(), n, blocks); });
+  Moved total;
+  for (const Moved& m : blocks) total.add(m);
+  return total;
 }
 
 /// Compares matched nodes and fills the diff.
@@ -351,76 +449,55 @@ class Differ {
     return what;
   }
 
-  // Sums over a module's weights, elements finite in both programs: ‖B − A‖², ‖A‖², ‖B‖², A·B.
-  struct Sums {
-    double diff = 0, a = 0, b = 0, dot = 0;
-    int64_t weights = 0, changed = 0;
+  // A module's parameters of one dtype and shape in both programs, summed together.
+  struct ModuleSums {
+    Norms norms;
+    int64_t weights = 0, changed = 0, other_type = 0;
   };
 
-  static double relative_change(const Sums& s) {
-    if (s.a > 0) return std::sqrt(s.diff) / std::sqrt(s.a);
-    return s.diff > 0 ? std::numeric_limits<double>::infinity() : 0.0;
-  }
-  static double cosine(const Sums& s) {
-    if (s.a <= 0 || s.b <= 0) return std::numeric_limits<double>::quiet_NaN();
-    return s.dot / (std::sqrt(s.a) * std::sqrt(s.b));
-  }
-
-  // The module a weight belongs to: its path without the last part (`module.0.module`).
-  Sums& module_sums(const std::string& path) {
+  // The module a parameter belongs to: its path without the last part (`module.0.module`).
+  ModuleSums& module_sums(const std::string& path) {
     const size_t dot = path.rfind('.');
     const std::string module = dot == std::string::npos ? "" : path.substr(0, dot);
     auto [it, added] = module_index_.emplace(module, module_sums_.size());
-    if (added) module_sums_.emplace_back(module, Sums{});
+    if (added) module_sums_.emplace_back(module, ModuleSums{});
     return module_sums_[it->second].second;
   }
 
   void compare_weights(size_t i, size_t j, ProgramDiff& diff) {
     const at::Tensor& x = a_.weight(a_.node(i));
     const at::Tensor& y = b_.weight(b_.node(j));
-    WeightChange change{a_.node(i).name(), b_.node(j).name(), "", 0, 0};
+    WeightChange change;
+    change.name_a = a_.node(i).name();
+    change.name_b = b_.node(j).name();
     const InputSpec* spec = b_.spec(b_.node(j));
     change.path = spec ? spec->target : b_.node(j).name();
+    const bool parameter = spec && spec->kind == InputKind::kParameter;
     if (x.scalar_type() != y.scalar_type() || !x.sizes().equals(y.sizes())) {
       change.what = type_text(x) + " -> " + type_text(y);
+      change.relative_change = change.cosine = std::numeric_limits<double>::quiet_NaN();
+      if (parameter) ++module_sums(change.path).other_type;
       diff.weights.push_back(std::move(change));
       return;
     }
     if (x.numel() == 0) return;
-    const at::Tensor dx = x.detach().to(at::kDouble), dy = y.detach().to(at::kDouble);
-    const bool floating = at::isFloatingType(x.scalar_type());
-    // A causal mask holds -inf: equal elements, NaNs included, are no difference.
-    const at::Tensor same = at::eq(dx, dy).logical_or_(at::isnan(dx).logical_and_(at::isnan(dy)));
-    const at::Tensor finite = at::isfinite(dx).logical_and_(at::isfinite(dy));
-    const at::Tensor zero = at::zeros_like(dx);
-    const at::Tensor fa = at::where(finite, dx, zero), fb = at::where(finite, dy, zero);
-    Sums sums;
-    sums.a = fa.square().sum().item<double>();
-    sums.b = fb.square().sum().item<double>();
-    sums.dot = (fa * fb).sum().item<double>();
-    const bool equal = same.all().item<bool>();
-    if (!equal) sums.diff = (fa - fb).square().sum().item<double>();
-    if (floating && spec && spec->kind == InputKind::kParameter) {
-      Sums& module = module_sums(change.path);
-      module.diff += sums.diff;
-      module.a += sums.a;
-      module.b += sums.b;
-      module.dot += sums.dot;
+    const Moved m = moved(x, y);
+    if (parameter) {
+      ModuleSums& module = module_sums(change.path);
+      module.norms += m.norms;
       ++module.weights;
-      module.changed += equal ? 0 : 1;
+      module.changed += m.equal ? 0 : 1;
     }
-    if (equal) return;
-    change.relative_change = relative_change(sums);
-    change.cosine = cosine(sums);
-    change.non_finite = same.logical_not().logical_and_(finite.logical_not()).sum().item<int64_t>();
-    const at::Tensor d = at::abs(fa - fb);
-    const at::Tensor scale = at::maximum(at::abs(dx), at::abs(dy));
-    change.max_abs = d.max().item<double>();
-    change.max_rel = at::where(finite.logical_and(scale > 0), d / scale, zero).max().item<double>();
+    if (m.equal) return;
+    change.relative_change = relative_change(m.norms);
+    change.cosine = cosine(m.norms);
+    change.max_abs = m.max_abs;
+    change.max_rel = m.max_rel;
+    change.non_finite = m.non_finite;
     change.what =
         fmt::format("relative change {}, cosine {}; max abs diff {:.3g}, max rel diff {:.3g}",
-                    number_text(change.relative_change), number_text(change.cosine), change.max_abs,
-                    change.max_rel);
+                    number_text(change.relative_change), number_text(change.cosine, 6),
+                    change.max_abs, change.max_rel);
     if (change.non_finite > 0) {
       change.what +=
           fmt::format(", {} non-finite element{} differ{}", change.non_finite,
@@ -435,7 +512,8 @@ class Differ {
     std::vector<ModuleChange> out;
     for (const auto& [path, sums] : module_sums_) {
       if (sums.changed == 0) continue;
-      out.push_back({path, relative_change(sums), cosine(sums), sums.weights, sums.changed});
+      out.push_back({path, relative_change(sums.norms), cosine(sums.norms), sums.weights,
+                     sums.changed, sums.other_type});
     }
     std::stable_sort(out.begin(), out.end(), [](const ModuleChange& p, const ModuleChange& q) {
       const double a = std::isnan(p.relative_change) ? -1 : p.relative_change;
@@ -518,7 +596,7 @@ class Differ {
 
   Side a_, b_;
   std::vector<long> a_to_b_, b_to_a_;
-  std::vector<std::pair<std::string, Sums>> module_sums_;  // in B's order
+  std::vector<std::pair<std::string, ModuleSums>> module_sums_;  // in B's order
   std::unordered_map<std::string, size_t> module_index_;
 };
 
@@ -568,9 +646,13 @@ std::string ProgramDiff::report() const {
     size_t width = 0;
     for (const ModuleChange& m : modules) width = std::max(width, m.path.size());
     for (const ModuleChange& m : modules) {
-      out += fmt::format("  {:<{}}  relative change {}, cosine {} ({} of {} parameter{} changed)\n",
+      out += fmt::format("  {:<{}}  relative change {}, cosine {} ({} of {} parameter{} changed",
                          m.path.empty() ? "(root)" : m.path, width, number_text(m.relative_change),
-                         number_text(m.cosine), m.changed, m.weights, m.weights == 1 ? "" : "s");
+                         number_text(m.cosine, 6), m.changed, m.weights, m.weights == 1 ? "" : "s");
+      if (m.other_type > 0) {
+        out += fmt::format("; {} of another shape or dtype left out", m.other_type);
+      }
+      out += ")\n";
     }
   }
   if (!weights.empty()) {

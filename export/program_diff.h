@@ -45,8 +45,10 @@ struct NodeChange {
 /// elements finite in both, in double — and, as detail, the largest absolute difference and
 /// the largest relative one (|a − b| / max(|a|, |b|), elementwise). Two NaNs, or two
 /// infinities of one sign, are equal; any other difference at an element that is not finite
-/// in both is counted in `non_finite`. ‖A‖ = 0 gives a relative change of infinity (0 when B
-/// is zero too) and a cosine of NaN, as does ‖B‖ = 0.
+/// in both is counted in `non_finite` and left out of the sums. ‖A‖ = 0 gives a relative
+/// change of infinity (a bias that started at zero; 0 when B is zero there too) and a cosine
+/// of NaN, as does ‖B‖ = 0. The weights are read in one pass, in blocks, with no copy in
+/// double (a complex weight as pairs of reals).
 struct WeightChange {
   std::string name_a;
   std::string name_b;
@@ -56,14 +58,16 @@ struct WeightChange {
   int64_t non_finite = 0;
   /// The parameter or buffer's path in B (`module.0.module.weight`).
   std::string path;
+  /// NaN, as `cosine`, when the shape or dtype differs.
   double relative_change = 0;
   double cosine = 1;
 };
 
-/// How far one module's parameters moved, all of them together (those that did not change
-/// count too; buffers, such as BatchNorm's running statistics, are in `weights` alone): their
-/// relative change ‖B − A‖ / ‖A‖ and cosine similarity, as WeightChange computes them, over
-/// their elements taken as one vector.
+/// How far one module's parameters moved, all of them together: their relative change
+/// ‖B − A‖ / ‖A‖ and cosine similarity, as WeightChange computes them, over their elements
+/// taken as one vector. Its parameters of one shape and dtype in both programs count, those
+/// that did not change too; those of another shape or dtype cannot and are left out (they are
+/// in `weights`), as are buffers, such as BatchNorm's running statistics.
 struct ModuleChange {
   /// Its path in B (`module.0.module`): its parameters' paths without their last part.
   std::string path;
@@ -72,6 +76,8 @@ struct ModuleChange {
   /// How many of its parameters were compared, and how many of those differ.
   int64_t weights = 0;
   int64_t changed = 0;
+  /// How many of its parameters changed shape or dtype, left out of the sums.
+  int64_t other_type = 0;
 };
 
 /// How program B differs from program A.
@@ -87,7 +93,7 @@ struct ProgramDiff {
   std::vector<std::string> signature;
   std::vector<WeightChange> weights;
   /// The modules with a parameter that differs in value (not in shape or dtype), largest
-  /// relative change first.
+  /// relative change first, ties in B's order.
   std::vector<ModuleChange> modules;
   /// For each node of B, the name of its match in A, "" when it was added; in B's order.
   std::vector<std::pair<std::string, std::string>> matches;

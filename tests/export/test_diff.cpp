@@ -1,5 +1,7 @@
 // diff_programs and `tdfx diff`: a small policy and five changes a user makes to it, each
-// report compared whole with a golden file from a real run, from C++ and from the command.
+// report compared whole with a golden file from a real run, from C++ and from the command;
+// two checkpoints of the actor-critic a few Adam steps apart, checked against torch's sums;
+// the drawing's title and the page's rows.
 #include <doctest/doctest.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/activation.h>
@@ -168,24 +170,27 @@ TEST_CASE("diff: the drawing marks what was added and changed and names what was
 }
 
 TEST_CASE("diff: the page's title counts the weights, and its panel labels the rows diff") {
+  // A layer added, an activation swapped and the action layer fine-tuned: the title, then the
+  // panel's rows of every node marked, whole.
   Variant v;
+  v.tanh = true;
+  v.extra_layer = true;
   v.fine_tuned = true;
   const ExportedProgram b = program(v);
   const ProgramDiff diff = diff_programs(program({}), b);
+  REQUIRE(diff.weights.size() == 1);
   const RenderOptions options = diff_render_options(b, diff);
-  CHECK(options.title ==
-        "diff: 0 added (green), 0 removed, 0 changed, 1 weight differs (orange); signature: 0 "
-        "changes");
-  const PageView view = op_view(b.graph(), options);
-  std::vector<std::string> rows;
-  for (const PageItem& item : view.items) {
+  std::string page = "title: " + options.title + "\n";
+  for (const PageItem& item : op_view(b.graph(), options).items) {
+    if (item.id.rfind("node:", 0) != 0 || !options.overlay.count(item.id.substr(5))) continue;
+    page += item.id + "\n";
     for (const PageField& field : item.fields) {
-      CHECK(field.label != "run");
-      if (field.label == "diff") rows.push_back(item.id + ": " + field.text);
+      std::string refs;
+      for (const std::string& ref : field.refs) refs += (refs.empty() ? "" : ", ") + ref;
+      page += "  " + field.label + ": " + (field.refs.empty() ? field.text : refs) + "\n";
     }
   }
-  REQUIRE(rows.size() == 1);
-  CHECK(rows[0].find("relative change 0.01, cosine 1; max abs diff") != std::string::npos);
+  tdfx::testing::check_golden("tests/export/golden/diff", "page_rows.txt", page);
 }
 
 TEST_CASE("diff: tdfx diff prints the report and exits 0 when equal, 1 when not, 2 on failure") {
@@ -215,6 +220,15 @@ TEST_CASE("diff: tdfx diff prints the report and exits 0 when equal, 1 when not,
                                                        quoted(drawn) + " 2>&1");
   CHECK(with_drawing.status == 1);
   CHECK(std::filesystem::exists(drawn));
+  // The page of the fine-tuned policy: its panel's row for the weight is labelled diff.
+  const auto page = dir / "diff.html";
+  const auto with_page = tdfx::testing::run_command(
+      tdfx + quoted(a) + " " + quoted(dir / "fine_tuned.pt2") + " -o " + quoted(page) + " 2>&1");
+  CHECK(with_page.status == 1);
+  const std::string html = tdfx::testing::read_text(page.string());
+  CHECK(html.find(R"({"label":"diff","text":"relative change 0.01, cosine 1; max abs diff )"
+                  R"(0.00351, max rel diff 0.0099","refs":[]})") != std::string::npos);
+  CHECK(html.find(R"("label":"run")") == std::string::npos);
 
   const auto missing =
       tdfx::testing::run_command(tdfx + quoted(a) + " " + quoted(dir / "missing.pt2") + " 2>&1");
@@ -254,52 +268,113 @@ TEST_CASE("diff: two checkpoints of a trained policy, compared by module as peop
     adam.step();
   }
   const ProgramDiff diff = diff_programs(before, export_program(pipeline, inputs));
-  // The same numbers computed here with torch ops, per module of the parameters that moved.
+  tdfx::testing::check_golden("tests/export/golden/diff", "trained_checkpoints.txt", diff.report());
+  // The same numbers computed here with torch ops: each module's parameters flattened into one
+  // vector, in double.
   struct Expected {
-    double a = 0, d = 0, b = 0, dot = 0;
-    bool changed = false;
+    std::vector<at::Tensor> a, b;
+    int64_t changed = 0;
   };
   std::map<std::string, Expected> expected;
+  std::vector<std::string> moved;  // the parameters that differ, in the pipeline's order
   for (const auto& item : pipeline->named_parameters(true)) {
-    const at::Tensor a = old_weights.at(item.key()).to(at::kDouble);
-    const at::Tensor b = item.value().detach().to(at::kDouble);
-    const std::string module = item.key().substr(0, item.key().rfind('.'));
-    Expected& e = expected[module];
-    e.a += a.square().sum().item<double>();
-    e.b += b.square().sum().item<double>();
-    e.d += (b - a).square().sum().item<double>();
-    e.dot += (a * b).sum().item<double>();
-    e.changed |= !at::equal(a, b);
+    const at::Tensor a = old_weights.at(item.key()).to(at::kDouble).flatten();
+    const at::Tensor b = item.value().detach().to(at::kDouble).flatten();
+    Expected& e = expected[item.key().substr(0, item.key().rfind('.'))];
+    e.a.push_back(a);
+    e.b.push_back(b);
+    if (!at::equal(a, b)) {
+      ++e.changed;
+      moved.push_back(item.key());
+    }
   }
   std::vector<std::pair<double, std::string>> ranked;
+  std::map<std::string, double> cosines;
   for (const auto& [module, e] : expected) {
-    if (e.changed) ranked.emplace_back(std::sqrt(e.d / e.a), module);
+    if (e.changed == 0) continue;
+    const at::Tensor a = at::cat(e.a), b = at::cat(e.b);
+    ranked.emplace_back((b - a).norm().item<double>() / a.norm().item<double>(), module);
+    cosines[module] = at::cosine_similarity(a, b, 0).item<double>();
   }
   std::sort(ranked.begin(), ranked.end(), std::greater<>());
+  // The critic's layer moved most, then the encoder's layers; the actor's head not at all.
   REQUIRE(diff.modules.size() == ranked.size());
-  REQUIRE(ranked.size() >= 2);
+  REQUIRE(ranked.size() == 3);
+  CHECK(ranked[0].second == "module.2.module");
   for (size_t i = 0; i < ranked.size(); ++i) {
     CAPTURE(i);
     const ModuleChange& m = diff.modules[i];
     CHECK(m.path == ranked[i].second);
-    CHECK(m.relative_change == doctest::Approx(ranked[i].first).epsilon(1e-9));
+    CHECK(m.relative_change == doctest::Approx(ranked[i].first).epsilon(1e-12));
+    CHECK(m.cosine == doctest::Approx(cosines.at(m.path)).epsilon(1e-12));
     const Expected& e = expected.at(m.path);
-    CHECK(m.cosine == doctest::Approx(e.dot / std::sqrt(e.a * e.b)).epsilon(1e-9));
+    CHECK(m.weights == static_cast<int64_t>(e.a.size()));
+    CHECK(m.changed == e.changed);
+    CHECK(m.other_type == 0);
   }
-  // The actor's head did not move: it is in no module line, and no weight of it differs.
-  for (const ModuleChange& m : diff.modules)
-    CHECK(m.path.find("module.1.module.0") == std::string::npos);
-  // Each weight that moved has its own relative change and cosine.
-  for (const WeightChange& w : diff.weights) {
+  // Each parameter that moved, and only those, with its own relative change and cosine.
+  REQUIRE(diff.weights.size() == moved.size());
+  const auto params = pipeline->named_parameters(true);
+  for (size_t i = 0; i < moved.size(); ++i) {
+    const WeightChange& w = diff.weights[i];
     CAPTURE(w.path);
-    const at::Tensor a = old_weights.at(w.path).to(at::kDouble);
-    const at::Tensor b = pipeline->named_parameters(true)[w.path].detach().to(at::kDouble);
+    CHECK(w.path == moved[i]);
+    const at::Tensor a = old_weights.at(w.path).to(at::kDouble).flatten();
+    const at::Tensor b = params[w.path].detach().to(at::kDouble).flatten();
+    CHECK(w.max_abs == doctest::Approx((b - a).abs().max().item<double>()).epsilon(1e-12));
     const double norm = a.norm().item<double>();
     if (norm == 0) {
-      CHECK(std::isinf(w.relative_change));  // a bias that started at zero
-    } else {
-      CHECK(w.relative_change ==
-            doctest::Approx((b - a).norm().item<double>() / norm).epsilon(1e-9));
+      // BatchNorm's bias starts at zero: no relative change or direction to compare with.
+      CHECK(w.path == "module.0.module.2.module.bias");
+      CHECK(std::isinf(w.relative_change));
+      CHECK(std::isnan(w.cosine));
+      continue;
     }
+    CHECK(w.relative_change ==
+          doctest::Approx((b - a).norm().item<double>() / norm).epsilon(1e-12));
+    CHECK(w.cosine ==
+          doctest::Approx(at::cosine_similarity(a, b, 0).item<double>()).epsilon(1e-12));
   }
+}
+
+TEST_CASE("diff: a large weight, read in blocks across threads, moves as torch's sums say") {
+  // 700 x 600 elements (25.6 blocks of 16384), a few of them not finite in one program or both.
+  at::manual_seed(4);
+  const at::Tensor before = at::randn({700, 600});
+  at::Tensor after = before + 0.01 * at::randn({700, 600});
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  before[3][5] = inf;   // inf to finite: counted, left out of the sums
+  after[650][1] = nan;  // finite to NaN: the same
+  before[100][100] = nan;
+  after[100][100] = nan;  // NaN in both: equal
+  before[699][599] = -inf;
+  after[699][599] = -inf;  // equal
+  const auto program = [](const at::Tensor& w) {
+    auto linear = nn::Linear(nn::LinearOptions(600, 700).bias(false));
+    linear->weight.set_data(w);
+    return export_program(make_td_module(linear, {"x"}, {"y"}), {{"x", at::randn({2, 600})}});
+  };
+  const ProgramDiff diff = diff_programs(program(before), program(after));
+  REQUIRE(diff.weights.size() == 1);
+  const WeightChange& w = diff.weights[0];
+  const at::Tensor a = before.to(at::kDouble), b = after.to(at::kDouble);
+  const at::Tensor finite = at::isfinite(a).logical_and(at::isfinite(b));
+  const at::Tensor fa = at::where(finite, a, at::zeros_like(a));
+  const at::Tensor fb = at::where(finite, b, at::zeros_like(b));
+  CHECK(w.non_finite == 2);
+  CHECK(w.relative_change ==
+        doctest::Approx((fb - fa).norm().item<double>() / fa.norm().item<double>()).epsilon(1e-12));
+  CHECK(w.cosine ==
+        doctest::Approx(at::cosine_similarity(fa.flatten(), fb.flatten(), 0).item<double>())
+            .epsilon(1e-12));
+  CHECK(w.max_abs == doctest::Approx((fb - fa).abs().max().item<double>()).epsilon(1e-12));
+  const at::Tensor scale = at::maximum(fa.abs(), fb.abs());
+  CHECK(w.max_rel ==
+        doctest::Approx(
+            at::where(scale > 0, (fb - fa).abs() / scale, at::zeros_like(a)).max().item<double>())
+            .epsilon(1e-12));
+  REQUIRE(diff.modules.size() == 1);
+  CHECK(diff.modules[0].path == "module");
+  CHECK(diff.modules[0].relative_change == w.relative_change);
 }
