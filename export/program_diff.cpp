@@ -3,9 +3,6 @@
 
 #include "tdfx/export/program_diff.h"
 
-#include <ATen/Dispatch.h>
-#include <ATen/Parallel.h>
-#include <ATen/ops/view_as_real.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,6 +15,7 @@
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/export/program_diagram.h"
+#include "tdfx/export/weight_compare.h"
 #include "tdfx/graph/graph_printer.h"
 
 namespace tdfx {
@@ -243,111 +241,6 @@ std::string number_text(double value, int digits = 4) {
   return fmt::format("{:.{}g}", value, digits);
 }
 
-/// Sums over the elements finite in both of two weights, in double: ‖B − A‖², ‖A‖², ‖B‖², A·B.
-struct Norms {
-  double diff = 0, a = 0, b = 0, dot = 0;
-
-  Norms& operator+=(const Norms& o) {
-    diff += o.diff;
-    a += o.a;
-    b += o.b;
-    dot += o.dot;
-    return *this;
-  }
-};
-
-/// ‖B − A‖ / ‖A‖; infinity when ‖A‖ = 0 and B is not zero, 0 when both are.
-double relative_change(const Norms& s) {
-  if (s.a > 0) return std::sqrt(s.diff) / std::sqrt(s.a);
-  return s.diff > 0 ? std::numeric_limits<double>::infinity() : 0.0;
-}
-
-/// A·B / (‖A‖ ‖B‖); NaN when either is zero.
-double cosine(const Norms& s) {
-  if (s.a <= 0 || s.b <= 0) return std::numeric_limits<double>::quiet_NaN();
-  return s.dot / (std::sqrt(s.a) * std::sqrt(s.b));
-}
-
-/// How two weights of one dtype and shape differ, element by element (WeightChange).
-struct Moved {
-  Norms norms;
-  double max_abs = 0, max_rel = 0;
-  int64_t non_finite = 0;
-  bool equal = true;
-
-  void add(const Moved& o) {
-    norms += o.norms;
-    max_abs = std::max(max_abs, o.max_abs);
-    max_rel = std::max(max_rel, o.max_rel);
-    non_finite += o.non_finite;
-    equal = equal && o.equal;
-  }
-};
-
-/// The elements moved() takes at a time: each block is summed apart and the blocks' sums
-/// added in order, so rounding grows with a block's length and the number of blocks rather
-/// than with the weight's size, and the sums are the same for any number of threads.
-constexpr int64_t kMovedBlock = int64_t{1} << 14;
-
-template <typename T>
-void moved_block(const T* pa, const T* pb, int64_t begin, int64_t end, Moved& out) {
-  Norms& s = out.norms;
-  for (int64_t k = begin; k < end; ++k) {
-    const double x = static_cast<double>(pa[k]), y = static_cast<double>(pb[k]);
-    // A causal mask holds -inf: equal elements, NaNs included, are no difference.
-    if (x == y || (std::isnan(x) && std::isnan(y))) {
-      if (std::isfinite(x)) {
-        s.a += x * x;
-        s.b += x * x;
-        s.dot += x * x;
-      }
-      continue;
-    }
-    out.equal = false;
-    if (!std::isfinite(x) || !std::isfinite(y)) {
-      ++out.non_finite;
-      continue;
-    }
-    const double d = std::abs(x - y);
-    s.diff += d * d;
-    s.a += x * x;
-    s.b += y * y;
-    s.dot += x * y;
-    out.max_abs = std::max(out.max_abs, d);
-    out.max_rel = std::max(out.max_rel, d / std::max(std::abs(x), std::abs(y)));
-  }
-}
-
-template <typename T>
-void moved_blocks(const T* pa, const T* pb, int64_t n, std::vector<Moved>& blocks) {
-  at::parallel_for(0, static_cast<int64_t>(blocks.size()), 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t k = lo; k < hi; ++k) {
-      moved_block(pa, pb, k * kMovedBlock, std::min(n, (k + 1) * kMovedBlock), blocks[k]);
-    }
-  });
-}
-
-/// Compares `x` and `y` (one dtype and shape) in one pass over their elements, without a
-/// copy of either (weights may be large) unless one is strided, in blocks across threads.
-Moved moved(const at::Tensor& x, const at::Tensor& y) {
-  at::Tensor a = x.detach(), b = y.detach();
-  if (a.is_complex()) {
-    // As pairs of reals: ‖B − A‖ is the same, and A·B its real part.
-    a = at::view_as_real(a.resolve_conj());
-    b = at::view_as_real(b.resolve_conj());
-  }
-  a = a.contiguous();
-  b = b.contiguous();
-  const int64_t n = a.numel();
-  std::vector<Moved> blocks(static_cast<size_t>((n + kMovedBlock - 1) / kMovedBlock));
-  AT_DISPATCH_ALL_TYPES_AND3(
-      at::kHalf, at::kBFloat16, at::kBool, a.scalar_type(), "diff_programs",
-      [&] { moved_blocks(a.data_ptr<scalar_t>(), b.data_ptr<scalar_t>(), n, blocks); });
-  Moved total;
-  for (const Moved& m : blocks) total.add(m);
-  return total;
-}
-
 /// Compares matched nodes and fills the diff.
 class Differ {
  public:
@@ -451,7 +344,7 @@ class Differ {
 
   // A module's parameters of one dtype and shape in both programs, summed together.
   struct ModuleSums {
-    Norms norms;
+    detail::Norms norms;
     int64_t weights = 0, changed = 0, other_type = 0;
   };
 
@@ -481,7 +374,7 @@ class Differ {
       return;
     }
     if (x.numel() == 0) return;
-    const Moved m = moved(x, y);
+    const detail::WeightSums m = detail::compare_weights(x, y);
     if (parameter) {
       ModuleSums& module = module_sums(change.path);
       module.norms += m.norms;
@@ -489,8 +382,8 @@ class Differ {
       module.changed += m.equal ? 0 : 1;
     }
     if (m.equal) return;
-    change.relative_change = relative_change(m.norms);
-    change.cosine = cosine(m.norms);
+    change.relative_change = detail::relative_change(m.norms);
+    change.cosine = detail::cosine(m.norms);
     change.max_abs = m.max_abs;
     change.max_rel = m.max_rel;
     change.non_finite = m.non_finite;
@@ -512,8 +405,8 @@ class Differ {
     std::vector<ModuleChange> out;
     for (const auto& [path, sums] : module_sums_) {
       if (sums.changed == 0) continue;
-      out.push_back({path, relative_change(sums.norms), cosine(sums.norms), sums.weights,
-                     sums.changed, sums.other_type});
+      out.push_back({path, detail::relative_change(sums.norms), detail::cosine(sums.norms),
+                     sums.weights, sums.changed, sums.other_type});
     }
     std::stable_sort(out.begin(), out.end(), [](const ModuleChange& p, const ModuleChange& q) {
       const double a = std::isnan(p.relative_change) ? -1 : p.relative_change;
