@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
   CLI::App* diff = app.add_subcommand(
       "diff",
       "Compare two exported programs node by node: nodes added, removed and changed, the "
-      "signature's changes and the weights that differ.");
+      "signature's changes and the weights that differ (two checkpoints: each module's and "
+      "weight's relative change and cosine similarity).");
   diff->add_option("A", diff_a, "The program before (.pt2)")->required();
   diff->add_option("B", diff_b, "The program after (.pt2)")->required();
   diff->add_option("-o,--output", diff_out,
