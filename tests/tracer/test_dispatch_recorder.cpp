@@ -1,16 +1,23 @@
 // The recorder on the dispatcher: what code calls becomes a flat graph that runs bit-identically,
 // tensors followed through in-place ops and views, C++ numbers and ops that never dispatch
 // handled, value reads seen, untracked tensors and unseen mutation refused by name.
+#include <ATen/CPUGeneratorImpl.h>
 #include <doctest/doctest.h>
 #include <torch/nn/functional/activation.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
+#include <map>
 #include <sstream>
 #include <thread>
 
 #include "tdfx/core/error.h"
 #include "tdfx/graph/graph_module.h"
+#include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/dispatch_recorder.h"
+#include "tdfx/tracer/dispatch_trace.h"
 
 using namespace tdfx;
 using tdfx::detail::DispatchRecorder;
@@ -228,4 +235,39 @@ TEST_CASE("dispatch recorder: recording is per thread and leaves nothing behind"
                   std::runtime_error);
   (void)(x - 1);
   CHECK(recorder.op_count() == 1);
+}
+
+TEST_CASE("dispatch recorder: record_program leaves the module, its state and the generator") {
+  at::manual_seed(4);
+  auto pipeline = make_td_sequential(
+      {make_td_module(torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
+                                            torch::nn::Dropout(0.5)),
+                      {"x"}, {"h"}),
+       make_td_module([](const at::Tensor& h) { return 1 - h; }, {"h"}, {"y"})});
+  pipeline->train(true);  // BatchNorm updates its running statistics, Dropout draws
+  const TensorDict td({{"x", at::randn({5, 3})}}, {5});
+  std::map<std::string, at::Tensor> before;
+  for (const auto& item : pipeline->named_buffers(true)) before[item.key()] = item.value().clone();
+  const at::Tensor weight = pipeline->named_parameters(true)["module.0.module.0.weight"];
+  const at::Tensor generator_state = at::detail::getDefaultCPUGenerator().get_state();
+  const tdfx::detail::RecordedProgram recorded = tdfx::detail::record_program(*pipeline, td);
+  for (const auto& item : pipeline->named_buffers(true)) {
+    CAPTURE(item.key());
+    CHECK(at::equal(item.value(), before.at(item.key())));
+  }
+  // The module's own tensors, not copies put in their place.
+  CHECK(pipeline->named_parameters(true)["module.0.module.0.weight"].is_same(weight));
+  CHECK(at::equal(at::detail::getDefaultCPUGenerator().get_state(), generator_state));
+  // The recording is the program: one placeholder per key read, the output the out keys'.
+  CHECK(recorded.input_keys == std::vector<NestedKey>{"x"});
+  CHECK(recorded.out_keys == std::vector<NestedKey>{"h", "y"});
+  std::vector<std::string> targets;
+  for (const Node* node : recorded.graph.nodes()) {
+    if (node->op() == OpCode::kCallFunction) targets.push_back(node->target().str());
+  }
+  // BatchNorm counts its batches in place (num_batches_tracked, restored above); `1 - h` is
+  // LibTorch's empty_like + fill_ + sub_ (LIBTORCH_NOTES.md), recorded as called.
+  CHECK(targets == std::vector<std::string>{"aten::t", "aten::addmm", "aten::add_.Scalar",
+                                            "aten::batch_norm", "aten::dropout", "aten::empty_like",
+                                            "aten::fill_.Scalar", "aten::sub_.Tensor"});
 }
