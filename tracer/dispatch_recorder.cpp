@@ -55,7 +55,7 @@ bool records_inside(const c10::OperatorHandle& op) {
 }
 
 void recorder_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
-                       torch::jit::Stack* stack) {
+                       std::vector<c10::IValue>* stack) {
   auto run = [&] {
     c10::impl::ExcludeDispatchKeyGuard below(kRecorderKey);
     op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey),

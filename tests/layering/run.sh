@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tracer links no drawing library: trace_only (tdfx::tracer alone) runs, names no
 # Graphviz, Pango or Cairo library among the libraries it needs, and holds no Graphviz code.
+# And the recorder on the dispatcher holds no torch::jit.
 # (ldd is no test: Debian's libtorch_cpu itself loads Cairo and Pango.)
 set -euo pipefail
 binary="$1"
@@ -14,3 +15,15 @@ if [ -n "$needed$symbols" ]; then
   exit 1
 fi
 echo "trace_only links no drawing library"
+
+# The recorder on the dispatcher, which is to replace LibTorch's JIT tracer, holds no torch::jit
+# (issue 36: none will be left outside export/torchscript.*).
+source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
+jit=$(grep -n 'torch::jit\|torch/csrc/jit' "$source_dir"/tracer/dispatch_recorder.* \
+        "$source_dir"/tracer/dispatch_trace.* || true)
+if [ -n "$jit" ]; then
+  echo "the dispatcher recorder uses the JIT:"
+  echo "$jit"
+  exit 1
+fi
+echo "the dispatcher recorder holds no torch::jit"
