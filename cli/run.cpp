@@ -299,9 +299,18 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   // Everything below, the inputs drawn and every report's runs, within the program's budget.
   const ScopedMemoryBudget budget(program.memory_budget(), kProgramBudget);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
-  print_run(program, inputs, std::cout, width > 0 ? width : kTerminalWidth);
-  if (!reports.save.empty()) save_run(program, inputs, reports.save);
+  // Every pass below — the outputs printed, those saved, each report's — starts from the
+  // program's buffers and the generator as loaded: a layer in training mode changes nothing
+  // for the next, and a Dropout draws the same mask in each (DebugRun).
   const Debuggee run = debuggee(program, tensors_of(inputs));
+  {
+    const DebugRun pass(run);
+    print_run(program, inputs, std::cout, width > 0 ? width : kTerminalWidth);
+  }
+  if (!reports.save.empty()) {
+    const DebugRun pass(run);
+    save_run(program, inputs, reports.save);
+  }
   std::map<std::string, NodeOverlay> overlay, module_overlay;
   // A page holds each report as a layer of its own, to switch between.
   std::vector<OverlayLayer> layers;

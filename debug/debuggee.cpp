@@ -1,13 +1,61 @@
 #include "tdfx/debug/debuggee.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+
 #include <deque>
+#include <mutex>
 #include <sstream>
 #include <unordered_set>
 
+#include "tdfx/core/error.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx {
+
+DebugRun::DebugRun(const Debuggee& debuggee) {
+  if (!debuggee.module) {
+    fail<Error>(
+        "the debuggee has no graph: make it with debuggee(traced_module, tensordict) or "
+        "debuggee(program, user_inputs)");
+  }
+  {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator_state_ = generator.get_state();
+  }
+  at::NoGradGuard no_grad;
+  auto save = [&](const at::Tensor& buffer) {
+    if (buffer.defined()) saved_.emplace_back(buffer, buffer.detach().clone());
+  };
+  if (const auto& root = debuggee.module->root()) {
+    for (const auto& item : root->named_buffers(true)) save(item.value());
+  }
+  for (size_t index : debuggee.buffer_inputs) {
+    if (index < debuggee.inputs.size() && debuggee.inputs[index].isTensor()) {
+      save(debuggee.inputs[index].toTensor());
+    }
+  }
+}
+
+DebugRun::~DebugRun() {
+  try {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(generator_state_);
+  } catch (const std::exception&) {
+    // A destructor must not throw; the state was read from this generator, so it fits.
+  }
+  at::NoGradGuard no_grad;
+  for (auto& [buffer, copy] : saved_) {
+    try {
+      buffer.detach().copy_(copy);
+    } catch (const std::exception&) {
+      // A same-shaped copy does not fail in practice; a destructor must not throw.
+    }
+  }
+}
 
 Debuggee debuggee(const TDGraphModule& gm, const TensorDict& td) {
   Debuggee d;

@@ -39,6 +39,24 @@ struct Debuggee {
   std::string parameter_prefix;
 };
 
+/// One run of a debuggee's graph that leaves the debuggee as it found it, for every tool to
+/// see the same state: its buffers (a traced module's, an exported program's buffer inputs)
+/// are saved when the run starts and put back when it ends, as is the default generator's
+/// state, so that a layer in training mode (BatchNorm's running statistics) changes nothing
+/// for the next run and a Dropout draws the same mask in each. tdfx::Error for a Debuggee
+/// made without debuggee() (no graph).
+class DebugRun {
+ public:
+  explicit DebugRun(const Debuggee& debuggee);
+  ~DebugRun();
+  DebugRun(const DebugRun&) = delete;
+  DebugRun& operator=(const DebugRun&) = delete;
+
+ private:
+  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+  at::Tensor generator_state_;
+};
+
 /// A traced module run on `td`: its printed graph, nodes named as `gm.graph()` prints them.
 /// The checks of `gm.forward` apply (KeyError, ShapeError).
 Debuggee debuggee(const TDGraphModule& gm, const TensorDict& td);

@@ -78,6 +78,7 @@ std::string NonFinite::str() const {
 std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee) {
   // An input's value is still held while its last reader runs: the interpreter releases it
   // after run_node returns.
+  const DebugRun run(debuggee);
   Finder finder(*debuggee.module);
   finder.run(debuggee.inputs);
   if (!finder.origin) return std::nullopt;

@@ -155,29 +155,6 @@ std::vector<std::pair<std::string, at::Tensor>> root_parameters(const Debuggee& 
   return out;
 }
 
-// The traced module's buffers as they were, put back when the pass is over: a layer in
-// training mode (BatchNorm's running statistics) updates them as it runs.
-class BufferRestore {
- public:
-  explicit BufferRestore(const Debuggee& debuggee) {
-    const auto& root = debuggee.module->root();
-    if (!root) return;
-    at::NoGradGuard no_grad;
-    for (const auto& item : root->named_buffers(true)) {
-      if (item.value().defined()) saved_.emplace_back(item.value(), item.value().clone());
-    }
-  }
-  ~BufferRestore() {
-    at::NoGradGuard no_grad;
-    for (auto& [buffer, copy] : saved_) buffer.copy_(copy);
-  }
-  BufferRestore(const BufferRestore&) = delete;
-  BufferRestore& operator=(const BufferRestore&) = delete;
-
- private:
-  std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
-};
-
 struct Pass {
   std::unique_ptr<GradRun> run;
   at::Tensor loss;
@@ -245,9 +222,10 @@ void as_run_error(const std::string& what, Fn fn) {
 
 Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   Pass pass;
+  // Buffers and the generator as they were when the pass is over (BatchNorm in training mode).
+  const DebugRun restore(debuggee);
   pass.run = std::make_unique<GradRun>(*debuggee.module);
   std::vector<c10::IValue> inputs = debuggee.inputs;
-  const BufferRestore restore(debuggee);
   // An exported program's buffers are copied, so that a run in training mode leaves the
   // program's own as they were; they get no gradient (BatchNorm's running statistics cannot).
   for (size_t index : debuggee.buffer_inputs) {

@@ -137,6 +137,7 @@ std::vector<std::vector<int64_t>> nonfinite_indices(const at::Tensor& t, size_t 
 
 std::string indices_text(const std::vector<std::vector<int64_t>>& indices, int64_t count) {
   std::string out;
+  if (indices.empty()) return out;
   for (const auto& index : indices) {
     out += fmt::format("{}[{}]", out.empty() ? "" : ", ", fmt::join(index, ", "));
   }
@@ -169,6 +170,7 @@ TensorStats tensor_stats(const at::Tensor& t) {
 }
 
 std::vector<NodeStats> node_stats(const Debuggee& debuggee) {
+  const DebugRun run(debuggee);
   StatsInterpreter interpreter(*debuggee.module);
   interpreter.run(debuggee.inputs);
   return std::move(interpreter.stats);

@@ -58,6 +58,7 @@ Table Profile::module_table(size_t width) const { return table(modules, "module"
 Profile profile(const Debuggee& debuggee, size_t repeats) {
   Profile out;
   out.repeats = std::max<size_t>(repeats, 1);
+  const DebugRun run(debuggee);
   Timer timer(*debuggee.module);
   timer.run(debuggee.inputs);  // warm-up: first-call allocations are not the node's cost
   timer.recording = true;

@@ -36,13 +36,16 @@ std::optional<int64_t> example_batch(const TensorDict& example) {
 std::optional<int64_t> input_batch(const std::vector<at::Tensor>& inputs) {
   std::optional<int64_t> batch;
   for (const at::Tensor& tensor : inputs) {
-    if (tensor.dim() == 0 || (batch && *batch != tensor.size(0))) return std::nullopt;
+    if (!tensor.defined() || tensor.dim() == 0 || (batch && *batch != tensor.size(0))) {
+      return std::nullopt;
+    }
     batch = tensor.size(0);
   }
   return batch;
 }
 
 void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const std::string& name) {
+  if (!input.defined()) fail<ShapeError>("input {} is an undefined tensor", name);
   if (traced.dtype && input.scalar_type() != *traced.dtype) {
     fail<ShapeError>(
         "input {} is {}; the graph was traced with {}, and the dtypes it computes in are "

@@ -1,16 +1,21 @@
 // The debugging tools against hand-computed expectations: statistics equal to ATen's,
 // a NaN planted at a known node found there, profiles that add up, tables that fit.
+#include <ATen/CPUGeneratorImpl.h>
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/debug/first_nonfinite.h"
+#include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/debug/overlay.h"
 #include "tdfx/debug/profile.h"
@@ -167,8 +172,8 @@ TEST_CASE("debug: a parameterless module inside a wrapped Sequential is named by
     paths.push_back(node->name() + " " + node->meta().module_path);
   }
   CHECK(paths == std::vector<std::string>{"tensordict ", "getitem ", "mul 0.module",
-                                          "_1__0 1.module.0", "relu 1.module.1",
-                                          "sum_1 1.module.2", "truediv 1.module.2", "output "});
+                                          "_1__0 1.module.0", "relu 1.module.1", "sum_1 1.module.2",
+                                          "truediv 1.module.2", "output "});
 }
 
 TEST_CASE("debug: a NaN in an input is found where the pipeline reads it") {
@@ -230,4 +235,64 @@ TEST_CASE("debug: a profile overlay colours nodes by their share of the time") {
   CHECK(overlay.at("a").fill == "#ff4040");  // the largest share: full red
   CHECK(overlay.at("b").fill == "#ffbfbf");  // a third of it
   CHECK(overlay.at("a").lines == std::vector<std::string>{"time: 30.0 µs, 75.0%"});
+}
+
+TEST_CASE("debug: every tool leaves the state as it found it, and each pass sees the same one") {
+  at::manual_seed(21);
+  auto pipeline = make_td_sequential(
+      {make_td_module(torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
+                                            torch::nn::Dropout(0.5)),
+                      {"x"}, {"h"})});
+  pipeline->train(true);  // BatchNorm updates its running statistics, Dropout draws
+  at::Tensor x = at::randn({6, 3});
+  x[2][1] = NAN;
+  const TensorDict td({{"x", x}}, {6});
+  TDGraphModule gm = symbolic_trace(pipeline, td);
+  const ExportedProgram program = export_program(gm);
+  std::map<std::string, at::Tensor> buffers;
+  for (const auto& item : pipeline->named_buffers(true)) buffers[item.key()] = item.value().clone();
+  const at::Tensor generator = at::detail::getDefaultCPUGenerator().get_state();
+  auto unchanged = [&](const char* after) {
+    CAPTURE(after);
+    for (const auto& item : pipeline->named_buffers(true)) {
+      CAPTURE(item.key());
+      CHECK(at::equal(item.value(), buffers.at(item.key())));
+    }
+    CHECK(at::equal(at::detail::getDefaultCPUGenerator().get_state(), generator));
+  };
+  for (const Debuggee& run : {debuggee(gm, td), debuggee(program, {x})}) {
+    const auto stats = node_stats(run);
+    unchanged("node_stats");
+    // The NaN input is the origin: not a running statistic that an earlier run wrote it into.
+    const auto found = first_nonfinite(run);
+    REQUIRE(found.has_value());
+    CHECK((found->node == "x" || found->node == "getitem"));
+    unchanged("first_nonfinite");
+    (void)profile(run, 2);
+    unchanged("profile");
+    (void)grad_stats(run, Loss::of([](const auto& o) { return o[0].nan_to_num().sum(); }));
+    unchanged("grad_stats");
+    // Each pass draws the same Dropout mask: two runs give the same statistics.
+    const auto again = node_stats(run);
+    REQUIRE(again.size() == stats.size());
+    for (size_t i = 0; i < stats.size(); ++i) {
+      if (!stats[i].stats || !again[i].stats) continue;
+      CAPTURE(stats[i].node);
+      CHECK(again[i].stats->nan_count == stats[i].stats->nan_count);
+      const double a = again[i].stats->mean, b = stats[i].stats->mean;
+      CHECK(((std::isnan(a) && std::isnan(b)) || a == b));
+    }
+  }
+}
+
+TEST_CASE("debug: a debuggee made by hand, or an undefined input, is an Error") {
+  CHECK_THROWS_WITH_AS(node_stats(Debuggee{}),
+                       "the debuggee has no graph: make it with debuggee(traced_module, "
+                       "tensordict) or debuggee(program, user_inputs)",
+                       Error);
+  CHECK_THROWS_AS(grad_stats(Debuggee{}), Error);
+  const ExportedProgram program =
+      export_program(samples::seed_000_model(), {{"x", at::randn({1, 3})}});
+  CHECK_THROWS_WITH_AS(debuggee(program, {at::Tensor()}), "input x is an undefined tensor",
+                       ShapeError);
 }

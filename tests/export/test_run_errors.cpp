@@ -1,11 +1,17 @@
 // Errors while running a traced or exported graph name what the user sees:
 // the printed node and its module, LibTorch's message without a backtrace.
 #include <doctest/doctest.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tracer/symbolic_trace.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 
@@ -60,4 +66,29 @@ TEST_CASE("run errors: no message prints a tensor's values") {
       ""));
   CHECK(message ==
         "Cannot insert a Tensor that requires grad as a constant. (tensor values omitted)");
+}
+
+TEST_CASE("run errors: tdfx run's passes start from the archive's state, a NaN input found first") {
+  // BatchNorm in training mode writes its running statistics, a Dropout draws: neither the
+  // printed run nor the saved one may leave NaN in a buffer for --find-nonfinite to blame.
+  at::manual_seed(22);
+  auto pipeline = make_td_sequential(
+      {make_td_module(torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
+                                            torch::nn::Dropout(0.5)),
+                      {"x"}, {"h"})});
+  pipeline->train(true);
+  const tdfx::testing::ScratchDir dir("tdfx_run_state");
+  save(export_program(pipeline, {{"x", at::randn({6, 3})}}), (dir / "p.pt2").string());
+  const auto made = tdfx::testing::run_command(
+      "/usr/bin/python3 -c \"import sys, torch; x = torch.randn(6, 3); x[2, 1] = float('nan'); "
+      "torch.save({'x': x}, sys.argv[1])\" '" +
+      (dir / "x.pt").string() + "' 2>&1");
+  REQUIRE_MESSAGE(made.status == 0,
+                  "Python's torch (Debian python3-torch) is required: " << made.out);
+  const auto run = tdfx::testing::run_command(
+      "cd '" + dir.path().string() + "' && '" + tdfx::testing::bin_dir() +
+      "/tdfx' run p.pt2 --input x=x.pt --save s.pt --stats --find-nonfinite 2>&1");
+  INFO(run.out);
+  CHECK(run.status == 3);
+  CHECK(run.out.find("first non-finite value: %x ") != std::string::npos);
 }
