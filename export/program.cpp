@@ -298,7 +298,6 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   return export_program(symbolic_trace(module, example, trace));
 }
 
-
 ExportedProgram export_program(const TDGraphModule& traced) {
   return export_program_graph(traced.program_graph().copy(), traced.root_prefix(),
                               *traced.pipeline(), traced.input_keys(), traced.out_keys(),

@@ -71,8 +71,9 @@ TensorFile load_tensor_file_bytes(std::string_view bytes, const std::string& nam
 std::string tensor_file_bytes(const TensorFile& file, const std::string& archive = "archive");
 
 /// Writes `tensor` so that Python's `torch.load(path)` returns its value (without
-/// requires_grad, so that `.numpy()` works on it); atomic (see write_file_atomically). A tensor that cannot be stored is an ArchiveError, a file that
-/// cannot be written a FileError, both naming the path.
+/// requires_grad, so that `.numpy()` works on it); atomic (see write_file_atomically). A tensor
+/// that cannot be stored is an ArchiveError, a file that cannot be written a FileError, both naming
+/// the path.
 void save_tensor_file(const at::Tensor& tensor, const std::string& path);
 
 /// Writes `tensors` so that Python's `torch.load(path)` returns a dict of their values in

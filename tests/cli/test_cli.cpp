@@ -432,9 +432,9 @@ TEST_CASE("cli: run --backward takes a loss on every output of seed 000's model"
   // "no gradient"; every tool goes on, the page with them.
   for (const std::string loss : {"sum", "hidden", "latent", "loc", "scale"}) {
     CAPTURE(loss);
-    const Run run = tdfx::testing::run_command(
-        in_dir + "run model.pt2 --seed 0 --backward --loss " + loss +
-        " --grad-stats --find-nonfinite-grad -o page.html 2>&1");
+    const Run run =
+        tdfx::testing::run_command(in_dir + "run model.pt2 --seed 0 --backward --loss " + loss +
+                                   " --grad-stats --find-nonfinite-grad -o page.html 2>&1");
     INFO(run.out);
     CHECK(run.status == 0);
     CHECK(run.out.find("every node's gradient is finite") != std::string::npos);

@@ -487,8 +487,9 @@ namespace {
 
 /// Layers whose parameter paths differ only in the middle (`layers.0.linear1.weight`).
 struct BlockImpl : torch::nn::Module {
-  BlockImpl() : linear1(register_module("linear1", torch::nn::Linear(4, 4))),
-                linear2(register_module("linear2", torch::nn::Linear(4, 4))) {}
+  BlockImpl()
+      : linear1(register_module("linear1", torch::nn::Linear(4, 4))),
+        linear2(register_module("linear2", torch::nn::Linear(4, 4))) {}
   at::Tensor forward(const at::Tensor& x) { return linear2(at::relu(linear1(x))); }
   torch::nn::Linear linear1, linear2;
 };
@@ -557,9 +558,9 @@ TEST_CASE("gradients: a PPO policy with attention, a GRU and nested keys, a loss
        make_td_module(torch::nn::Linear(8, 4), {"features"}, {"params"}),
        make_td_module(NormalParamExtractor(), {"params"}, {{"action", "loc"}, {"action", "scale"}}),
        make_td_module(torch::nn::Linear(8, 1), {"features"}, {"value"})});
-  const TensorDict td({{"observation", at::randn({3, 5, 8})},
-                       {NestedKey{"memory", "h"}, at::randn({3, 1, 8})}},
-                      {3});
+  const TensorDict td(
+      {{"observation", at::randn({3, 5, 8})}, {NestedKey{"memory", "h"}, at::randn({3, 1, 8})}},
+      {3});
   TDGraphModule gm = symbolic_trace(policy, td);
   const ExportedProgram program = export_program(gm);
   const Debuggee traced = debuggee(gm, td);
@@ -580,9 +581,8 @@ TEST_CASE("gradients: a PPO policy with attention, a GRU and nested keys, a loss
   at::Tensor h = td.get({"memory", "h"}).clone();
   h[1][0][3] = NAN;
   bad.set({"memory", "h"}, h);
-  const auto found = first_nonfinite_grad(debuggee(gm, bad), Loss::of([](const auto& o) {
-                                            return o[0].nan_to_num().sum();
-                                          }));
+  const auto found = first_nonfinite_grad(
+      debuggee(gm, bad), Loss::of([](const auto& o) { return o[0].nan_to_num().sum(); }));
   // It starts at the attention's output, whose user, the GRU, returns NaN in its tuple: the
   // report points at the forward values.
   REQUIRE(found.has_value());
