@@ -81,6 +81,24 @@ class InternalError : public std::logic_error {
 /// "Tensor:\n<values>"; a captured Linear's weight would fill a screen).
 std::string library_message(const std::exception& error);
 
+/// Runs `fn`; an exception from outside tdfx (LibTorch's c10::Error, any std::exception)
+/// becomes an E reading `what: message` (library_message), while tdfx's own errors and
+/// InternalErrors pass as they are:
+///
+///     rethrow_foreign_as<RunError>("backward from the loss (sum of loc)", [&] { ... });
+template <typename E, typename Fn>
+void rethrow_foreign_as(const std::string& what, Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw E(what + ": " + library_message(e));
+  }
+}
+
 /// Throws E with a message formatted by fmt: `fail<KeyError>("key {} not found", k)`.
 template <typename E = Error, typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {

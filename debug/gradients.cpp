@@ -205,35 +205,15 @@ std::vector<at::Tensor> tensors_of(const c10::IValue& value) {
   return out;
 }
 
-// Runs `fn`; a LibTorch error in it (a user's loss function, an op autograd cannot
-// differentiate) becomes a RunError that says what was running.
-template <typename Fn>
-void as_run_error(const std::string& what, Fn fn) {
-  try {
-    fn();
-  } catch (const Error&) {
-    throw;
-  } catch (const InternalError&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail<RunError>("{}: {}", what, library_message(e));
-  }
-}
-
 Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   Pass pass;
   // Buffers and the generator as they were when the pass is over (BatchNorm in training mode).
   const DebugRun restore(debuggee);
   pass.run = std::make_unique<GradRun>(*debuggee.module);
   std::vector<c10::IValue> inputs = debuggee.inputs;
-  // An exported program's buffers are copied, so that a run in training mode leaves the
-  // program's own as they were; they get no gradient (BatchNorm's running statistics cannot).
-  for (size_t index : debuggee.buffer_inputs) {
-    if (index < inputs.size() && inputs[index].isTensor()) {
-      inputs[index] = inputs[index].toTensor().detach().clone();
-    }
-  }
-  // Its parameters: floating tensors become leaves that require grad, on copies.
+  // An exported program's buffers get no gradient (BatchNorm's running statistics cannot);
+  // the DebugRun above puts them back. Its parameters: floating tensors become leaves that require
+  // grad, on copies.
   std::vector<std::pair<std::string, at::Tensor>> state;
   for (const auto& [index, name] : debuggee.state_inputs) {
     if (index >= inputs.size() || !inputs[index].isTensor()) continue;
@@ -254,7 +234,7 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
       if (i < debuggee.output_keys.size()) names[i].push_back(debuggee.output_keys[i].joined("_"));
       if (i < returned.size() && returned[i]) names[i].push_back(returned[i]->name());
     }
-    as_run_error(fmt::format("loss ({})", loss.describe()), [&] {
+    rethrow_foreign_as<RunError>(fmt::format("loss ({})", loss.describe()), [&] {
       pass.loss = loss.compute(outputs, names);
       pass.output_grad_norm = loss_grad_norm(loss, outputs, names);
     });
@@ -267,7 +247,7 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   if (debuggee.state_inputs.empty()) pass.wrt = root_parameters(debuggee);
   std::vector<at::Tensor> wrt;
   for (const auto& [name, t] : pass.wrt) wrt.push_back(t);
-  as_run_error(fmt::format("backward from the loss ({})", loss.describe()), [&] {
+  rethrow_foreign_as<RunError>(fmt::format("backward from the loss ({})", loss.describe()), [&] {
     if (wrt.empty()) {
       // Gradients of intermediate values only (inputs that require grad): hooks see them.
       torch::autograd::backward({pass.loss}, {}, /*retain_graph=*/false);

@@ -300,7 +300,9 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
 
   if (reads_value(schema)) {
     // Its result is a C++ value: not a node. Noted when it reads a followed tensor.
-    ValueReadCall read{op.operator_name().name, {}, last_};
+    ValueReadCall read;
+    read.op = op.operator_name().name;
+    read.after = last_;
     std::vector<at::Tensor> tensors;
     for (size_t i = first; i < stack.size(); ++i) {
       if (!stack[i].isTensor()) continue;
