@@ -8,7 +8,7 @@
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
-#include "tdfx/tracer/dispatch_trace.h"
+#include "tdfx/tracer/program_pass.h"
 
 namespace tdfx {
 
@@ -286,11 +286,16 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
           "without it for a dynamic batch",
           module->describe());
     }
-    detail::RecordedProgram recorded = detail::record_program(*module, example);
+    const detail::PipelineRecording recording = detail::record_pipeline(*module, example);
+    const TraceOptions trace;
+    const detail::LiveNodes live(recording, trace);
+    const detail::LeafCalls leaves =
+        detail::find_leaf_calls(recording, live, detail::StateUpdates(recording), trace);
+    detail::FlatProgram program = detail::flat_program(recording, live, leaves);
     std::optional<BatchSpecialisation> specialisation;
-    if (recorded.batch) specialisation = BatchSpecialisation{*recorded.batch, "", ""};
-    return export_program_graph(std::move(recorded.graph), "", *module, recorded.input_keys,
-                                recorded.out_keys, specialisation);
+    if (recording.batch) specialisation = BatchSpecialisation{*recording.batch, "", ""};
+    return export_program_graph(std::move(program.graph), "", *module, program.input_keys,
+                                program.out_keys, specialisation);
   }
   TraceOptions trace;
   trace.dynamic_batch = options.dynamic_batch;

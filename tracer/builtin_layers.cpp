@@ -4,7 +4,6 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
-#include <torch/csrc/jit/ir/ir.h>
 #include <torch/nn/modules/conv.h>
 
 #include <algorithm>
@@ -34,7 +33,7 @@ bool is_torch_nn(const torch::nn::Module& module) {
   return module.name().rfind("torch::nn::", 0) == 0;
 }
 
-bool records_its_op(const torch::nn::Module& module, const std::vector<torch::jit::Node*>& nodes) {
+const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& module) {
   static const std::unordered_map<std::string, std::vector<std::string>> ops = [] {
     std::unordered_map<std::string, std::vector<std::string>> table = {
         {"Linear", {"addmm", "matmul", "mm", "linear"}},
@@ -56,14 +55,9 @@ bool records_its_op(const torch::nn::Module& module, const std::vector<torch::ji
     }
     return table;
   }();
-  if (!is_torch_nn(module)) return true;  // a declared leaf: any ops
+  if (!is_torch_nn(module)) return nullptr;  // a declared leaf: any ops
   auto it = ops.find(short_type(module));
-  if (it == ops.end()) return true;
-  for (const torch::jit::Node* node : nodes) {
-    const std::string kind = node->kind().toUnqualString();
-    if (std::find(it->second.begin(), it->second.end(), kind) != it->second.end()) return true;
-  }
-  return false;
+  return it == ops.end() ? nullptr : &it->second;
 }
 
 bool reads_parameters_repeatedly(const torch::nn::Module& module) {
@@ -83,15 +77,13 @@ int ops_before_parameters(const torch::nn::Module& module) {
   return padded ? 1 : 0;
 }
 
-bool is_recurrent_op(const torch::jit::Node* node) {
-  const auto kind = node->kind();
-  return (kind == c10::aten::lstm && node->outputs().size() == 3) ||
-         ((kind == c10::aten::gru || kind == c10::aten::rnn_tanh || kind == c10::aten::rnn_relu) &&
-          node->outputs().size() == 2);
+bool is_recurrent_op(std::string_view op, size_t outputs) {
+  return (op == "lstm" && outputs == 3) ||
+         ((op == "gru" || op == "rnn_tanh" || op == "rnn_relu") && outputs == 2);
 }
 
-std::vector<std::vector<int64_t>> recurrent_paths(const torch::jit::Node* op) {
-  if (op->kind() == c10::aten::lstm) return {{0}, {1, 0}, {1, 1}};
+std::vector<std::vector<int64_t>> recurrent_paths(std::string_view op) {
+  if (op == "lstm") return {{0}, {1, 0}, {1, 1}};
   return {{0}, {1}};
 }
 

@@ -2,7 +2,7 @@
 
 /// \file
 /// What the tracer knows about LibTorch's built-in torch::nn layers: which are leaves, and
-/// how a call of one looks in a JIT trace (the op it always records, the ops it runs before
+/// how a call of one looks in a recording (the op it always records, the ops it runs before
 /// reading a parameter, the nested tuple a recurrent layer returns). C++ modules have no call
 /// hook, so a built-in layer inside a user's module is recognised from these facts alone.
 
@@ -10,14 +10,12 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace c10 {
 class Error;
 }  // namespace c10
-namespace torch::jit {
-struct Node;
-}  // namespace torch::jit
 
 namespace tdfx {
 
@@ -34,12 +32,12 @@ namespace detail {
 /// ops and read its parameters as it likes.
 bool is_torch_nn(const torch::nn::Module& module);
 
-/// False when `nodes` lack the op that a call of the built-in layer `module` always records
-/// (`addmm`, `matmul`, `mm` or `linear` for a Linear): user code that reads a layer's weight
-/// itself (a language model's head tied to its embedding, `h.matmul(emb->weight.t())`) reads
-/// parameters as a call does, but is no call. True for layers without a known op and for
-/// modules that are not torch::nn's.
-bool records_its_op(const torch::nn::Module& module, const std::vector<torch::jit::Node*>& nodes);
+/// The ops (unqualified aten names) of which a call of the built-in layer `module` always
+/// records one (`addmm`, `matmul`, `mm` or `linear` for a Linear), or nullptr for layers
+/// without a known op and for modules that are not torch::nn's. Ops that read a layer's
+/// parameters without one of these are user code reading its weight (a language model's head
+/// tied to its embedding, `h.matmul(emb->weight.t())`), not a call of the layer.
+const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& module);
 
 /// True for the built-in layers whose one call reads a parameter more than once: attention
 /// (its packed in_proj_weight, once each for query, key and value) and the transformer layers.
@@ -49,16 +47,17 @@ bool reads_parameters_repeatedly(const torch::nn::Module& module);
 /// whose padding mode is not zeros (it pads its input first, `_pad_enum`), else 0.
 int ops_before_parameters(const torch::nn::Module& module);
 
-/// True when `node` is the op of a recurrent layer with all its outputs (aten::lstm with 3,
-/// aten::gru, rnn_tanh or rnn_relu with 2): a call that ends in it returns what Python's does.
-bool is_recurrent_op(const torch::jit::Node* node);
+/// True when `op` (an unqualified aten name) with `outputs` results is the op of a recurrent
+/// layer with all its outputs (lstm with 3, gru, rnn_tanh or rnn_relu with 2): a call that ends
+/// in it returns what Python's does.
+bool is_recurrent_op(std::string_view op, size_t outputs);
 
 /// Where each output of the recurrent op `op` sits in its layer's result: LSTM returns
 /// `(output, (h, c))`, GRU and RNN `(output, h)`, in C++ as in Python.
 ///
-///     recurrent_paths(lstm)  // {{0}, {1, 0}, {1, 1}}
-///     recurrent_paths(gru)   // {{0}, {1}}
-std::vector<std::vector<int64_t>> recurrent_paths(const torch::jit::Node* op);
+///     recurrent_paths("lstm")  // {{0}, {1, 0}, {1, 1}}
+///     recurrent_paths("gru")   // {{0}, {1}}
+std::vector<std::vector<int64_t>> recurrent_paths(std::string_view op);
 
 /// The LibTorch layer whose forward is running on this thread (`MultiheadAttention`), found by
 /// the names of the frames on the stack, the outermost when one runs in another (the layer the

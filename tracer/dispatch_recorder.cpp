@@ -262,7 +262,14 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
           "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
           op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
     }
-    if (!it->second.node) it->second.node = created(graph_.get_attr(it->second.path));
+    if (!it->second.node) {
+      Node* read = graph_.get_attr(it->second.path);
+      TensorMeta& meta = read->meta().tensor;
+      meta.dtype = t.scalar_type();
+      meta.shape = t.sizes().vec();
+      meta.device = t.device();
+      it->second.node = created(read);
+    }
     return it->second.node;
   };
   if (value.isTensor()) return tensor_argument(value.toTensor());

@@ -92,6 +92,8 @@ class DispatchRecorder {
   /// The first node the recorder created, or nullptr: what comes before it came before the
   /// recording.
   Node* first_node() const { return first_; }
+  /// The last node the recorder created, or nullptr.
+  Node* last_node() const { return last_; }
 
   /// Called with each node the recorder creates (ops, their items, get_attr reads), to give it
   /// its metadata.

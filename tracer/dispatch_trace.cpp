@@ -46,57 +46,17 @@ class GeneratorRestore {
   at::Tensor state_;
 };
 
-// Where a TensorDictModule's nodes belong.
-struct CallPlace {
-  std::string td_path, inner_path, module_type;
-};
-
-// A built-in layer, by the parameters and buffers it owns.
-struct Layer {
-  std::string path, type;
-};
-
-// A copy of `graph` whose nodes are named afresh in order, as if the nodes erased from it had
-// never been (the recorder names each op as it runs, before anything is known to be dead): the
-// nodes a trace prunes before naming leave no gap in the names (`view_4` follows `view_3`).
-Graph named_afresh(const Graph& graph) {
-  Graph fresh;
-  std::unordered_map<const Node*, Node*> copies;
-  auto copy_of = [&](Node* node) { return copies.at(node); };
-  for (const Node* node : graph.nodes()) {
-    Args args;
-    for (const Argument& arg : node->args()) args.push_back(map_nodes(arg, copy_of));
-    Kwargs kwargs;
-    for (const auto& [name, arg] : node->kwargs())
-      kwargs.emplace_back(name, map_nodes(arg, copy_of));
-    Node* copy = nullptr;
-    if (node->op() == OpCode::kOutput) {
-      copy = fresh.output(args.at(0));
-    } else {
-      const std::string hint = node->op() == OpCode::kPlaceholder ? node->name()
-                               : node->op() == OpCode::kCallFunction
-                                   ? fx_name(node->target(), node->args(), node->kwargs())
-                                   : "";
-      copy =
-          fresh.create_node(node->op(), node->target(), std::move(args), std::move(kwargs), hint);
-    }
-    copy->meta() = node->meta();
-    copies[node] = copy;
-  }
-  return fresh;
-}
-
 class ProgramHook : public KeyAccessHook {
  public:
-  ProgramHook(TensorDictModuleBase& module, const TensorDict& example)
-      : module_(module), example_(example), recorder_(out_.graph) {
+  ProgramHook(TensorDictModuleBase& module, const TensorDict& example, std::string strip_prefix)
+      : module_(module), example_(example), strip_(std::move(strip_prefix)), recorder_(out_.graph) {
     recorder_.on_node = [this](Node* node) { give_meta(node); };
     recorder_.on_value_read = [this](ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
       guard_layer_read(read, tensors);
     };
   }
 
-  RecordedProgram run() {
+  PipelineRecording run() {
     plan();
     GeneratorRestore generator;
     struct StateRestore {
@@ -109,12 +69,7 @@ class ProgramHook : public KeyAccessHook {
         }
       }
     } state{recorder_};
-    for (const auto& item : module_.named_parameters(true)) {
-      recorder_.bind_state(item.value(), item.key());
-    }
-    for (const auto& item : module_.named_buffers(true)) {
-      if (item.value().defined()) recorder_.bind_state(item.value(), item.key());
-    }
+    bind_parameters_and_buffers();
     TensorDict work(example_);  // the module writes here, not into the example
     {
       ScopedKeyAccessHook hook(this);
@@ -129,10 +84,7 @@ class ProgramHook : public KeyAccessHook {
       results.emplace_back(node);
       out_.out_keys.push_back(key);
     }
-    attribute_layers();
     out_.graph.output(tuple(std::move(results)));
-    out_.graph.eliminate_dead_code();
-    out_.graph = named_afresh(out_.graph);
     out_.graph.lint();
     out_.batch = example_batch(example_);
     return std::move(out_);
@@ -159,7 +111,8 @@ class ProgramHook : public KeyAccessHook {
     meta.shape = copy.sizes().vec();
     meta.device = copy.device();
     recorder_.bind(copy, input);
-    out_.input_keys.push_back(key);
+    // Keys are read just before the call that reads them.
+    out_.reads.push_back({input, key, out_.calls.size(), recorder_.last_node()});
     reads_.emplace(key, copy);
     return copy;
   }
@@ -169,19 +122,29 @@ class ProgramHook : public KeyAccessHook {
 
   void on_sequential_child(size_t index, const torch::nn::Module& child) override {
     if (!call_) return;
-    child_ = Layer{join_path(call_->inner_path, std::to_string(index)), describe_module(child)};
+    out_.children.push_back(
+        {join_path(call_->inner_path, std::to_string(index)), describe_module(child)});
+    child_ = out_.children.size() - 1;
   }
 
   std::vector<at::Tensor> on_call(const TensorDictModule& module,
-                                  const std::vector<at::Tensor>& /*inputs*/,
+                                  const std::vector<at::Tensor>& inputs,
                                   const std::function<std::vector<at::Tensor>()>& run) override {
     auto planned = planned_.find(&module);
     if (planned == planned_.end() || planned->second.empty()) {
       fail<TraceError>("{}: called outside the traced pipeline's structure", module.describe());
     }
-    const CallPlace place = planned->second.front();
+    out_.calls.push_back(std::move(planned->second.front()));
     planned->second.pop_front();
-    call_ = &place;
+    const size_t index = out_.calls.size() - 1;
+    for (const at::Tensor& t : inputs) out_.calls[index].inputs.push_back(recorder_.node_of(t));
+    // The keys read for this call were read just before it.
+    for (auto read = out_.reads.rbegin(); read != out_.reads.rend() && read->call == index;
+         ++read) {
+      read->input->meta().td_module = out_.calls[index].td_path;
+    }
+    call_index_ = index;
+    call_ = &out_.calls[index];
     child_.reset();
     const size_t reads = recorder_.value_reads().size();
     std::vector<at::Tensor> outputs;
@@ -194,24 +157,42 @@ class ProgramHook : public KeyAccessHook {
     } catch (const std::exception& e) {
       // A module that failed after reading a value most likely failed because of it (a branch
       // taken for other tensors), so that is what it is told.
-      refuse_value_reads(module, place, reads);
+      refuse_value_reads(module, reads);
       const std::string layer = dynamic_cast<const c10::Error*>(&e)
                                     ? failed_layer(static_cast<const c10::Error&>(e))
                                     : "";
       fail<TraceError>("{}: the wrapped module failed while tracing{}: {}", module.describe(),
                        layer.empty() ? "" : ", in " + layer, library_message(e));
     }
-    refuse_value_reads(module, place, reads);
+    refuse_value_reads(module, reads);
+    call_ = &out_.calls[index];  // the vector may not grow during a call, but be sure
+    for (const at::Tensor& t : outputs) call_->outputs.push_back(recorder_.node_of(t));
     call_ = nullptr;
     child_.reset();
     return outputs;
   }
 
  private:
+  void bind_parameters_and_buffers() {
+    for (const auto& item : module_.named_parameters(true)) bind_state(item.key(), item.value());
+    for (const auto& item : module_.named_buffers(true)) {
+      if (item.value().defined()) bind_state(item.key(), item.value());
+    }
+  }
+
+  // A tensor registered at several paths (a layer shared by two TensorDictModules) is read at
+  // its first; the recording keeps them all.
+  void bind_state(const std::string& name, const at::Tensor& tensor) {
+    const std::string path = strip_path_prefix(name, strip_);
+    auto [first, inserted] = first_path_.emplace(tensor.unsafeGetTensorImpl(), path);
+    if (inserted) recorder_.bind_state(tensor, path);
+    out_.state_paths[first->second].push_back(path);
+  }
+
   // A value read by the module's own code is refused (torch.fx refuses control flow on traced
   // values); one inside a built-in layer's forward too, but for attention's comparisons of
   // query, key and value, which the recording guards (guard_layer_read).
-  void refuse_value_reads(const TensorDictModule& module, const CallPlace& place, size_t from) {
+  void refuse_value_reads(const TensorDictModule& module, size_t from) {
     const auto& reads = recorder_.value_reads();
     for (size_t i = from; i < reads.size(); ++i) {
       const ValueReadCall& read = reads[i];
@@ -230,7 +211,7 @@ class ProgramHook : public KeyAccessHook {
           "{}{}: {} turns a traced tensor into a C++ value; symbolically traced variables "
           "cannot be used as inputs to control flow, and the graph would keep only what this "
           "trace saw. Compute it with tensor ops instead (at::where for a branch)",
-          module.describe(), place.td_path.empty() ? "" : fmt::format(" at '{}'", place.td_path),
+          module.describe(), call_->td_path.empty() ? "" : fmt::format(" at '{}'", call_->td_path),
           read.op);
     }
   }
@@ -255,129 +236,60 @@ class ProgramHook : public KeyAccessHook {
     recorder_.record_guard(a, b, equal_now);
   }
 
-  // The calls of the pipeline's TensorDictModules, as walk_pipeline finds them, and the
-  // built-in layers inside each (the outermost where one holds another).
+  // The calls of the pipeline's TensorDictModules, as walk_pipeline finds them, in call order
+  // for each module, and the number of sequential levels.
   void plan() {
-    walk_pipeline(module_, "", [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
-      if (place.level >= 0) return;
-      const TensorDictModule* td_module = &traced_td_module(m);
-      planned_[td_module].push_back(
-          {place.path, place.inner_path, describe_module(*td_module->inner_ptr())});
-      std::vector<std::string> inside;  // paths of the layers found, to skip their children
-      for (const auto& item : td_module->inner_ptr()->named_modules("", true)) {
-        const std::string path = join_path(place.inner_path, item.key());
-        bool nested = false;
-        for (const std::string& outer : inside) nested |= path.rfind(outer + ".", 0) == 0;
-        if (nested || !is_builtin_leaf(*item.value())) continue;
-        inside.push_back(path);
-        const Layer layer{path, describe_module(*item.value())};
-        for (const auto& p : item.value()->named_parameters(true)) {
-          layers_.emplace(p.value().unsafeGetTensorImpl(), layer);
-        }
-        for (const auto& b : item.value()->named_buffers(true)) {
-          if (b.value().defined()) layers_.emplace(b.value().unsafeGetTensorImpl(), layer);
-        }
+    walk_pipeline(module_, strip_, [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
+      if (place.level >= 0) {  // a sequential: one more level of names
+        out_.level_count = std::max(out_.level_count, place.level + 1);
+        return;
       }
+      const TensorDictModule* td_module = &traced_td_module(m);
+      RecordedCall call;
+      call.module = td_module;
+      call.td_path = place.path;
+      call.inner_path = place.inner_path;
+      call.module_type = describe_module(*td_module->inner_ptr());
+      call.levels = place.levels;
+      planned_[td_module].push_back(std::move(call));
     });
   }
 
-  // A node's TensorDictModule, and its module until attribute_layers() says otherwise: the
-  // child of a wrapped Sequential running, else the wrapped module. Notes the layer whose
-  // parameter or buffer it reads.
+  // A node's TensorDictModule call and module: the child of a wrapped Sequential running, else
+  // the wrapped module. Which built-in layer's call it is, leaf_calls.h finds later.
   void give_meta(Node* node) {
     if (!call_) return;
+    out_.node_call.emplace(node, call_index_);
     NodeMeta& meta = node->meta();
     meta.td_module = call_->td_path;
-    meta.module_path = child_ ? child_->path : call_->inner_path;
-    meta.module_type = child_ ? child_->type : call_->module_type;
-    const Layer* layer = nullptr;
-    if (node->op() == OpCode::kGetAttr) {
-      layer = layer_of_path(node->target().str());
+    if (child_) {
+      out_.node_child.emplace(node, *child_);
+      meta.module_path = out_.children[*child_].path;
+      meta.module_type = out_.children[*child_].type;
     } else {
-      for (const Node* input : node->input_nodes()) {
-        if (input->op() != OpCode::kGetAttr) continue;
-        auto it = reads_layer_.find(input);
-        if (it != reads_layer_.end()) layer = it->second;
-      }
+      meta.module_path = call_->inner_path;
+      meta.module_type = call_->module_type;
     }
-    if (layer) reads_layer_[node] = layer;
-  }
-
-  // The built-in layer each op belongs to: one that reads its parameters or buffers, or that
-  // lies between two of its ops (Linear's matmul between `t` of its weight and the `add_` of its
-  // bias), as C++ modules have no call hook to tell. What only follows a layer's ops (the relu
-  // after a Linear) is not the layer's.
-  void attribute_layers() {
-    std::unordered_map<const Node*, const Layer*> after;  // reached from a layer's op
-    for (const Node* node : out_.graph.nodes()) {
-      auto direct = reads_layer_.find(node);
-      if (direct != reads_layer_.end()) {
-        after[node] = direct->second;
-        continue;
-      }
-      for (const Node* input : node->input_nodes()) {
-        auto it = after.find(input);
-        if (it != after.end()) after[node] = it->second;
-      }
-    }
-    std::unordered_map<const Node*, const Layer*> inside;
-    const std::vector<Node*> nodes = out_.graph.node_list();
-    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
-      Node* node = *it;
-      const Layer* layer = nullptr;
-      auto direct = reads_layer_.find(node);
-      if (direct != reads_layer_.end()) {
-        layer = direct->second;
-      } else if (auto reached = after.find(node); reached != after.end()) {
-        for (const Node* user : node->users()) {
-          auto in = inside.find(user);
-          if (in != inside.end() && in->second == reached->second) layer = reached->second;
-        }
-      }
-      if (!layer) continue;
-      inside[node] = layer;
-      node->meta().module_path = layer->path;
-      node->meta().module_type = layer->type;
-    }
-  }
-
-  const Layer* layer_of_path(const std::string& path) {
-    const auto& parameters = state_tensors();
-    auto tensor = parameters.find(path);
-    if (tensor == parameters.end()) return nullptr;
-    auto it = layers_.find(tensor->second);
-    return it == layers_.end() ? nullptr : &it->second;
-  }
-
-  const std::unordered_map<std::string, const c10::TensorImpl*>& state_tensors() {
-    if (paths_.empty()) {
-      for (const auto& item : module_.named_parameters(true)) {
-        paths_.emplace(item.key(), item.value().unsafeGetTensorImpl());
-      }
-      for (const auto& item : module_.named_buffers(true)) {
-        paths_.emplace(item.key(), item.value().unsafeGetTensorImpl());
-      }
-    }
-    return paths_;
   }
 
   TensorDictModuleBase& module_;
   const TensorDict& example_;
-  RecordedProgram out_;
+  std::string strip_;
+  PipelineRecording out_;
   DispatchRecorder recorder_;
-  std::unordered_map<const TensorDictModule*, std::deque<CallPlace>> planned_;
-  std::unordered_map<const c10::TensorImpl*, Layer> layers_;
-  std::unordered_map<std::string, const c10::TensorImpl*> paths_;
-  std::unordered_map<const Node*, const Layer*> reads_layer_;
+  std::unordered_map<const TensorDictModule*, std::deque<RecordedCall>> planned_;
+  std::unordered_map<const c10::TensorImpl*, std::string> first_path_;
   std::map<NestedKey, at::Tensor> reads_;
-  const CallPlace* call_ = nullptr;
-  std::optional<Layer> child_;
+  RecordedCall* call_ = nullptr;
+  size_t call_index_ = 0;
+  std::optional<size_t> child_;
 };
 
 }  // namespace
 
-RecordedProgram record_program(TensorDictModuleBase& module, const TensorDict& example) {
-  return ProgramHook(module, example).run();
+PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
+                                  const std::string& strip_prefix) {
+  return ProgramHook(module, example, strip_prefix).run();
 }
 
 }  // namespace tdfx::detail

@@ -1,19 +1,22 @@
 #pragma once
 
 /// \file
-/// record_program: a TensorDict pipeline recorded by tdfx's recorder on the dispatcher
-/// (dispatch_recorder.h) into its flat program graph, in one run of its own forward — the
-/// recording *is* the program: each example key read becomes a placeholder (named by its
-/// joined key, in read order), each parameter or buffer a get_attr node where an op first
-/// reads it, each aten op a node as it runs, the selected out keys the output tuple.
-/// export_program(module, inputs, {.dispatch_recorder = true}) exports it; the JIT-based
-/// symbolic_trace stays the default until this recorder builds the FX view too (issue 36).
+/// record_pipeline: a TensorDict pipeline recorded by tdfx's recorder on the dispatcher
+/// (dispatch_recorder.h), in one run of its own forward. The recording *is* the program, as
+/// it ran: each example key read is a placeholder (named by its joined key, in read order),
+/// each parameter or buffer a get_attr node where an op first reads it, each aten op a node
+/// as it ran, the selected out keys the output tuple. Nothing is pruned or renamed here; the
+/// forms users see are passes over it: the runnable flat program (program_pass.h) and the
+/// FX view (fx_view.h), both told which ops are leaf calls by leaf_calls.h.
 ///
-/// Each node's meta names its TensorDictModule (`td_module`) and module: the built-in layer
-/// whose parameters it reads, the child of a wrapped Sequential that ran it, or else the
-/// wrapped module.
+/// Beside the graph, the recording keeps where each op ran — which TensorDictModule call,
+/// which child of a wrapped Sequential — and where each key was read, which the FX view needs
+/// for its names and its getitem reads.
 
 #include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tdfx/graph/graph.h"
@@ -21,24 +24,75 @@
 
 namespace tdfx::detail {
 
-/// What record_program recorded.
-struct RecordedProgram {
-  /// Placeholders, get_attr reads (paths from the recorded module), aten calls, one output
-  /// tuple of the selected out keys' values.
-  Graph graph;
-  /// The key each placeholder reads, in order.
-  std::vector<NestedKey> input_keys;
-  /// The key each output is written to, in order.
-  std::vector<NestedKey> out_keys;
-  /// The example's batch size, when it has one.
-  std::optional<int64_t> batch;
+/// One call of a TensorDictModule during the recording.
+struct RecordedCall {
+  const TensorDictModule* module = nullptr;
+  /// Path of the TensorDictModule from the graph root ("0", "0.module.1"), "" for a root module.
+  std::string td_path;
+  /// Path of the wrapped module from the graph root ("0.module"), "" when it is the root.
+  std::string inner_path;
+  /// The wrapped module as printed (`Linear(in_features=4, …)`).
+  std::string module_type;
+  /// For each enclosing TensorDictSequential, innermost first: its level and child index.
+  std::vector<std::pair<int, int>> levels;
+  /// The nodes of its inputs (one per in key) and outputs (one per out key).
+  std::vector<Node*> inputs, outputs;
 };
 
-/// Records `module.forward` run on a copy of `example`. Neither changes: the keys it reads
-/// are copied before it may write into them, the parameters and buffers it writes (BatchNorm's
-/// running statistics) are put back after, as is the default generator. TraceError naming
-/// the module for a value read (`item`, a branch on a tensor), a tensor the recording does not
-/// follow, or an out key never written; KeyError for a missing key.
-RecordedProgram record_program(TensorDictModuleBase& module, const TensorDict& example);
+/// The first read of an example key: its placeholder, and where in the recording it happened.
+struct RecordedRead {
+  Node* input = nullptr;
+  NestedKey key = "?";
+  /// The call that read it (an index into PipelineRecording::calls).
+  size_t call = 0;
+  /// The last node recorded before the read, nullptr when none was.
+  const Node* after = nullptr;
+};
+
+/// A child of a wrapped torch::nn::Sequential: its path (`0.module.2`) and description.
+struct RecordedChild {
+  std::string path, type;
+};
+
+/// What record_pipeline recorded.
+struct PipelineRecording {
+  /// Placeholders (key reads), get_attr reads (paths from the graph root), aten calls and
+  /// their items, one output tuple of the selected out keys' values. Every op recorded is
+  /// here, also those nothing reads.
+  Graph graph;
+  /// The key reads, one per placeholder, in read order.
+  std::vector<RecordedRead> reads;
+  /// The key each output is written to, in order.
+  std::vector<NestedKey> out_keys;
+  std::vector<RecordedCall> calls;
+  /// Number of TensorDictSequential levels (level 0 is the root).
+  int level_count = 1;
+  /// The call each op, item and get_attr node was recorded in (an index into `calls`).
+  std::unordered_map<const Node*, size_t> node_call;
+  std::vector<RecordedChild> children;
+  /// The child of a wrapped Sequential that recorded each node, where one did.
+  std::unordered_map<const Node*, size_t> node_child;
+  /// Every path of each parameter or buffer a get_attr reads, by the path it reads (its first):
+  /// a layer shared by two TensorDictModules has two.
+  std::unordered_map<std::string, std::vector<std::string>> state_paths;
+  /// The example's batch size, when it has one.
+  std::optional<int64_t> batch;
+
+  /// The call `node` was recorded in, or calls.size() when none (a key read).
+  size_t call_of(const Node* node) const {
+    auto it = node_call.find(node);
+    return it == node_call.end() ? calls.size() : it->second;
+  }
+};
+
+/// Records `module.forward` run on a copy of `example`; `strip_prefix` is cut from the paths of
+/// parameters and modules (the graph root may be a child of `module`, as "module" is of its
+/// TensorDictModule). Neither changes: the keys it reads are copied before it may write into
+/// them, the parameters and buffers it writes (BatchNorm's running statistics) are put back
+/// after, as is the default generator. TraceError naming the module for a value read (`item`,
+/// a branch on a tensor), a tensor the recording does not follow, a module that fails, or an
+/// out key never written; KeyError for a missing key.
+PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
+                                  const std::string& strip_prefix = "");
 
 }  // namespace tdfx::detail

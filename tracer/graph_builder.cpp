@@ -438,7 +438,7 @@ class Builder {
   // getitem chains from a recurrent layer's call to each output something reads, in output
   // order, sharing the inner tuple (`getitem_1 = lstm[1]; getitem_2 = getitem_1[0]`).
   void emit_recurrent_items(Node* call, const LeafRegion& region) {
-    const auto paths = recurrent_paths(region.recurrent);
+    const auto paths = recurrent_paths(region.recurrent->kind().toUnqualString());
     std::map<int64_t, Node*> inner;
     for (size_t i = 0; i < paths.size(); ++i) {
       const jit::Value* value = region.recurrent->outputs()[i];

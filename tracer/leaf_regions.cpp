@@ -50,11 +50,22 @@ bool is_constant_expression(const jit::Value* value) {
 
 namespace {
 
+// False when `nodes` lack every op a call of the built-in layer `module` records.
+bool records_its_op(const torch::nn::Module& module, const std::vector<jit::Node*>& nodes) {
+  const std::vector<std::string>* ops = ops_a_call_records(module);
+  if (!ops) return true;
+  for (const jit::Node* node : nodes) {
+    const char* kind = node->kind().toUnqualString();
+    if (std::find(ops->begin(), ops->end(), kind) != ops->end()) return true;
+  }
+  return false;
+}
+
 // The recurrent op a region ends in when the region's outputs are all of that op's (see
 // LeafRegion::recurrent), else null.
 const jit::Node* recurrent_op(const LeafRegion& region) {
   const jit::Node* last = region.nodes.back();
-  if (!is_recurrent_op(last)) return nullptr;
+  if (!is_recurrent_op(last->kind().toUnqualString(), last->outputs().size())) return nullptr;
   for (const jit::Value* out : region.outputs) {
     if (out->node() != last) return nullptr;
   }

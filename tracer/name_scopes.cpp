@@ -3,7 +3,13 @@
 namespace tdfx::detail {
 
 NameScopes::NameScopes(const Recording& recording)
-    : recording_(recording), levels_(static_cast<size_t>(recording.level_count)) {
+    : NameScopes(recording.level_count,
+                 [&recording](size_t call) -> const std::vector<std::pair<int, int>>& {
+                   return recording.calls[call].levels;
+                 }) {}
+
+NameScopes::NameScopes(int level_count, LevelsOf levels_of)
+    : levels_of_(std::move(levels_of)), levels_(static_cast<size_t>(level_count)) {
   // Every sequential's forward takes `tensordict`, so no node there may take that name.
   for (auto& level : levels_) level.names.reserve("tensordict");
 }
@@ -30,7 +36,7 @@ std::string NameScopes::read_name(size_t call, const NestedKey& key) {
 }
 
 std::vector<std::pair<int, int>> NameScopes::chain(size_t call) const {
-  const auto& levels = recording_.calls[call].levels;
+  const auto& levels = levels_of_(call);
   // A root TensorDictModule has level 0 to itself, and no child index to prefix.
   if (levels.empty()) return {{0, -1}};
   return levels;

@@ -12,6 +12,7 @@
 ///     _0_linear = getattr(self, "0").module(getitem)
 ///     _1_linear_1 = getattr(self, "1").module(_0_linear)
 
+#include <functional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -28,8 +29,14 @@ namespace tdfx::detail {
 /// itself).
 class NameScopes {
  public:
-  /// Scopes for `recording`, which must outlive them: one per TensorDictSequential level,
-  /// and one per TensorDictModule call as it is first named.
+  /// For each TensorDictModule call (an index), its enclosing sequentials, innermost first:
+  /// each one's level and the call's child index there (empty for a root TensorDictModule).
+  using LevelsOf = std::function<const std::vector<std::pair<int, int>>&(size_t call)>;
+
+  /// Scopes for a recording with `level_count` TensorDictSequential levels whose calls sit
+  /// where `levels_of` says: one namespace per level, and one per call as it is first named.
+  NameScopes(int level_count, LevelsOf levels_of);
+  /// Scopes for a JIT `recording`, which must outlive them.
   explicit NameScopes(const Recording& recording);
 
   /// The name of a node of kind `op` that call `call` (an index into Recording::calls)
@@ -52,7 +59,7 @@ class NameScopes {
   /// The levels enclosing `call`, innermost first, each with the call's child index there.
   std::vector<std::pair<int, int>> chain(size_t call) const;
 
-  const Recording& recording_;
+  LevelsOf levels_of_;
   std::vector<Level> levels_;
   /// One namespace per TensorDictModule call, made on first use: a leaf's
   /// body builder never needs them, and there may be thousands of calls.

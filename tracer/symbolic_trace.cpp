@@ -4,12 +4,16 @@
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/error.h"
+#include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/interpreter.h"
 #include "tdfx/graph/namespace.h"
 #include "tdfx/graph/passes.h"
 #include "tdfx/graph/schema_arguments.h"
 #include "tdfx/tracer/batch_generalise.h"
+#include "tdfx/tracer/dispatch_trace.h"
+#include "tdfx/tracer/fx_view.h"
 #include "tdfx/tracer/graph_builder.h"
+#include "tdfx/tracer/program_pass.h"
 #include "tdfx/tracer/recorder.h"
 
 namespace tdfx {
@@ -391,9 +395,59 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
 
 }  // namespace detail
 
+namespace {
+
+// A trace by tdfx's recorder on the dispatcher: one recording, the program and the FX view
+// passes over it. Each program node that the view shows otherwise (inside a leaf call, as a
+// method, or by another name) names its view node in errors.
+TDGraphModule dispatch_trace(const std::shared_ptr<TensorDictModuleBase>& module,
+                             const TensorDict& example, const TraceOptions& options) {
+  if (options.dynamic_batch) {
+    fail<TraceError>(
+        "{}: TraceOptions::dispatch_recorder records a static batch only so far; trace "
+        "without it for a dynamic batch",
+        module->describe());
+  }
+  const auto [root, prefix] = detail::graph_root(module, options);
+  detail::PipelineRecording recording = detail::record_pipeline(*module, example, prefix);
+  const detail::LiveNodes live(recording, options);
+  const detail::StateUpdates updates(recording);
+  const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
+  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
+  detail::FxView view = detail::fx_view(recording, live, leaves, updates, options);
+  for (const auto& [recorded, node] : program.copies) {
+    if (recorded->op() == OpCode::kPlaceholder) continue;
+    // A parameter is shown as the leaf call that first reads it, if one does.
+    const std::vector<Node*> users =
+        recorded->op() == OpCode::kGetAttr ? live.users(recorded) : std::vector<Node*>();
+    const Node* owner = users.empty() ? recorded : users.front();
+    if (owner != recorded && !leaves.find(owner)) continue;
+    auto shown = view.origin.find(owner);
+    if (shown == view.origin.end()) continue;
+    const Node& printed = *shown->second;
+    if (printed.op() == OpCode::kCallModule || printed.op() == OpCode::kCallMethod ||
+        printed.name() != node->name()) {
+      node->meta().shown_as = describe(printed);
+    }
+  }
+  std::optional<BatchSpecialisation> specialisation;
+  std::vector<int64_t> recorded_batches;
+  if (recording.batch) {
+    specialisation = BatchSpecialisation{*recording.batch, "", ""};
+    recorded_batches.push_back(*recording.batch);
+  }
+  return TDGraphModule(module, root, prefix, std::move(view.graph), std::move(program.graph),
+                       std::move(program.input_keys), std::move(view.output_keys),
+                       pipeline_modules(*module, prefix), std::move(specialisation),
+                       std::move(recorded_batches));
+}
+
+}  // namespace
+
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options) {
   if (!module) throw TraceError("symbolic_trace: the module is null");
+  if (options.dispatch_recorder) return dispatch_trace(module, example, options);
   const auto [root, prefix] = detail::graph_root(module, options);
   detail::ContractRecording recorded =
       detail::record_with_contract(*module, example, prefix, options);

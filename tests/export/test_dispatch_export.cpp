@@ -4,11 +4,12 @@
 #include <doctest/doctest.h>
 
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include "samples/pipelines.h"
 #include "tdfx/export/program.h"
+#include "tdfx/graph/graph_printer.h"
+#include "tdfx/tracer/symbolic_trace.h"
 #include "tests/export/nn_layer_cases.h"
 
 using namespace tdfx;
@@ -16,18 +17,10 @@ using namespace tdfx::testing::nn_layers;
 
 namespace {
 
-// Each node's name and target, in order.
-std::vector<std::string> op_sequence(const Graph& graph) {
-  std::vector<std::string> ops;
-  for (const Node* node : graph.nodes()) ops.push_back(node->name() + " " + node->target().str());
-  return ops;
-}
-
-// "" when both exports of `module` on `inputs` agree (printed whole, or with `ops_only` the
-// nodes' names and targets), their signatures and their outputs bit for bit; else what differs.
+// "" when both exports of `module` on `inputs` agree (printed whole), their signatures and
+// their outputs bit for bit; else what differs.
 std::string compare_exports(const TensorDictModuleBasePtr& module,
-                            const std::vector<std::pair<std::string, at::Tensor>>& inputs,
-                            bool ops_only = false) {
+                            const std::vector<std::pair<std::string, at::Tensor>>& inputs) {
   ExportOptions options;
   options.dispatch_recorder = true;
   std::optional<ExportedProgram> traced;
@@ -44,10 +37,7 @@ std::string compare_exports(const TensorDictModuleBasePtr& module,
     return std::string("exported; expected: ") + e.what();
   }
   const ExportedProgram recorded = export_program(module, inputs, options);
-  if (ops_only && op_sequence(recorded.graph()) != op_sequence(traced->graph())) {
-    return "ops:\n" + recorded.print_readable() + "\nexpected:\n" + traced->print_readable();
-  }
-  if (!ops_only && recorded.print_readable() != traced->print_readable()) {
+  if (recorded.print_readable() != traced->print_readable()) {
     return "printed:\n" + recorded.print_readable() + "\nexpected:\n" + traced->print_readable();
   }
   if (recorded.graph_signature().str() != traced->graph_signature().str()) {
@@ -92,46 +82,7 @@ TEST_CASE("dispatch export: the samples' pipelines export as the JIT-based trace
   }
 }
 
-// Where the recorder on the dispatcher is not yet at parity, each case by name, so that a
-// change either way fails here: which module an op belongs to, where a built-in layer's call
-// is more than the ops that read its parameters and what lies between them. The ops a layer
-// runs before it first reads a parameter or after it last reads one (an RNN's initial state,
-// its output items, a GRU cell's gates, attention's head reshapes, the log_softmax of an
-// adaptive softmax's head) are the calling module's in the recording, the layer's in the
-// trace, whose leaf finder outlines the layer's whole call (tracer/leaf_regions.h). The
-// printed `# Module:` comments differ; the ops do not.
-const std::set<std::string> kNotYetAtParity = {
-    "AdaptiveLogSoftmaxWithLoss log_prob",
-    "AdaptiveLogSoftmaxWithLoss log_prob (in a user module)",
-    "MultiheadAttention self (in a user module)",
-    "MultiheadAttention cross (in a user module)",
-    "MultiheadAttention separate eval (in a user module)",
-    "MultiheadAttention separate train (in a user module)",
-    "TransformerEncoderLayer eval (in a user module)",
-    "TransformerEncoderLayer train (in a user module)",
-    "TransformerDecoderLayer eval (in a user module)",
-    "TransformerDecoderLayer train (in a user module)",
-    "TransformerEncoder (in a user module)",
-    "TransformerDecoder (in a user module)",
-    "Transformer eval (in a user module)",
-    "Transformer train (in a user module)",
-    "Conv2d reflect (in a user module)",
-    "Conv2d circular (in a user module)",
-    "EmbeddingBag (in a user module)",
-    "RNN eval (in a user module)",
-    "RNN train (in a user module)",
-    "GRU eval (in a user module)",
-    "GRU train (in a user module)",
-    "LSTM eval (in a user module)",
-    "LSTM train (in a user module)",
-    "LSTM with state (in a user module)",
-    "GRU with state (in a user module)",
-    "RNNCell (in a user module)",
-    "GRUCell (in a user module)",
-};
-
 TEST_CASE("dispatch export: every torch::nn layer case exports as the JIT-based trace does") {
-  std::set<std::string> differ;
   size_t compared = 0;
   for (const LayerCase& layer : layer_cases()) {
     if (layer.refused != LayerCase::Refused::kNo) continue;
@@ -142,21 +93,128 @@ TEST_CASE("dispatch export: every torch::nn layer case exports as the JIT-based 
       const TensorDict td = inputs_at(layer, kBatch);
       std::string problem;
       try {
-        problem =
-            compare_exports(module, program_inputs(layer, td), kNotYetAtParity.count(name) > 0);
+        problem = compare_exports(module, program_inputs(layer, td));
       } catch (const std::exception& e) {
         problem = e.what();
       }
       ++compared;
       if (!problem.empty()) FAIL_CHECK(name << ": " << problem);
-      if (kNotYetAtParity.count(name) > 0 &&
-          compare_exports(module, program_inputs(layer, td)) != "") {
-        differ.insert(name);
+    }
+  }
+  CHECK(compared > 250);
+}
+
+namespace {
+
+// A graph printed whole with each node's metadata, and the bodies of its call_module nodes.
+std::string with_meta(const Graph& graph, const std::string& indent = "") {
+  std::ostringstream out;
+  out << indent << to_string(graph) << "\n";
+  for (const Node* node : graph.nodes()) {
+    const NodeMeta& meta = node->meta();
+    out << indent << node->name() << " td=" << meta.td_module << " module=" << meta.module_path
+        << " type=" << meta.module_type << " shown=" << meta.shown_as;
+    if (meta.tensor.shape) out << " shape=" << at::IntArrayRef(*meta.tensor.shape);
+    if (meta.tensor.dtype) out << " dtype=" << *meta.tensor.dtype;
+    out << "\n";
+    if (node->body()) out << with_meta(*node->body(), indent + "  ");
+  }
+  return out.str();
+}
+
+// "" when symbolic_trace of `module` on `td` with `options` and with the dispatch recorder
+// print alike (view, code, program, each node's metadata), read the same keys and compute the
+// same outputs bit for bit; else what differs.
+std::string compare_traces(const TensorDictModuleBasePtr& module, const TensorDict& td,
+                           TraceOptions options = {}) {
+  std::optional<TDGraphModule> traced;
+  TraceOptions dispatch = options;
+  dispatch.dispatch_recorder = true;
+  try {
+    traced.emplace(symbolic_trace(module, td, options));
+  } catch (const Error& e) {
+    try {
+      symbolic_trace(module, td, dispatch);
+    } catch (const Error& again) {
+      if (std::string(again.what()) == e.what()) return "";
+      return std::string("refused with: ") + again.what() + "\nexpected: " + e.what();
+    }
+    return std::string("traced; expected: ") + e.what();
+  }
+  const TDGraphModule recorded = symbolic_trace(module, td, dispatch);
+  auto differ = [](const std::string& what, const std::string& got, const std::string& want) {
+    return got == want ? "" : what + ":\n" + got + "\nexpected:\n" + want;
+  };
+  std::string problem = differ("view", with_meta(recorded.graph()), with_meta(traced->graph()));
+  if (problem.empty()) problem = differ("code", recorded.code(), traced->code());
+  if (problem.empty()) {
+    problem =
+        differ("program", with_meta(recorded.program_graph()), with_meta(traced->program_graph()));
+  }
+  if (!problem.empty()) return problem;
+  if (recorded.input_keys() != traced->input_keys()) return "input keys differ";
+  at::manual_seed(11);
+  const std::vector<at::Tensor> a = traced->run(td);
+  at::manual_seed(11);
+  const std::vector<at::Tensor> b = recorded.run(td);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!at::equal(a[i], b[i])) return "output " + std::to_string(i) + " differs";
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("dispatch trace: the samples' pipelines trace as the JIT-based trace traces them") {
+  at::manual_seed(0);
+  const TensorDict seed_000({{"x", at::randn({1, 3})}}, {1});
+  const TensorDict seed_002({{"input", at::randn({32, 100})}}, {32});
+  struct Sample {
+    std::string name;
+    TensorDictModuleBasePtr module;
+    TensorDict td;
+  };
+  const std::vector<Sample> samples_ = {
+      {"seed 000", samples::seed_000_model(), seed_000},
+      {"seed 000 nested", samples::seed_000_nested_model(),
+       TensorDict({{"some_key", at::randn({1, 3})}}, {1})},
+      {"seed 002 module", samples::seed_module(), seed_002},
+      {"seed 002 sequential", samples::seed_sequential(), samples::seed_sequential_input()},
+      {"seed 002 nested", samples::nested_sequential(), seed_002},
+      {"actor-critic", samples::actor_critic(), samples::actor_critic_input()},
+  };
+  for (const Sample& sample : samples_) {
+    for (KeyStyle style : {KeyStyle::kGetItem, KeyStyle::kPlaceholder}) {
+      for (bool outline : {true, false}) {
+        CAPTURE(sample.name);
+        CAPTURE(static_cast<int>(style));
+        CAPTURE(outline);
+        TraceOptions options;
+        options.key_style = style;
+        options.outline_leaves = outline;
+        CHECK(compare_traces(sample.module, sample.td, options) == "");
       }
     }
   }
-  for (const std::string& name : kNotYetAtParity) {
-    CHECK_MESSAGE(differ.count(name) == 1, name << " is at parity now: take it off the list");
+}
+
+TEST_CASE("dispatch trace: every torch::nn layer case traces as the JIT-based trace does") {
+  size_t compared = 0;
+  for (const LayerCase& layer : layer_cases()) {
+    if (layer.refused != LayerCase::Refused::kNo) continue;
+    for (bool in_user_module : {false, true}) {
+      const std::string name = layer.name + (in_user_module ? " (in a user module)" : "");
+      const TensorDictModuleBasePtr module = layer.module(in_user_module);
+      module->train(layer.train);
+      std::string problem;
+      try {
+        problem = compare_traces(module, inputs_at(layer, kBatch));
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+      ++compared;
+      if (!problem.empty()) FAIL_CHECK(name << ": " << problem);
+    }
   }
   CHECK(compared > 250);
 }

@@ -237,7 +237,7 @@ TEST_CASE("dispatch recorder: recording is per thread and leaves nothing behind"
   CHECK(recorder.op_count() == 1);
 }
 
-TEST_CASE("dispatch recorder: record_program leaves the module, its state and the generator") {
+TEST_CASE("dispatch recorder: record_pipeline leaves the module, its state and the generator") {
   at::manual_seed(4);
   auto pipeline = make_td_sequential(
       {make_td_module(torch::nn::Sequential(torch::nn::Linear(3, 4), torch::nn::BatchNorm1d(4),
@@ -250,7 +250,7 @@ TEST_CASE("dispatch recorder: record_program leaves the module, its state and th
   for (const auto& item : pipeline->named_buffers(true)) before[item.key()] = item.value().clone();
   const at::Tensor weight = pipeline->named_parameters(true)["module.0.module.0.weight"];
   const at::Tensor generator_state = at::detail::getDefaultCPUGenerator().get_state();
-  const tdfx::detail::RecordedProgram recorded = tdfx::detail::record_program(*pipeline, td);
+  const tdfx::detail::PipelineRecording recorded = tdfx::detail::record_pipeline(*pipeline, td);
   for (const auto& item : pipeline->named_buffers(true)) {
     CAPTURE(item.key());
     CHECK(at::equal(item.value(), before.at(item.key())));
@@ -259,7 +259,8 @@ TEST_CASE("dispatch recorder: record_program leaves the module, its state and th
   CHECK(pipeline->named_parameters(true)["module.0.module.0.weight"].is_same(weight));
   CHECK(at::equal(at::detail::getDefaultCPUGenerator().get_state(), generator_state));
   // The recording is the program: one placeholder per key read, the output the out keys'.
-  CHECK(recorded.input_keys == std::vector<NestedKey>{"x"});
+  REQUIRE(recorded.reads.size() == 1);
+  CHECK(recorded.reads[0].key == NestedKey("x"));
   CHECK(recorded.out_keys == std::vector<NestedKey>{"h", "y"});
   std::vector<std::string> targets;
   for (const Node* node : recorded.graph.nodes()) {

@@ -1,0 +1,451 @@
+#include "tdfx/tracer/leaf_calls.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <string_view>
+
+#include "tdfx/tracer/builtin_layers.h"
+#include "tdfx/tracer/module_tree.h"
+
+namespace tdfx::detail {
+namespace {
+
+bool is_aten_call(const Node& node) {
+  return node.op() == OpCode::kCallFunction && node.target().is_aten();
+}
+
+bool arg_is_true(const Node& node, size_t i) {
+  return i < node.args().size() && node.args()[i].is<bool>() && node.args()[i].as<bool>();
+}
+
+bool arg_is_none(const Node& node, size_t i) {
+  return i >= node.args().size() || node.args()[i].is<None>();
+}
+
+}  // namespace
+
+Node* item_source(const Node& node) {
+  if (node.op() != OpCode::kCallFunction || !node.target().is_getitem()) return nullptr;
+  return node.args().at(0).node();
+}
+
+bool has_effect(const Node& node) {
+  if (!is_aten_call(node)) return false;
+  const c10::FunctionSchema& schema = node.target().schema();
+  if (schema.is_mutable() || schema.returns().empty()) return true;
+  static const std::set<std::string_view> random = {
+      "bernoulli", "multinomial", "normal",  "poisson",      "rand",    "rand_like",
+      "randn",     "randn_like",  "randint", "randint_like", "randperm"};
+  // The dropouts draw only when training (their third argument).
+  static const std::set<std::string_view> dropouts = {"dropout",        "feature_dropout",
+                                                      "alpha_dropout",  "feature_alpha_dropout",
+                                                      "native_dropout", "rrelu"};
+  const std::string& name = node.target().op_name();
+  if (random.count(name)) return true;
+  if (dropouts.count(name)) return name == "rrelu" ? arg_is_true(node, 3) : arg_is_true(node, 2);
+  for (const c10::Argument& formal : schema.arguments()) {
+    if (formal.real_type()->str().find("Generator") != std::string::npos) return true;
+  }
+  // Training-mode normalisation with running statistics writes them.
+  const bool norm = name == "batch_norm" || name == "instance_norm" ||
+                    name == "native_batch_norm" || name == "_batch_norm_impl_index";
+  return norm && !arg_is_none(node, 3) && arg_is_true(node, 5);
+}
+
+LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& options) {
+  // A call shown whole as one call_module node has all of the call's outputs.
+  auto outlined_whole = [&](const RecordedCall& call) {
+    return options.outline_leaves && is_leaf(options, *call.module->inner_ptr(), call.inner_path);
+  };
+  std::unordered_set<const Node*> needed;
+  const std::vector<Node*> nodes = recording.graph.node_list();
+  size_t current = recording.calls.size();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* node = *it;
+    // Nodes of one TensorDictModule call are contiguous: its last is met first, once the calls
+    // after it are done.
+    const size_t call = recording.call_of(node);
+    if (call != current && call < recording.calls.size()) {
+      current = call;
+      const RecordedCall& c = recording.calls[call];
+      bool outputs_needed = false;
+      for (const Node* out : c.outputs) outputs_needed |= needed.count(out) > 0;
+      if (outputs_needed && outlined_whole(c)) needed.insert(c.outputs.begin(), c.outputs.end());
+    }
+    const bool live = node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput ||
+                      needed.count(node) > 0 || has_effect(*node);
+    if (!live) continue;
+    live_.insert(node);
+    for (Node* input : node->input_nodes()) needed.insert(input);
+  }
+}
+
+std::vector<Node*> LiveNodes::users(const Node* node) const {
+  std::vector<Node*> users;
+  for (Node* user : node->users()) {
+    if (contains(user)) users.push_back(user);
+  }
+  return users;
+}
+
+StateUpdates::StateUpdates(const PipelineRecording& recording) {
+  for (Node* node : recording.graph.nodes()) {
+    if (!is_aten_call(*node) || node->args().empty()) continue;
+    Node* self = node->args()[0].node();
+    if (!self) continue;
+    Node* root = state_of(self);
+    if (root->op() != OpCode::kGetAttr) continue;
+    // In-place ops are named with a trailing `_`; the schema says it writes its first argument.
+    const std::string& name = node->target().op_name();
+    if (name.empty() || name.back() != '_') continue;
+    const auto& formals = node->target().schema().arguments();
+    if (formals.empty() || !formals[0].alias_info() || !formals[0].alias_info()->isWrite()) {
+      continue;
+    }
+    updates_[node] = root;
+  }
+}
+
+Node* StateUpdates::state_of(Node* node) const {
+  auto it = updates_.find(node);
+  return it == updates_.end() ? node : it->second;
+}
+
+namespace {
+
+class LeafCallFinder {
+ public:
+  LeafCallFinder(const PipelineRecording& recording, const LiveNodes& live,
+                 const StateUpdates& updates, const TraceOptions& options)
+      : recording_(recording), live_(live), updates_(updates), options_(options) {
+    call_nodes_.resize(recording.calls.size());
+    for (Node* node : recording.graph.nodes()) {
+      if (node->op() == OpCode::kGetAttr) {
+        for (const std::string& path : recording.state_paths.at(node->target().str())) {
+          state_by_path_[path] = node;
+        }
+        continue;
+      }
+      const size_t call = recording.call_of(node);
+      if (call < recording.calls.size() && live.contains(node)) call_nodes_[call].push_back(node);
+    }
+    for (const Node* out : recording.graph.output_node()->input_nodes()) escaping_.insert(out);
+    for (const RecordedCall& call : recording.calls) {
+      escaping_.insert(call.outputs.begin(), call.outputs.end());
+    }
+  }
+
+  LeafCalls find() {
+    if (!options_.outline_leaves) return {};
+    for (size_t c = 0; c < recording_.calls.size(); ++c) {
+      const RecordedCall& call = recording_.calls[c];
+      const torch::nn::Module& inner = *call.module->inner_ptr();
+      if (is_leaf(options_, inner, call.inner_path)) {
+        if (call_nodes_[c].empty()) continue;
+        LeafCall leaf;
+        leaf.nodes = call_nodes_[c];
+        leaf.target = call.inner_path.empty() ? "module" : call.inner_path;
+        leaf.base_name = snake_case(short_type(inner));
+        leaf.module = &inner;
+        leaf.call = c;
+        for (Node* input : call.inputs) {
+          if (input && live_.contains(input)) leaf.inputs.push_back(input);
+        }
+        for (Node* output : call.outputs) {
+          if (output && live_.contains(output)) leaf.outputs.push_back(output);
+        }
+        add(std::move(leaf));
+        continue;
+      }
+      std::vector<std::string> chosen;
+      for (const auto& item : inner.named_modules("", false)) {
+        const std::string& sub = item.key();
+        bool inside_chosen = false;
+        for (const auto& outer : chosen) inside_chosen |= sub.rfind(outer + ".", 0) == 0;
+        if (inside_chosen || !is_leaf(options_, *item.value(), join_path(call.inner_path, sub))) {
+          continue;
+        }
+        bool found = false;
+        for (LeafCall& leaf : calls_from_parameters(c, sub, *item.value())) {
+          found |= add(std::move(leaf));
+        }
+        // A leaf that outlines hides its children; one that does not shows theirs.
+        if (found) chosen.push_back(sub);
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  // The calls of the leaf `sub` of call `c`, found from the nodes that read its parameters:
+  // each call is a contiguous run of them, and a parameter read again starts the next call
+  // (C++ runs a call's ops one after another, and but for attention no built-in layer reads a
+  // parameter twice). A run becomes a call when it takes at least one tensor from outside,
+  // gives at least one value, and holds the op its layer records (ops_a_call_records); others
+  // stay inline as the ops they are (a weight read by user code, `torch.t(self.emb.weight)`).
+  std::vector<LeafCall> calls_from_parameters(size_t c, const std::string& sub,
+                                              const torch::nn::Module& module) {
+    const RecordedCall& call = recording_.calls[c];
+    const std::vector<Node*>& nodes = call_nodes_[c];
+    const std::string target = join_path(call.inner_path, sub);
+    std::unordered_set<const Node*> params;
+    const std::string prefix = target + ".";
+    for (auto it = state_by_path_.lower_bound(prefix);
+         it != state_by_path_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      params.insert(it->second);
+    }
+    std::vector<LeafCall> leaves;
+    if (params.empty()) return leaves;
+    // In attention (and the transformer layers built on it), which reads its packed
+    // in_proj_weight once each for query, key and value before its out_proj, a parameter read
+    // again starts the next call only once the call has read every parameter of the layer.
+    std::unordered_set<const Node*> required;
+    if (reads_parameters_repeatedly(module)) {
+      for (const auto& item : module.named_parameters(true)) {
+        auto it = state_by_path_.find(join_path(target, item.key()));
+        if (it != state_by_path_.end()) required.insert(it->second);
+      }
+    }
+    auto complete = [&](const std::unordered_set<const Node*>& read) {
+      return std::all_of(required.begin(), required.end(),
+                         [&](const Node* p) { return read.count(p) > 0; });
+    };
+    auto is_param = [&](Node* n) { return params.count(updates_.state_of(n)) > 0; };
+    // Values computed from the parameters alone (`weight.t()`) stand for them: their readers
+    // are part of the call, and reading one again is no new call. A parameter updated in place
+    // (BatchNorm's num_batches_tracked += 1) is still that parameter.
+    std::unordered_set<const Node*> derived, read;
+    std::vector<std::pair<size_t, size_t>> runs;  // [first, last] indices into nodes
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      Node* node = nodes[i];
+      if (Node* source = item_source(*node)) {
+        // An item goes with its op.
+        if (!runs.empty() && runs.back().second + 1 == i &&
+            std::find(nodes.begin() + static_cast<long>(runs.back().first),
+                      nodes.begin() + static_cast<long>(i),
+                      source) != nodes.begin() + static_cast<long>(i)) {
+          runs.back().second = i;
+        }
+        if (derived.count(source)) derived.insert(node);
+        continue;
+      }
+      bool reads = false, again = false, only_parameters = true;
+      for (Node* input : node->input_nodes()) {
+        const bool parameter = is_param(input);
+        reads |= parameter || derived.count(input);
+        again |= parameter && read.count(updates_.state_of(input)) && complete(read);
+        only_parameters &= parameter || derived.count(input);
+      }
+      if (!reads) continue;
+      if (runs.empty() || again) {
+        runs.emplace_back(i, i);
+        read.clear();
+      }
+      runs.back().second = i;
+      for (Node* input : node->input_nodes()) {
+        if (is_param(input)) read.insert(updates_.state_of(input));
+      }
+      if (only_parameters) derived.insert(node);
+    }
+    params.insert(derived.begin(), derived.end());
+    size_t previous_end = 0;
+    for (const auto& [first, last] : runs) {
+      LeafCall leaf;
+      leaf.nodes = prelude(nodes, previous_end, first, last, ops_before_parameters(module));
+      leaf.nodes.insert(leaf.nodes.end(), nodes.begin() + static_cast<long>(first),
+                        nodes.begin() + static_cast<long>(last) + 1);
+      previous_end = last + 1;
+      find_boundary(leaf, params);
+      order_as_called(leaf);
+      if (leaf.inputs.empty() || leaf.outputs.empty() || !records_its_op(module, leaf.nodes) ||
+          !reads_every_parameter(leaf, module, target)) {
+        continue;
+      }
+      leaf.target = target;
+      leaf.base_name = sub;
+      leaf.module = &module;
+      leaf.call = c;
+      leaf.recurrent = recurrent_op(leaf);
+      leaves.push_back(std::move(leaf));
+    }
+    return leaves;
+  }
+
+  static bool records_its_op(const torch::nn::Module& module, const std::vector<Node*>& nodes) {
+    const std::vector<std::string>* ops = ops_a_call_records(module);
+    if (!ops) return true;
+    for (const Node* node : nodes) {
+      if (is_aten_call(*node) &&
+          std::find(ops->begin(), ops->end(), node->target().op_name()) != ops->end()) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The recurrent op a call ends in when the call's outputs are all items of it.
+  static const Node* recurrent_op(const LeafCall& leaf) {
+    const Node* last = nullptr;
+    for (auto it = leaf.nodes.rbegin(); it != leaf.nodes.rend() && !last; ++it) {
+      if (!item_source(**it)) last = *it;
+    }
+    if (!last || !is_aten_call(*last) ||
+        !is_recurrent_op(last->target().op_name(), last->target().schema().returns().size())) {
+      return nullptr;
+    }
+    for (const Node* out : leaf.outputs) {
+      if (item_source(*out) != last) return nullptr;
+    }
+    return last;
+  }
+
+  // False when `leaf` leaves out a parameter of the built-in layer `module`: a call of a
+  // Linear reads its weight and its bias, so `F::linear(x, lin->weight)` is user code reading
+  // the weight, not a call of `lin` (it would print as one, and seem to add the bias).
+  bool reads_every_parameter(const LeafCall& leaf, const torch::nn::Module& module,
+                             const std::string& target) const {
+    if (!is_torch_nn(module)) return true;  // a declared leaf: any reads
+    std::unordered_set<const Node*> read;
+    for (const Node* node : leaf.nodes) {
+      for (Node* input : node->input_nodes()) read.insert(updates_.state_of(input));
+    }
+    for (const auto& item : module.named_parameters(true)) {
+      if (!item.value().defined()) continue;
+      auto it = state_by_path_.find(join_path(target, item.key()));
+      if (it == state_by_path_.end() || !read.count(it->second)) return false;
+    }
+    return true;
+  }
+
+  // The nodes just before nodes[first] that belong to the leaf call [first, last] although
+  // they read none of its parameters: what it computes from constants alone and uses alone
+  // (LSTM's zero initial state), and the `leading` ops it runs on its input first
+  // (ops_before_parameters). Anything else that reads a recorded value stays outside, where
+  // it is the call's input.
+  std::vector<Node*> prelude(const std::vector<Node*>& nodes, size_t begin, size_t first,
+                             size_t last, int leading) const {
+    std::unordered_set<const Node*> members(nodes.begin() + static_cast<long>(first),
+                                            nodes.begin() + static_cast<long>(last) + 1);
+    std::vector<Node*> candidates;  // in reverse program order
+    for (size_t i = first; i-- > begin;) {
+      if (out_.of_node.count(nodes[i])) break;
+      candidates.push_back(nodes[i]);
+    }
+    std::reverse(candidates.begin(), candidates.end());
+    // Keep the longest run ending at `first` whose nodes read only each other (but for
+    // `leading` of them), and whose results only the call uses.
+    for (bool changed = true; changed && !candidates.empty();) {
+      changed = false;
+      std::unordered_set<const Node*> kept(candidates.begin(), candidates.end());
+      int reads_left = leading;
+      for (size_t i = candidates.size(); i-- > 0;) {
+        const Locality locality = local_to(candidates[i], kept, members);
+        if (locality == Locality::kLocal ||
+            (locality == Locality::kReadsOutside && reads_left-- > 0)) {
+          continue;
+        }
+        candidates.erase(candidates.begin(), candidates.begin() + static_cast<long>(i) + 1);
+        changed = true;
+        break;
+      }
+    }
+    return candidates;
+  }
+
+  enum class Locality { kLocal, kReadsOutside, kUsedOutside };
+
+  Locality local_to(const Node* node, const std::unordered_set<const Node*>& kept,
+                    const std::unordered_set<const Node*>& members) const {
+    if (escaping_.count(node)) return Locality::kUsedOutside;
+    for (const Node* user : live_.users(node)) {
+      if (!members.count(user) && !kept.count(user)) return Locality::kUsedOutside;
+    }
+    for (const Node* input : node->input_nodes()) {
+      if (!kept.count(input)) return Locality::kReadsOutside;
+    }
+    return Locality::kLocal;
+  }
+
+  // The call's inputs in the order its last op takes them, through the call's own nodes:
+  // LSTM's (x, h, c).
+  static void order_as_called(LeafCall& leaf) {
+    std::unordered_set<const Node*> members(leaf.nodes.begin(), leaf.nodes.end());
+    std::vector<Node*> ordered;
+    std::unordered_set<const Node*> seen;
+    std::function<void(const Node*)> visit = [&](const Node* node) {
+      for (Node* input : node->input_nodes()) {
+        if (!seen.insert(input).second) continue;
+        if (std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end()) {
+          ordered.push_back(input);
+        } else if (members.count(input)) {
+          visit(input);
+        }
+      }
+    };
+    const Node* last = leaf.nodes.back();
+    while (item_source(*last) && members.count(item_source(*last))) last = item_source(*last);
+    visit(last);
+    for (Node* input : leaf.inputs) {
+      if (std::find(ordered.begin(), ordered.end(), input) == ordered.end()) {
+        ordered.push_back(input);
+      }
+    }
+    leaf.inputs = std::move(ordered);
+  }
+
+  // The nodes `leaf` reads from outside (parameters aside) and those read after it.
+  void find_boundary(LeafCall& leaf, const std::unordered_set<const Node*>& params) const {
+    std::unordered_set<const Node*> members(leaf.nodes.begin(), leaf.nodes.end());
+    for (const Node* node : leaf.nodes) {
+      for (Node* input : node->input_nodes()) {
+        if (members.count(input) || params.count(input) || params.count(updates_.state_of(input))) {
+          continue;
+        }
+        if (std::find(leaf.inputs.begin(), leaf.inputs.end(), input) == leaf.inputs.end()) {
+          leaf.inputs.push_back(input);
+        }
+      }
+    }
+    for (Node* node : leaf.nodes) {
+      // A parameter updated in place is read as the parameter after the call.
+      if (updates_.state_of(node) != node) continue;
+      bool used_outside = escaping_.count(node) > 0;
+      for (const Node* user : live_.users(node)) used_outside |= members.count(user) == 0;
+      if (used_outside) leaf.outputs.push_back(node);
+    }
+  }
+
+  bool add(LeafCall leaf) {
+    for (Node* node : leaf.nodes) {
+      if (out_.of_node.count(node)) return false;  // overlaps an earlier call: keep it inline
+    }
+    for (Node* node : leaf.nodes) out_.of_node[node] = out_.calls.size();
+    out_.starts[leaf.nodes.front()] = out_.calls.size();
+    out_.calls.push_back(std::move(leaf));
+    return true;
+  }
+
+  const PipelineRecording& recording_;
+  const LiveNodes& live_;
+  const StateUpdates& updates_;
+  const TraceOptions& options_;
+  /// Each TensorDictModule call's live nodes but get_attr reads, in order.
+  std::vector<std::vector<Node*>> call_nodes_;
+  /// Nodes read after the recording or outside their call: the outputs and every call's
+  /// outputs. A leaf call's node that gives one is no prelude, and it is an output.
+  std::unordered_set<const Node*> escaping_;
+  /// get_attr nodes by each path of their tensor, sorted so a module's are one range.
+  std::map<std::string, Node*> state_by_path_;
+  LeafCalls out_;
+};
+
+}  // namespace
+
+LeafCalls find_leaf_calls(const PipelineRecording& recording, const LiveNodes& live,
+                          const StateUpdates& updates, const TraceOptions& options) {
+  return LeafCallFinder(recording, live, updates, options).find();
+}
+
+}  // namespace tdfx::detail

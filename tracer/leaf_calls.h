@@ -1,0 +1,110 @@
+#pragma once
+
+/// \file
+/// Two analyses of a PipelineRecording that every pass over it shares:
+/// - which of its nodes live: those the outputs need, and those called for their effect;
+/// - which runs of its ops are calls of leaf modules. A TensorDictModule's call is known from
+///   the recorder's hook; a leaf inside a wrapped module (the Linear in a user's MLP) is not,
+///   because C++ modules have no call hook. Its calls are found from the ops that read its
+///   parameters instead: each call is the run of ops from its first such read to its last,
+///   with what it computes alone before (LSTM's zero state), and reading a parameter again
+///   starts the next call. The FX view outlines each into one call_module node; the flat
+///   program names each op's module by it.
+///
+///     // the ops of a call of MLP(lin1, relu, lin2) on a matrix:  t addmm relu t addmm
+///     // leaf calls:  lin1 = [t addmm]  lin2 = [t addmm]; relu stays inline
+
+#include <torch/nn/module.h>
+
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "tdfx/tracer/dispatch_trace.h"
+#include "tdfx/tracer/trace_options.h"
+
+namespace tdfx::detail {
+
+/// The nodes of a recording that the passes over it keep: placeholders, the output, what the
+/// outputs need, and ops with an effect (has_effect) with what they read. The outputs of a call
+/// that `options` shows as one call_module node are kept or dropped together.
+class LiveNodes {
+ public:
+  LiveNodes(const PipelineRecording& recording, const TraceOptions& options);
+  bool contains(const Node* node) const { return live_.count(node) > 0; }
+  /// The users of `node` that live, in order.
+  std::vector<Node*> users(const Node* node) const;
+
+ private:
+  std::unordered_set<const Node*> live_;
+};
+
+/// True for a recorded op that must stay even when nothing uses its results: it mutates a
+/// tensor or returns nothing (a guard's `_assert_async`), draws random numbers (dropping it
+/// would shift the random stream of the ops after it), or is a training-mode batch or instance
+/// norm, which updates its running statistics although its schema does not say so.
+bool has_effect(const Node& node);
+
+/// The op that the item `node` (`getitem(lstm, 1)`, which the recorder makes for each result
+/// of a multi-result op) picks from, else nullptr.
+Node* item_source(const Node& node);
+
+/// One call of a leaf module.
+struct LeafCall {
+  /// Its nodes in program order, the items of its multi-result ops among them.
+  std::vector<Node*> nodes;
+  /// The leaf's path from the graph root (`0.module.lin`; `module` for a root leaf).
+  std::string target;
+  /// The name its call_module node is made from (`lin`, or `linear` for a wrapped leaf).
+  std::string base_name;
+  const torch::nn::Module* module = nullptr;
+  /// The TensorDictModule call it is part of (an index into PipelineRecording::calls).
+  size_t call = 0;
+  /// The nodes it reads from outside (parameters aside), in the order its last op takes them;
+  /// and those read after it, in program order.
+  std::vector<Node*> inputs, outputs;
+  /// For a recurrent layer (lstm, gru, rnn_tanh, rnn_relu as its last op, its outputs all that
+  /// op's items), that op: the call returns what Python's does, `(output, (h, c))` or
+  /// `(output, h)`, and its users pick from it with getitem.
+  const Node* recurrent = nullptr;
+};
+
+/// The leaf calls of a recording, none overlapping.
+struct LeafCalls {
+  /// TensorDictModule calls in order, and within one, its leaves in named_modules order.
+  std::vector<LeafCall> calls;
+  /// The index into `calls` of the call each node belongs to.
+  std::unordered_map<const Node*, size_t> of_node;
+  /// The index into `calls` of the call that starts at each node.
+  std::unordered_map<const Node*, size_t> starts;
+
+  /// The leaf call `node` belongs to, or nullptr.
+  const LeafCall* find(const Node* node) const {
+    auto it = of_node.find(node);
+    return it == of_node.end() ? nullptr : &calls[it->second];
+  }
+};
+
+/// In-place updates of parameters and buffers (`num_batches_tracked.add_(1)`): their results
+/// are the parameter, updated; leaf calls and the FX view read them as the parameter.
+class StateUpdates {
+ public:
+  explicit StateUpdates(const PipelineRecording& recording);
+  /// The get_attr node `node` updates in place (through a chain of updates), else `node`.
+  Node* state_of(Node* node) const;
+
+ private:
+  std::unordered_map<const Node*, Node*> updates_;
+};
+
+/// The calls of leaf modules (TraceOptions::is_leaf_module and the built-in layers) among the
+/// `live` nodes of `recording`: a TensorDictModule whose wrapped module is a leaf is one call;
+/// inside another, each leaf's calls are found from its parameter reads (see the file
+/// comment). A leaf that outlines hides its children; one that does not (no call found) shows
+/// theirs. A run that would overlap an earlier call stays inline. None without
+/// TraceOptions::outline_leaves: every op then shows as itself.
+LeafCalls find_leaf_calls(const PipelineRecording& recording, const LiveNodes& live,
+                          const StateUpdates& updates, const TraceOptions& options);
+
+}  // namespace tdfx::detail

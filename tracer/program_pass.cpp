@@ -1,0 +1,161 @@
+#include "tdfx/tracer/program_pass.h"
+
+#include <set>
+#include <string_view>
+
+#include "tdfx/core/error.h"
+#include "tdfx/graph/fx_call.h"
+#include "tdfx/tracer/module_tree.h"
+#include "tdfx/tracer/name_scopes.h"
+
+namespace tdfx::detail {
+namespace {
+
+std::string describe_call(const PipelineRecording& recording, size_t call) {
+  if (call >= recording.calls.size()) return "the traced module";
+  return recording.calls[call].module->describe();
+}
+
+}  // namespace
+
+void check_initialised(const PipelineRecording& recording, const LiveNodes& live) {
+  static const std::set<std::string_view> allocations = {"empty", "empty_like", "new_empty",
+                                                         "empty_strided", "new_empty_strided"};
+  // Each allocation or view of one not yet written, and the allocation it belongs to.
+  std::unordered_map<const Node*, const Node*> unwritten;
+  std::unordered_set<const Node*> written;
+  auto refuse = [&](const Node* root, const std::string& reader, size_t call) {
+    fail<TraceError>(
+        "{}: {} reads a tensor the trace saw only allocated (aten::{}), never written by a "
+        "recorded op, so the program would read uninitialised memory; a tensor literal "
+        "(at::tensor({{...}})) is written outside the recorded ops: make it a buffer "
+        "(register_buffer) or build it with a recorded factory (at::arange, at::full)",
+        describe_call(recording, call), reader, root->target().op_name());
+  };
+  for (const Node* node : recording.graph.nodes()) {
+    if (!live.contains(node)) continue;
+    if (node->op() == OpCode::kOutput) {
+      const auto& results = node->args().at(0).as<ArgumentList>().items;
+      for (size_t i = 0; i < results.size(); ++i) {
+        auto it = unwritten.find(results[i].node());
+        if (it != unwritten.end() && !written.count(it->second)) {
+          refuse(it->second, "output " + recording.out_keys.at(i).repr(), recording.calls.size());
+        }
+      }
+      continue;
+    }
+    const bool aten = node->op() == OpCode::kCallFunction && node->target().is_aten();
+    const c10::FunctionSchema* schema = aten ? &node->target().schema() : nullptr;
+    auto writes = [&](size_t i) {
+      if (!schema || i >= schema->arguments().size()) return false;
+      const c10::AliasInfo* alias = schema->arguments()[i].alias_info();
+      return alias && alias->isWrite();
+    };
+    const bool view = schema && !schema->arguments().empty() && schema->returns().size() == 1 &&
+                      schema->arguments()[0].alias_info() && schema->returns()[0].alias_info() &&
+                      !schema->arguments()[0].alias_info()->isWrite() &&
+                      !schema->returns()[0].alias_info()->isWrite();
+    for (size_t i = 0; i < node->args().size(); ++i) {
+      for_each_node(node->args()[i], [&](Node* input) {
+        auto it = unwritten.find(input);
+        if (it == unwritten.end() || written.count(it->second)) return;
+        const Node* root = it->second;
+        if (writes(i)) {
+          written.insert(root);
+        } else if (i == 0 && view) {
+          unwritten[node] = root;
+        } else {
+          const std::string reader =
+              aten ? "aten::" + node->target().op_name() : node->target().str();
+          refuse(root, reader, recording.call_of(node));
+        }
+      });
+    }
+    if (aten && allocations.count(node->target().op_name())) unwritten[node] = node;
+  }
+}
+
+namespace {
+
+// The name a node takes in the program: as the tensordict prototype tracer names it in the
+// TensorDictModule call that recorded it (name_scopes.h), a parameter by its path from the
+// wrapped module (`_0_weight`), a key read by its joined key. The graph makes it unique.
+class ProgramNames {
+ public:
+  explicit ProgramNames(const PipelineRecording& recording)
+      : recording_(recording),
+        scopes_(recording.level_count,
+                [&recording](size_t call) -> const std::vector<std::pair<int, int>>& {
+                  return recording.calls[call].levels;
+                }) {}
+
+  std::string operator()(const Node& node) {
+    switch (node.op()) {
+      case OpCode::kPlaceholder:
+        return node.name();
+      case OpCode::kGetAttr:
+        return scoped(node, relative_to_call(node.target().str(), recording_.call_of(&node)));
+      case OpCode::kCallFunction:
+        return scoped(node, node.target().is_getitem()
+                                ? "getitem"
+                                : fx_name(node.target(), node.args(), node.kwargs()));
+      default:
+        return "";
+    }
+  }
+
+ private:
+  std::string scoped(const Node& node, const std::string& base) {
+    const size_t call = recording_.call_of(&node);
+    return call < recording_.calls.size() ? scopes_.node_name(call, base, node.op()) : base;
+  }
+
+  std::string relative_to_call(const std::string& path, size_t call) const {
+    if (call >= recording_.calls.size()) return path;
+    const std::string& inner = recording_.calls[call].inner_path;
+    if (inner.empty() || path.rfind(inner + ".", 0) != 0) return path;
+    return path.substr(inner.size() + 1);
+  }
+
+  const PipelineRecording& recording_;
+  NameScopes scopes_;
+};
+
+}  // namespace
+
+FlatProgram flat_program(const PipelineRecording& recording, const LiveNodes& live,
+                         const LeafCalls& leaves) {
+  check_initialised(recording, live);
+  FlatProgram out;
+  ProgramNames name_of(recording);
+  for (const RecordedRead& read : recording.reads) out.input_keys.push_back(read.key);
+  out.out_keys = recording.out_keys;
+  auto copy_of = [&](Node* node) { return out.copies.at(node); };
+  for (const Node* node : recording.graph.nodes()) {
+    if (!live.contains(node)) continue;
+    Args args;
+    args.reserve(node->args().size());
+    for (const Argument& arg : node->args()) args.push_back(map_nodes(arg, copy_of));
+    Node* copy = nullptr;
+    if (node->op() == OpCode::kOutput) {
+      copy = out.graph.output(args.at(0));
+    } else {
+      // Named afresh: the recorder named each op as it ran, before anything was known to be
+      // dead, and a pruned op leaves no gap in the names.
+      copy = out.graph.create_node(node->op(), node->target(), std::move(args), {}, name_of(*node));
+    }
+    copy->meta() = node->meta();
+    // A parameter belongs to the leaf call that first reads it.
+    const std::vector<Node*> users =
+        node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
+    if (const LeafCall* leaf = leaves.find(users.empty() ? node : users.front())) {
+      copy->meta().module_path = leaf->target;
+      copy->meta().module_type = describe_module(*leaf->module);
+    }
+    out.copies[node] = copy;
+  }
+  out.graph.lint();
+  return out;
+}
+
+}  // namespace tdfx::detail
