@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "tdfx/core/error.h"
 #include "tdfx/tracer/module_tree.h"
 
 namespace tdfx {
@@ -58,6 +59,21 @@ const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& modu
   if (!is_torch_nn(module)) return nullptr;  // a declared leaf: any ops
   auto it = ops.find(short_type(module));
   return it == ops.end() ? nullptr : &it->second;
+}
+
+void refuse_untraceable_layers(const torch::nn::Module& inner, const std::string& subject,
+                               const std::string& path) {
+  for (const auto& item : inner.named_modules("", true)) {
+    if (item.value()->name() != "torch::nn::CrossMapLRN2dImpl") continue;
+    std::string at = path;
+    if (!item.key().empty()) at += (at.empty() ? "" : ".") + item.key();
+    fail<TraceError>(
+        "{}: torch::nn::CrossMapLRN2d{} cannot be traced: LibTorch computes it in a custom "
+        "autograd function whose forward creates tensors the trace cannot follow. Write the "
+        "normalisation with tensor ops in a module of your own (torch::nn::LocalResponseNorm "
+        "is a traceable cross-channel normalisation, with a different scaling)",
+        subject, at.empty() ? "" : " at '" + at + "'");
+  }
 }
 
 bool reads_parameters_repeatedly(const torch::nn::Module& module) {

@@ -39,6 +39,13 @@ bool is_torch_nn(const torch::nn::Module& module);
 /// tied to its embedding, `h.matmul(emb->weight.t())`), not a call of the layer.
 const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& module);
 
+/// TraceError for a built-in layer in `inner` (at `path` from the graph root) that tdfx cannot
+/// trace, naming it after `subject`: LibTorch's CrossMapLRN2d, which runs as a custom autograd
+/// function whose forward resizes tensors it made and writes them through views (resize_as_,
+/// pow_out, select(...).add_) — writes a loaded program may not run.
+void refuse_untraceable_layers(const torch::nn::Module& inner, const std::string& subject,
+                               const std::string& path);
+
 /// True for the built-in layers whose one call reads a parameter more than once: attention
 /// (its packed in_proj_weight, once each for query, key and value) and the transformer layers.
 bool reads_parameters_repeatedly(const torch::nn::Module& module);

@@ -257,6 +257,13 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     auto it = followed_->find(t.unsafeGetTensorImpl());
     if (it == followed_->end() || (!it->second.node && !it->second.state)) {
+      if (!subject.empty()) {
+        fail<TraceError>(
+            "{}: the module uses a tensor the trace does not follow ({} {}, not a parameter, a "
+            "buffer or computed from its inputs: a tensor a lambda captured, say); register it "
+            "as a buffer so the graph can name it",
+            subject, dtype_name(t.scalar_type()), shape_of(t));
+      }
       fail<TraceError>(
           "{}: argument '{}' is a tensor the trace does not follow ({} {}, not an input, a "
           "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
@@ -292,8 +299,9 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     if (items.size() == value.toListRef().size()) return list(std::move(items));
   }
-  fail<TraceError>("{}: cannot record argument '{}' of kind {}", op.operator_name().name,
-                   formal.name(), value.tagKind());
+  fail<TraceError>("{}{}: cannot record argument '{}' of kind {}",
+                   subject.empty() ? "" : subject + ": ", op.operator_name().name, formal.name(),
+                   value.tagKind());
 }
 
 void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack,

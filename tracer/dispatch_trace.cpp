@@ -145,6 +145,7 @@ class ProgramHook : public KeyAccessHook {
     }
     call_index_ = index;
     call_ = &out_.calls[index];
+    recorder_.subject = module.describe();
     child_.reset();
     const size_t reads = recorder_.value_reads().size();
     std::vector<at::Tensor> outputs;
@@ -162,13 +163,15 @@ class ProgramHook : public KeyAccessHook {
                                     ? failed_layer(static_cast<const c10::Error&>(e))
                                     : "";
       fail<TraceError>("{}: the wrapped module failed while tracing{}: {}", module.describe(),
-                       layer.empty() ? "" : ", in " + layer, library_message(e));
+                       layer.empty() ? "" : ", in " + layer_path(module, call_->inner_path, layer),
+                       library_message(e));
     }
     refuse_value_reads(module, reads);
     call_ = &out_.calls[index];  // the vector may not grow during a call, but be sure
     for (const at::Tensor& t : outputs) call_->outputs.push_back(recorder_.node_of(t));
     call_ = nullptr;
     child_.reset();
+    recorder_.subject.clear();
     return outputs;
   }
 
@@ -201,7 +204,7 @@ class ProgramHook : public KeyAccessHook {
         fail<TraceError>(
             "{}: LibTorch's {} turns a traced tensor into a C++ value ({}) in its forward; tdfx "
             "guards only the query/key/value comparisons of attention. {}",
-            module.describe(), read.layer, read.op,
+            module.describe(), layer_path(module, call_->inner_path, read.layer), read.op,
             read.layer == "AdaptiveLogSoftmaxWithLoss"
                 ? "Trace a module that calls its log_prob(input) instead (and computes the loss "
                   "from it with at::nll_loss)"
@@ -245,6 +248,7 @@ class ProgramHook : public KeyAccessHook {
         return;
       }
       const TensorDictModule* td_module = &traced_td_module(m);
+      refuse_untraceable_layers(*td_module->inner_ptr(), td_module->describe(), place.inner_path);
       RecordedCall call;
       call.module = td_module;
       call.td_path = place.path;

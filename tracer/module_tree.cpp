@@ -8,6 +8,20 @@
 namespace tdfx {
 namespace detail {
 
+std::string layer_path(const TensorDictModule& module, const std::string& inner_path,
+                       const std::string& layer) {
+  std::string found;
+  int count = 0;
+  for (const auto& item : module.inner_ptr()->named_modules("", true)) {
+    if (short_type(*item.value()) != layer) continue;
+    ++count;
+    found = item.key();
+  }
+  if (count != 1) return "torch::nn::" + layer;
+  const std::string path = join_path(inner_path, found);
+  return path.empty() ? "torch::nn::" + layer : "'" + path + "' (" + layer + ")";
+}
+
 std::string join_path(const std::string& a, const std::string& b) {
   return a.empty() ? b : (b.empty() ? a : a + "." + b);
 }

@@ -62,6 +62,13 @@ void walk_pipeline(
 /// another kind of module (tdfx traces TensorDictModule and TensorDictSequential).
 const TensorDictModule& traced_td_module(const TensorDictModuleBase& module);
 
+/// The path of the `layer` module (a type name, `MultiheadAttention`) in `module`'s wrapped
+/// module, from the graph root (`inner_path` is the wrapped module's), quoted with its type
+/// (`'0.module.attn' (MultiheadAttention)`) when there is one such module; else
+/// `torch::nn::MultiheadAttention`. Messages name the layer that failed or read a value by it.
+std::string layer_path(const TensorDictModule& module, const std::string& inner_path,
+                       const std::string& layer);
+
 /// What the module prints as (`Linear(in_features=3, out_features=4, bias=true)`), without
 /// the `torch::nn::` of built-in layers.
 std::string describe_module(const torch::nn::Module& module);

@@ -234,23 +234,6 @@ bool has_effect(const jit::Node* node) {
       module.describe(), path.empty() ? "" : fmt::format(" at '{}'", path), op);
 }
 
-// The path of the `layer` module (a type name, `MultiheadAttention`) in `module`'s wrapped
-// module, from the graph root, when there is one such module; else the type's name.
-std::string layer_path(const TensorDictModule& module, const std::string& inner_path,
-                       const std::string& layer) {
-  std::string found;
-  int count = 0;
-  for (const auto& item : module.inner_ptr()->named_modules("", true)) {
-    if (short_type(*item.value()) != layer) continue;
-    ++count;
-    found = item.key();
-  }
-  if (count != 1) return "torch::nn::" + layer;
-  std::string path = inner_path;
-  if (!found.empty()) path += (path.empty() ? "" : ".") + found;
-  return path.empty() ? "torch::nn::" + layer : "'" + path + "' (" + layer + ")";
-}
-
 // A traced tensor turned into a C++ value by a built-in layer's forward. LibTorch's attention
 // compares query, key and value with `equal` to choose its fused self-attention path: the
 // recording holds the path taken, and a guard node follows that checks on every run that the
@@ -487,7 +470,7 @@ class Recorder : public KeyAccessHook {
         return;
       }
       const TensorDictModule* td_module = &traced_td_module(m);
-      refuse_untraceable_layers(*td_module, place.inner_path);
+      refuse_untraceable_layers(*td_module->inner_ptr(), td_module->describe(), place.inner_path);
       ModuleCall call;
       call.module = td_module;
       call.td_path = place.path;
@@ -496,22 +479,6 @@ class Recorder : public KeyAccessHook {
       call.levels = place.levels;
       planned_[td_module].push_back(std::move(call));
     });
-  }
-
-  // LibTorch's CrossMapLRN2d runs as a custom autograd function whose forward makes tensors
-  // of its own, which the JIT tracer would keep as constants of the traced batch.
-  static void refuse_untraceable_layers(const TensorDictModule& module, const std::string& path) {
-    for (const auto& item : module.inner_ptr()->named_modules("", true)) {
-      if (item.value()->name() != "torch::nn::CrossMapLRN2dImpl") continue;
-      std::string at = path;
-      if (!item.key().empty()) at += (at.empty() ? "" : ".") + item.key();
-      fail<TraceError>(
-          "{}: torch::nn::CrossMapLRN2d{} cannot be traced: LibTorch computes it in a custom "
-          "autograd function whose forward creates tensors the trace cannot follow. Write the "
-          "normalisation with tensor ops in a module of your own (torch::nn::LocalResponseNorm "
-          "is a traceable cross-channel normalisation, with a different scaling)",
-          module.describe(), at.empty() ? "" : " at '" + at + "'");
-    }
   }
 
   // True when the graph builder shows the whole call as one call_module node, which then has

@@ -447,7 +447,7 @@ TDGraphModule dispatch_trace(const std::shared_ptr<TensorDictModuleBase>& module
 TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module,
                              const TensorDict& example, TraceOptions options) {
   if (!module) throw TraceError("symbolic_trace: the module is null");
-  if (options.dispatch_recorder) return dispatch_trace(module, example, options);
+  if (!options.dynamic_batch) return dispatch_trace(module, example, options);
   const auto [root, prefix] = detail::graph_root(module, options);
   detail::ContractRecording recorded =
       detail::record_with_contract(*module, example, prefix, options);
