@@ -6,12 +6,10 @@
 // flat), and at most 2× BM_EagerChain/N, measured beside it in the same run.
 // BM_TraceChainDynamic/N: the same with TraceOptions::dynamic_batch (four recordings).
 //
-// BM_EagerChain/N, BM_JitTraceChain/1000: the same chain run eagerly, and recorded by
-// LibTorch's JIT tracer alone: the floor under BM_TraceChain's recording.
+// BM_EagerChain/N: the same chain run eagerly.
 // BM_DispatchRecordChain/N: the same chain recorded into a flat graph by tdfx's recorder on
-// the dispatcher, which is to replace the JIT tracer (issue 36).
-// BM_ExportChain/N, BM_ExportChainDispatch/N: export_program of the chain through the
-// JIT-based trace and through the dispatcher recorder.
+// the dispatcher alone (tracer/dispatch_recorder.h), no passes: the floor under a trace.
+// BM_ExportChain/N: export_program of the chain (the recording and the program pass).
 //
 // BM_Seed002_*: seed 002's pipeline (Net then Masker) at batch 32, run three ways on the same
 // Net/Masker instances: the traced TDGraphModule, the eager TensorDictSequential, and the same
@@ -21,7 +19,6 @@
 #include <ATen/ops/relu.h>
 #include <ATen/ops/softmax.h>
 #include <benchmark/benchmark.h>
-#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/modules/linear.h>
 
 #include <memory>
@@ -75,9 +72,7 @@ void BM_TraceChainDynamic(benchmark::State& state) {
 }
 BENCHMARK(BM_TraceChainDynamic)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
-// The same chain run eagerly, and recorded by LibTorch's JIT tracer alone (torch::jit::trace of
-// the sequential's forward, no tdfx graph): the floor under a static trace, which runs the
-// module once under that tracer.
+// The same chain run eagerly.
 void BM_EagerChain(benchmark::State& state) {
   const auto seq = chain(state.range(0));
   const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
@@ -88,26 +83,6 @@ void BM_EagerChain(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EagerChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
-
-void BM_JitTraceChain(benchmark::State& state) {
-  const auto seq = chain(state.range(0));
-  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
-  const at::Tensor h0 = td.get("h0");
-  // The JIT tracer takes the weights as constants, which it refuses for tensors requiring grad.
-  for (at::Tensor& parameter : seq->parameters()) parameter.set_requires_grad(false);
-  for (auto _ : state) {
-    auto traced = torch::jit::tracer::trace(
-        {h0},
-        [&](torch::jit::Stack inputs) -> torch::jit::Stack {
-          tdfx::TensorDict work({{"h0", inputs[0].toTensor()}}, {16});
-          seq->forward(work);
-          return {work.get("h" + std::to_string(state.range(0)))};
-        },
-        [](const at::Tensor&) { return std::string(); }, false);
-    benchmark::DoNotOptimize(traced);
-  }
-}
-BENCHMARK(BM_JitTraceChain)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 // tdfx's recorder on the dispatcher (tracer/dispatch_recorder.h) recording the chain's forward
 // into a flat graph: each op a node as it runs, the input and every parameter bound first.
@@ -131,23 +106,17 @@ void BM_DispatchRecordChain(benchmark::State& state) {
 }
 BENCHMARK(BM_DispatchRecordChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
-// export_program of the chain, through the JIT-based trace (the default) and through the
-// dispatcher recorder (ExportOptions::dispatch_recorder): the recording, the passes, the
-// lifted signature.
-void export_chain(benchmark::State& state, bool dispatch_recorder) {
+// export_program of the chain: the recording, the program pass, the lifted signature (no FX
+// view). Goal: at most 1.2× BM_TraceChain/N.
+void BM_ExportChain(benchmark::State& state) {
   const auto seq = chain(state.range(0));
   const at::Tensor h0 = at::randn({16, 64});
-  tdfx::ExportOptions options;
-  options.dispatch_recorder = dispatch_recorder;
   for (auto _ : state) {
-    tdfx::ExportedProgram program = tdfx::export_program(seq, {{"h0", h0}}, options);
+    tdfx::ExportedProgram program = tdfx::export_program(seq, {{"h0", h0}});
     benchmark::DoNotOptimize(program);
   }
 }
-void BM_ExportChain(benchmark::State& state) { export_chain(state, false); }
-void BM_ExportChainDispatch(benchmark::State& state) { export_chain(state, true); }
-BENCHMARK(BM_ExportChain)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_ExportChainDispatch)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ExportChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 /// Seed 002's pipeline with handles to its Net and Masker, and its batch-32 input.
 struct Seed002 {

@@ -8,6 +8,8 @@
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
+#include "tdfx/tracer/dynamic_batch.h"
+#include "tdfx/tracer/fx_view.h"
 #include "tdfx/tracer/program_pass.h"
 
 namespace tdfx {
@@ -279,28 +281,23 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     }
     example.set(module->in_keys()[static_cast<size_t>(it - accepted.begin())], tensor);
   }
-  if (options.dispatch_recorder) {
-    if (options.dynamic_batch) {
-      fail<TraceError>(
-          "{}: ExportOptions::dispatch_recorder records a static batch only so far; export "
-          "without it for a dynamic batch",
-          module->describe());
-    }
-    const detail::PipelineRecording recording = detail::record_pipeline(*module, example);
-    const TraceOptions trace;
-    const detail::LiveNodes live(recording, trace);
-    const detail::LeafCalls leaves =
-        detail::find_leaf_calls(recording, live, detail::StateUpdates(recording), trace);
-    detail::FlatProgram program = detail::flat_program(recording, live, leaves);
-    std::optional<BatchSpecialisation> specialisation;
-    if (recording.batch) specialisation = BatchSpecialisation{*recording.batch, "", ""};
-    return export_program_graph(std::move(program.graph), "", *module, program.input_keys,
-                                program.out_keys, specialisation);
-  }
+  // The program is a pass over the recording; the FX view is built only to name where a
+  // dynamic trace's recordings part.
   TraceOptions trace;
   trace.dynamic_batch = options.dynamic_batch;
   trace.batch_probes = options.batch_probes;
-  return export_program(symbolic_trace(module, example, trace));
+  detail::ContractRecording recorded = detail::record_with_contract(*module, example, "", trace);
+  const detail::PipelineRecording& recording = recorded.recording;
+  const detail::LiveNodes live(recording, trace);
+  const detail::StateUpdates updates(recording);
+  const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, trace);
+  if (recorded.divergence) {
+    detail::refuse_divergence(recorded, detail::fx_view(recording, live, leaves, updates, trace),
+                              module->describe());
+  }
+  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
+  return export_program_graph(std::move(program.graph), "", *module, program.input_keys,
+                              program.out_keys, detail::specialisation_of(recorded));
 }
 
 ExportedProgram export_program(const TDGraphModule& traced) {

@@ -112,7 +112,7 @@ class ExportedProgram {
   /// Parameters and buffers by placeholder name.
   const std::map<std::string, at::Tensor>& state() const { return state_; }
   /// Set when the program holds its traced batch size as a constant (see
-  /// tracer/batch_generalise.h); its module then checks each call's batch.
+  /// tracer/dynamic_batch.h); its module then checks each call's batch.
   const std::optional<BatchSpecialisation>& batch_specialisation() const { return specialisation_; }
   /// The TensorDictModules and nested sequentials the program came from, paths as its nodes'
   /// `td_module` names them (`module.0`); see pipeline_modules.
@@ -145,19 +145,16 @@ struct ExportOptions {
   /// The batch contract, as TraceOptions::dynamic_batch: false (the default) exports a
   /// static program, which runs at the example's batch only (ShapeError otherwise); true
   /// records at batch_probes too and exports a program whose batch dimensions are `s0`, or
-  /// refuses with a TraceError where the recordings part (tracer/batch_generalise.h).
+  /// refuses with a TraceError where the recordings part (tracer/dynamic_batch.h).
   bool dynamic_batch = false;
   /// As TraceOptions::batch_probes.
   std::vector<int64_t> batch_probes;
-  /// Records with tdfx's own recorder on the dispatcher (tracer/dispatch_trace.h) in one run,
-  /// without tracing the FX view, instead of symbolic_trace: the recorder that is to replace
-  /// LibTorch's JIT tracer. A static batch only, so far.
-  bool dispatch_recorder = false;
 };
 
 /// Exports `module` run on `inputs` (named by joined in key: `x`, `some_key`)
-/// into a program whose outputs are its selected out keys: it traces the module
-/// (symbolic_trace) and exports the trace. Throws KeyError for an unknown or missing
+/// into a program whose outputs are its selected out keys: it records the module once (or
+/// once per batch probe) and exports the recording's program, without building the FX view
+/// that symbolic_trace prints. Throws KeyError for an unknown or missing
 /// input. The program's state() holds the module's own parameter and buffer tensors, not
 /// copies (as torch.export's state_dict does): training the module afterwards changes the
 /// program too. To keep a snapshot, save() it and load() it back.

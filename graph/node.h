@@ -69,10 +69,6 @@ struct NodeMeta {
   /// printed (`%_0_fc1 = call_module[target=0.module.fc1](...)`), so errors
   /// name it. "" when the node is the one printed.
   std::string shown_as;
-  /// The name the node takes in the program graph derived from this one (TDGraphModule's,
-  /// exported): torch.export's names, which differ from torch.fx's (`getitem` for a key read
-  /// in FX is a placeholder there). Set by the tracer; "" keeps the node's own name.
-  std::string program_name;
 };
 
 /// An insertion-ordered set of nodes: a node's users. Iterates in the order

@@ -15,11 +15,12 @@
 namespace tdfx::detail {
 namespace {
 
-// True when `node`'s one result is a tensor, as opposed to none or several (items follow).
+// True when `node` has one result (a tensor, or an int as `size` gives), as opposed to none or
+// several, or a list (items follow).
 bool single_result(const Node& node) {
   if (!node.target().is_aten()) return true;
   const auto& returns = node.target().schema().returns();
-  return returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::TensorType;
+  return returns.size() == 1 && returns[0].type()->kind() != c10::TypeKind::ListType;
 }
 
 // The state shared by a view's builder and those of its leaf calls' bodies.

@@ -56,10 +56,6 @@ struct TraceOptions {
   /// TDGraphModule::recorded_batches() says which. A module that cannot run at one of them
   /// (BatchNorm in training at batch 1) is a TraceError until the probes leave it out.
   std::vector<int64_t> batch_probes;
-  /// Records with tdfx's own recorder on the dispatcher (dispatch_recorder.h) and builds the
-  /// program and the FX view as passes over that recording. Static batch only so far; the
-  /// JIT-based recorder stays the default until the switch (issue 36).
-  bool dispatch_recorder = false;
 };
 
 namespace detail {

@@ -7,8 +7,7 @@
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/graph/graph_module.h"
-#include "tdfx/tracer/graph_builder.h"
-#include "tdfx/tracer/recorder.h"
+#include "tests/tracer/fx_views.h"
 #include "tests/tracer/tracer_test_support.h"
 
 using namespace tdfx;
@@ -83,9 +82,9 @@ TEST_CASE("enums: x.contiguous(ChannelsLast) is a call_method as torch.fx record
   TraceOptions printed;
   printed.method_calls = true;
   auto [root, prefix] = tdfx::detail::graph_root(module, printed);
-  const tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, printed);
-  const Graph graph = tdfx::detail::build_graph(recording, printed).graph;
-  graph.lint();
+  const tdfx::testing::ViewedRecording recording =
+      tdfx::testing::record_for_view(module, input, printed);
+  const Graph graph = recording.view(printed).graph;
   CHECK(to_string(graph) ==
         "graph():\n"
         "    %tensordict : [#users=1] = placeholder[target=tensordict]\n"
@@ -105,7 +104,7 @@ TEST_CASE("enums: x.contiguous(ChannelsLast) is a call_method as torch.fx record
   flat.method_calls = false;
   flat.outline_leaves = false;
   flat.key_style = KeyStyle::kPlaceholder;
-  tdfx::detail::BuiltGraph runnable = tdfx::detail::build_graph(recording, flat);
+  tdfx::detail::FxView runnable = recording.view(flat);
   CHECK(to_string(runnable.graph) ==
         "graph():\n"
         "    %x : [#users=1] = placeholder[target=x]\n"
@@ -130,9 +129,7 @@ TEST_CASE("enums: a default memory format is left out, as torch.fx leaves out wh
   const TensorDict input({{"x", at::randn({2, 3})}});  // no batch size: y is transposed
   TraceOptions options;
   options.method_calls = true;
-  auto [root, prefix] = tdfx::detail::graph_root(module, options);
-  const tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, options);
-  const Graph graph = tdfx::detail::build_graph(recording, options).graph;
+  const Graph graph = tdfx::testing::record_for_view(module, input, options).view(options).graph;
   CHECK(python_code(graph) ==
         "\n\n\n"
         "def forward(self, tensordict):\n"

@@ -12,9 +12,8 @@
 #include "tdfx/core/error.h"
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/graph_module.h"
-#include "tdfx/tracer/graph_builder.h"
 #include "tdfx/tracer/method_calls.h"
-#include "tdfx/tracer/recorder.h"
+#include "tests/tracer/fx_views.h"
 #include "tests/tracer/tracer_test_support.h"
 
 using namespace tdfx;
@@ -33,14 +32,10 @@ at::Tensor method_calls(const at::Tensor& x) {
   return d.add_(v.expand({2, 12}).to(at::kDouble), 2);
 }
 
-/// The graph `options` build from one recording of `module` on `input`.
-tdfx::detail::BuiltGraph build(const TensorDictModulePtr& module, const TensorDict& input,
-                               const TraceOptions& options) {
-  auto [root, prefix] = tdfx::detail::graph_root(module, options);
-  tdfx::detail::Recording recording = tdfx::detail::record(*module, input, prefix, options);
-  tdfx::detail::BuiltGraph built = tdfx::detail::build_graph(recording, options);
-  built.graph.lint();
-  return built;
+/// The FX view `options` give of one recording of `module` on `input`.
+tdfx::detail::FxView build(const TensorDictModulePtr& module, const TensorDict& input,
+                           const TraceOptions& options) {
+  return tdfx::testing::record_for_view(module, input, options).view(options);
 }
 
 /// What tests/tracer/check_forward.py says of `code` (run on an "x" of `shape` if given).

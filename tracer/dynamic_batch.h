@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// The batch contract of a trace. C++ reads sizes as plain integers the tracer cannot see,
+/// The batch contract of a trace. C++ reads sizes as plain integers the recorder cannot see,
 /// so no recording can tell whether the module branched on `x.size(0)`, looped over it or
 /// reshaped by it. A trace is therefore one of two kinds:
 /// - static (the default, as torch.export): the module is recorded once, and the graph runs
@@ -10,25 +10,27 @@
 /// - dynamic (TraceOptions::dynamic_batch): the module is recorded at the example's batch B
 ///   and again at each probe batch (dynamic_batch_probes: B + 1, 1 and 4B + 3 unless the
 ///   caller names others: a module that cannot run at one of them, as BatchNorm in training
-///   cannot at batch 1, is refused with a TraceError saying so). The recordings must be the same
-///   ops in the same order with the same constants, but for constants that are the batch in every
-///   recording (B in the first, P in the probe at P) where the op takes a tensor with a dimension
-///   of that size: then they are one program, whatever shapes it gives. Those constants become size
-///   nodes (`size = x.size(0)`) and those dimensions are marked on the nodes
-///   (TensorMeta::batch_dims, printed `s0`). Anything else — a branch on the batch that one
-///   probe takes and another does not, a loop over it, a size that is not the batch in one
-///   recording, a module that fails at a probe — is a TraceError naming the first op where
-///   the recordings part and the batch they part at. What is assumed is that the module
-///   does at every other batch what it does at all of these.
+///   cannot at batch 1, is refused with a TraceError saying so). The recordings — tdfx graphs,
+///   compared node by node — must be the same ops in the same order with the same constants,
+///   but for integers that are the batch in every recording (B in the first, P in the probe at
+///   P) where the op takes a tensor with a dimension of that size: then they are one program,
+///   whatever shapes it gives. Those integers become size nodes (`size = x.size(0)`) and those
+///   dimensions are marked on the nodes (TensorMeta::batch_dims, printed `s0`). Anything else —
+///   a branch on the batch that one probe takes and another does not, a loop over it, a size
+///   that is not the batch in one recording, a module that fails at a probe — is a TraceError
+///   naming the first op where the recordings part and the batch they part at. What is assumed
+///   is that the module does at every other batch what it does at all of these.
 /// Each recording starts from the same module state (parameters, buffers and the default
-/// CPU generator), which is also what the module holds after the trace (recorder.h).
+/// CPU generator), which is also what the module holds after the trace (dispatch_trace.h).
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "tdfx/tracer/batch_check.h"
-#include "tdfx/tracer/graph_builder.h"
-#include "tdfx/tracer/recorder.h"
+#include "tdfx/tracer/dispatch_trace.h"
+#include "tdfx/tracer/fx_view.h"
+#include "tdfx/tracer/trace_options.h"
 
 namespace tdfx::detail {
 
@@ -39,8 +41,8 @@ std::vector<int64_t> dynamic_batch_probes(int64_t batch, const std::vector<int64
 
 /// Where the recordings of a dynamic trace part.
 struct BatchDivergence {
-  /// The first op of the example's recording that differs; null when it is the outputs.
-  const torch::jit::Node* node = nullptr;
+  /// The first node of the example's recording that differs; its output node for the outputs.
+  const Node* node = nullptr;
   /// The probe batch at which it differs.
   int64_t batch = 0;
   /// What differs, for the message: "another op", "a constant", "fewer ops", ...
@@ -50,13 +52,13 @@ struct BatchDivergence {
 /// The recording of a trace under its batch contract.
 struct ContractRecording {
   /// The recording at the example's batch; in a dynamic trace, with size nodes for the batch
-  /// constants and the dimensions that follow the batch marked (Recording::batch_dims).
-  Recording recording;
+  /// integers and the dimensions that follow the batch marked (TensorMeta::batch_dims).
+  PipelineRecording recording;
   /// The example's batch; nullopt when it has none.
   std::optional<int64_t> batch;
   /// The batch sizes recorded, the example's first (one for a static trace).
   std::vector<int64_t> recorded;
-  /// Set when a dynamic trace's recordings part: symbolic_trace names the printed node.
+  /// Set when a dynamic trace's recordings part: the caller names the printed node.
   std::optional<BatchDivergence> divergence;
 };
 
@@ -69,15 +71,15 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
                                        const TraceOptions& options);
 
 /// Compares `traced` (at `batch`) with a recording at each probe batch (`probes`, in the
-/// order of `probe_batches`) op by op, and when they agree puts size nodes in `traced` for
-/// its batch constants and marks its batch dimensions. Returns where they part, or nullopt.
-std::optional<BatchDivergence> generalise_batch(Recording& traced, int64_t batch,
-                                                const std::vector<Recording>& probes,
+/// order of `probe_batches`) node by node, and when they agree puts size nodes in `traced` for
+/// its batch integers and marks its batch dimensions. Returns where they part, or nullopt.
+std::optional<BatchDivergence> generalise_batch(PipelineRecording& traced, int64_t batch,
+                                                const std::vector<PipelineRecording>& probes,
                                                 const std::vector<int64_t>& probe_batches);
 
-/// TraceError for a dynamic trace whose recordings part, naming the printed node of `built`
-/// the divergent op became (`%relu`, module `1`) and the batches it was recorded at.
-[[noreturn]] void refuse_divergence(const ContractRecording& recorded, const BuiltGraph& built,
+/// TraceError for a dynamic trace whose recordings part, naming the node of `view` the
+/// divergent op became (`%relu`, module `1`) and the batches it was recorded at.
+[[noreturn]] void refuse_divergence(const ContractRecording& recorded, const FxView& view,
                                     const std::string& subject);
 
 /// What a graph built from `recorded` promises about the batch: a static trace of an example
