@@ -28,13 +28,14 @@
 #include "tdfx/viz/page.h"
 #include "tdfx/viz/render.h"
 
-// Exported programs: archives (.pt2), tensor files, TorchScript.
+// Exported programs: archives (.pt2), tensor files, ONNX. TorchScript export has its own
+// header, <tdfx/export/torchscript.h>, the one tdfx header that includes LibTorch's JIT API;
+// none of these does.
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/export/program_diagram.h"
 #include "tdfx/export/program_diff.h"
 #include "tdfx/export/tensor_file.h"
-#include "tdfx/export/torchscript.h"
 #include "tdfx/onnx/onnx_export.h"
 
 // Looking inside a run: statistics, NaN/Inf origin, profiles, diagram overlays.

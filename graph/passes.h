@@ -22,7 +22,8 @@ namespace tdfx {
 /// td_module are the call's) and name the call in errors
 /// (shown_as). Calls whose arguments are not all nodes, or whose result is
 /// used otherwise than by getitem with a constant index, are left alone.
-/// Returns the number inlined; lint()s the graph.
+/// Returns the number inlined; lint()s the graph. TDGraphModule::recompile() lowers an
+/// edited view with it (tracer/lower_view.h).
 size_t inline_call_modules(Graph& graph);
 
 }  // namespace tdfx

@@ -2,13 +2,12 @@
 
 /// \file
 /// lower_view: the runnable program of an FX view that a user edited, for
-/// TDGraphModule::recompile() — the one inliner. In one walk, each getitem(tensordict, key)
-/// becomes a placeholder named by its key, before any other node, in the order of the reads; a
-/// call_module's body is inlined (its get_attr paths made whole, its result bound to the call's
-/// users, getitem picking from a tuple result; a parameter read by several bodies is one
-/// get_attr); a call_method is the aten call it runs, every schema argument positional. Nodes
-/// keep the view's names, made unique. Ops of a body belong to the module the call ran and name
-/// the call in errors (NodeMeta::shown_as), as does a method call.
+/// TDGraphModule::recompile(). The call_module bodies are inlined by the one inliner,
+/// inline_call_modules (graph/passes.h); then each getitem(tensordict, key) becomes a
+/// placeholder named by its key, before any other node, in the order of the reads; a
+/// call_method becomes the aten call it runs, every schema argument positional, naming the
+/// method in errors (NodeMeta::shown_as); a tensor read by several get_attr nodes (a layer
+/// shared by two TensorDictModules) is read by the first. Nodes keep the view's names.
 ///
 /// A traced module's program is not lowered from its view: both are passes over the recording
 /// (program_pass.h, fx_view.h).

@@ -2,7 +2,6 @@
 // torch.fx refuses it, and nothing a module computes and drops reaches the graph.
 #include <ATen/record_function.h>
 #include <doctest/doctest.h>
-#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>
 
@@ -60,7 +59,6 @@ TEST_CASE("pipelines: a branch on a tensor's value is a TraceError naming the mo
                        "aten::item")
           .c_str(),
       TraceError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
   CHECK_FALSE(at::hasThreadLocalCallbacks());
 }
 
@@ -235,7 +233,6 @@ TEST_CASE("pipelines: the trace runs the modules' own forward, key semantics inc
   REQUIRE_FALSE(eager_error.empty());
   CHECK(eager_error.rfind(reader->describe() + " reads 'b'", 0) == 0);
   CHECK_THROWS_WITH_AS(symbolic_trace(pipeline, input), eager_error.c_str(), KeyError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
 }
 
 TEST_CASE("pipelines: one TensorDictModule placed twice in a sequential is a call per place") {

@@ -1,7 +1,6 @@
 // symbolic_trace on seed 002's pipelines: golden graph and code, bit-identical runs.
 #include <ATen/CPUGeneratorImpl.h>
 #include <doctest/doctest.h>
-#include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/utils.h>
@@ -164,14 +163,12 @@ TEST_CASE("trace: a missing key names the key and the keys present") {
                        doctest::Contains("key ('input', 'mask') not found"), KeyError);
   CHECK_THROWS_WITH_AS(symbolic_trace(seed_sequential(), input),
                        doctest::Contains("keys: ('input', 'x')"), KeyError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
 }
 
 TEST_CASE("trace: a wrong number of outputs names the module and its out keys") {
   auto module = make_td_module([](const at::Tensor& x) { return x + 1; }, {"x"}, {"a", "b"});
   TensorDict input({{"x", at::randn({2})}});
   CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("['a', 'b']"), ShapeError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
 }
 
 TEST_CASE("trace: a captured tensor is refused and the next trace works") {
@@ -181,7 +178,6 @@ TEST_CASE("trace: a captured tensor is refused and the next trace works") {
   TensorDict input({{"x", at::randn({2})}});
   CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("does not follow"),
                        TraceError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
   TDGraphModule gm = symbolic_trace(seed_module(), seed_module_input());
   check_golden(gm, "seed_module");
 }
@@ -275,7 +271,6 @@ TEST_CASE("trace: a module returning a non-tensor names the module and the out k
       make_td_module([](const at::Tensor&) { return c10::IValue(int64_t{3}); }, {"x"}, {"y"});
   TensorDict input({{"x", at::randn({2})}});
   CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("out key 'y'"), Error);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
 }
 
 TEST_CASE(
@@ -302,7 +297,6 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(symbolic_trace(returned, TensorDict({{"x", at::randn({2})}})),
                        doctest::Contains("aten::add reads a tensor the trace saw only allocated"),
                        TraceError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
 
   auto filled = make_td_module(
       [](const at::Tensor& x) { return x + at::empty({3}, x.options()).fill_(2.0); }, {"x"}, {"y"});
@@ -381,7 +375,6 @@ TEST_CASE("trace: a trace that fails puts the module's buffers back") {
   const auto buffers_before = buffer_copies(*sequential);
   CHECK_THROWS_WITH_AS(symbolic_trace(sequential, example), doctest::Contains("fails on purpose"),
                        TraceError);
-  CHECK_FALSE(torch::jit::tracer::isTracing());
   CHECK(bit_equal(example.get("x"), x_before));
   for (const auto& [name, before] : buffer_copies(*sequential)) {
     CAPTURE(name);
