@@ -80,7 +80,6 @@ class Builder {
     }
     out_.output_keys = rec.out_keys;
     out_.graph.output(tuple(std::move(results)));
-    out_.graph.lint();
     return std::move(out_);
   }
 
@@ -304,7 +303,6 @@ class Builder {
       for (Node* node : leaf.nodes) sub.emit(node);
       sub.out_.graph.output(leaf.recurrent ? sub.recurrent_result(leaf.recurrent)
                                            : sub.flat_result(leaf.outputs));
-      sub.out_.graph.lint();
       *body = std::move(sub.out_.graph);
     }
     Args args;

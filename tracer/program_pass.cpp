@@ -154,7 +154,6 @@ FlatProgram flat_program(const PipelineRecording& recording, const LiveNodes& li
     }
     out.copies[node] = copy;
   }
-  out.graph.lint();
   return out;
 }
 

@@ -68,6 +68,13 @@ void run_case(const LayerCase& layer, bool in_user_module) {
     return;
   }
   TDGraphModule gm = symbolic_trace(module, td);
+  // The tracer's passes build graphs without linting them: every view, body and program here is
+  // linted instead.
+  gm.graph().lint();
+  for (const Node* node : gm.graph().nodes()) {
+    if (node->body()) node->body()->lint();
+  }
+  gm.program_graph().lint();
   {
     TensorDict work(td);
     at::manual_seed(11);
