@@ -83,6 +83,14 @@ struct PipelineRecording {
     auto it = node_call.find(node);
     return it == node_call.end() ? calls.size() : it->second;
   }
+  /// `path` relative to the wrapped module of call `call` (`weight` for `0.module.weight` in
+  /// the call of `0`), or `path` itself when it lies outside or there is no such call.
+  std::string relative_to_call(const std::string& path, size_t call) const {
+    if (call >= calls.size()) return path;
+    const std::string& inner = calls[call].inner_path;
+    if (inner.empty() || path.rfind(inner + ".", 0) != 0) return path;
+    return path.substr(inner.size() + 1);
+  }
 };
 
 /// Records `module.forward` run on a copy of `example`; `strip_prefix` is cut from the paths of

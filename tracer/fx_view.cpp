@@ -41,11 +41,7 @@ class Builder {
  public:
   explicit Builder(Shared& shared)
       : s_(shared),
-        names_(shared.recording.level_count,
-               [&recording =
-                    shared.recording](size_t call) -> const std::vector<std::pair<int, int>>& {
-                 return recording.calls[call].levels;
-               }),
+        names_(shared.recording),
         method_calls_(shared.options.method_calls && shared.options.outline_leaves) {}
 
   FxView build() {
@@ -130,11 +126,7 @@ class Builder {
   }
 
   std::string relative_to_call(const std::string& path, size_t call) const {
-    if (call >= rec().calls.size()) return path;
-    const std::string& inner = rec().calls[call].inner_path;
-    if (inner.empty()) return path;
-    if (path.rfind(inner + ".", 0) == 0) return path.substr(inner.size() + 1);
-    return path;
+    return rec().relative_to_call(path, call);
   }
 
   Node* create(OpCode op, Target target, Args args, size_t call, const std::string& base,

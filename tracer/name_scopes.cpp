@@ -2,6 +2,12 @@
 
 namespace tdfx::detail {
 
+NameScopes::NameScopes(const PipelineRecording& recording)
+    : NameScopes(recording.level_count,
+                 [&recording](size_t call) -> const std::vector<std::pair<int, int>>& {
+                   return recording.calls[call].levels;
+                 }) {}
+
 NameScopes::NameScopes(int level_count, LevelsOf levels_of)
     : levels_of_(std::move(levels_of)), levels_(static_cast<size_t>(level_count)) {
   // Every sequential's forward takes `tensordict`, so no node there may take that name.

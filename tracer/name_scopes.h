@@ -21,6 +21,7 @@
 #include "tdfx/core/nested_key.h"
 #include "tdfx/graph/namespace.h"
 #include "tdfx/graph/node.h"
+#include "tdfx/tracer/dispatch_trace.h"
 
 namespace tdfx::detail {
 
@@ -35,6 +36,8 @@ class NameScopes {
   /// Scopes for a recording with `level_count` TensorDictSequential levels whose calls sit
   /// where `levels_of` says: one namespace per level, and one per call as it is first named.
   NameScopes(int level_count, LevelsOf levels_of);
+  /// Scopes for `recording`'s calls; the recording must outlive them.
+  explicit NameScopes(const PipelineRecording& recording);
 
   /// The name of a node of kind `op` that call `call` (an index into Recording::calls)
   /// creates from `base` (`linear`, `relu`): unique in the call's own namespace, then in each

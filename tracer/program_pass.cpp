@@ -83,18 +83,15 @@ namespace {
 class ProgramNames {
  public:
   explicit ProgramNames(const PipelineRecording& recording)
-      : recording_(recording),
-        scopes_(recording.level_count,
-                [&recording](size_t call) -> const std::vector<std::pair<int, int>>& {
-                  return recording.calls[call].levels;
-                }) {}
+      : recording_(recording), scopes_(recording) {}
 
   std::string operator()(const Node& node) {
     switch (node.op()) {
       case OpCode::kPlaceholder:
         return node.name();
       case OpCode::kGetAttr:
-        return scoped(node, relative_to_call(node.target().str(), recording_.call_of(&node)));
+        return scoped(node,
+                      recording_.relative_to_call(node.target().str(), recording_.call_of(&node)));
       case OpCode::kCallFunction:
         return scoped(node, node.target().is_getitem()
                                 ? "getitem"
@@ -108,13 +105,6 @@ class ProgramNames {
   std::string scoped(const Node& node, const std::string& base) {
     const size_t call = recording_.call_of(&node);
     return call < recording_.calls.size() ? scopes_.node_name(call, base, node.op()) : base;
-  }
-
-  std::string relative_to_call(const std::string& path, size_t call) const {
-    if (call >= recording_.calls.size()) return path;
-    const std::string& inner = recording_.calls[call].inner_path;
-    if (inner.empty() || path.rfind(inner + ".", 0) != 0) return path;
-    return path.substr(inner.size() + 1);
   }
 
   const PipelineRecording& recording_;
