@@ -258,21 +258,13 @@ class ProgramHook : public KeyAccessHook {
     });
   }
 
-  // A node's TensorDictModule call and module: the child of a wrapped Sequential running, else
-  // the wrapped module. Which built-in layer's call it is, leaf_calls.h finds later.
+  // Notes the TensorDictModule call that recorded a node, and the child of a wrapped Sequential
+  // running; the passes make the module metadata from them (PipelineRecording::give_module).
+  // Which built-in layer's call it is, leaf_calls.h finds later.
   void give_meta(Node* node) {
     if (!call_) return;
     out_.node_call.emplace(node, call_index_);
-    NodeMeta& meta = node->meta();
-    meta.td_module = call_->td_path;
-    if (child_) {
-      out_.node_child.emplace(node, *child_);
-      meta.module_path = out_.children[*child_].path;
-      meta.module_type = out_.children[*child_].type;
-    } else {
-      meta.module_path = call_->inner_path;
-      meta.module_type = call_->module_type;
-    }
+    if (child_) out_.node_child.emplace(node, *child_);
   }
 
   TensorDictModuleBase& module_;

@@ -11,7 +11,9 @@
 ///
 /// Beside the graph, the recording keeps where each op ran — which TensorDictModule call,
 /// which child of a wrapped Sequential — and where each key was read, which the FX view needs
-/// for its names and its getitem reads.
+/// for its names and its getitem reads. Its nodes' metadata holds their tensors' types; the
+/// passes give their own nodes the module that ran them (give_module), so that no module
+/// string is copied into every recorded node.
 
 #include <optional>
 #include <string>
@@ -82,6 +84,22 @@ struct PipelineRecording {
   size_t call_of(const Node* node) const {
     auto it = node_call.find(node);
     return it == node_call.end() ? calls.size() : it->second;
+  }
+  /// Gives `meta` the TensorDictModule and module that recorded `node`: its call's wrapped
+  /// module, or (`by_child`) the child of a wrapped Sequential that ran it. Nodes outside any
+  /// call are left as they are.
+  void give_module(const Node* node, NodeMeta& meta, bool by_child = true) const {
+    const size_t call = call_of(node);
+    if (call >= calls.size()) return;
+    meta.td_module = calls[call].td_path;
+    auto child = by_child ? node_child.find(node) : node_child.end();
+    if (child != node_child.end()) {
+      meta.module_path = children[child->second].path;
+      meta.module_type = children[child->second].type;
+    } else {
+      meta.module_path = calls[call].inner_path;
+      meta.module_type = calls[call].module_type;
+    }
   }
   /// `path` relative to the wrapped module of call `call` (`weight` for `0.module.weight` in
   /// the call of `0`), or `path` itself when it lies outside or there is no such call.

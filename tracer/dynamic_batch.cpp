@@ -184,9 +184,6 @@ bool place_size_node(PipelineRecording& traced, const Alignment& first, int64_t 
       size = traced.graph.create_node(OpCode::kCallFunction, Target::aten("aten::size.int"),
                                       {input, dims.front()}, {}, "size");
     }
-    size->meta().td_module = user->meta().td_module;
-    size->meta().module_path = user->meta().module_path;
-    size->meta().module_type = user->meta().module_type;
     if (auto call = traced.node_call.find(user); call != traced.node_call.end()) {
       traced.node_call[size] = call->second;
     }

@@ -152,15 +152,15 @@ class Builder {
       node->meta().tensor.batch_dims = meta.batch_dims;
     }
     if (call < rec().calls.size()) {
-      const RecordedCall& c = rec().calls[call];
-      node->meta().td_module = c.td_path;
-      node->meta().module_path = c.inner_path;
-      node->meta().module_type = c.module_type;
+      // The module of `call`, or of the child of its Sequential that recorded the node.
       if (!recorded) recorded = value;
-      auto child = recorded && by_child ? rec().node_child.find(recorded) : rec().node_child.end();
-      if (child != rec().node_child.end()) {
-        node->meta().module_path = rec().children[child->second].path;
-        node->meta().module_type = rec().children[child->second].type;
+      if (recorded && rec().call_of(recorded) == call) {
+        rec().give_module(recorded, node->meta(), by_child);
+      } else {
+        const RecordedCall& c = rec().calls[call];
+        node->meta().td_module = c.td_path;
+        node->meta().module_path = c.inner_path;
+        node->meta().module_type = c.module_type;
       }
     }
   }
@@ -305,7 +305,7 @@ class Builder {
     for (const Node* member : leaf.nodes) out_.origin[member] = node;
     set_meta(node, leaf.outputs.front(), leaf.call);
     node->meta().module_path = leaf.target;
-    node->meta().module_type = describe_module(*leaf.module);
+    node->meta().module_type = leaf.module_type;
     if (leaf.recurrent) {
       node->meta().tensor = {};
       emit_recurrent_items(node, leaf);

@@ -149,6 +149,7 @@ class LeafCallFinder {
         leaf.target = call.inner_path.empty() ? "module" : call.inner_path;
         leaf.base_name = snake_case(short_type(inner));
         leaf.module = &inner;
+        leaf.module_type = describe_module(inner);
         leaf.call = c;
         for (Node* input : call.inputs) {
           if (input && live_.contains(input)) leaf.inputs.push_back(input);
@@ -266,6 +267,7 @@ class LeafCallFinder {
       leaf.target = target;
       leaf.base_name = sub;
       leaf.module = &module;
+      leaf.module_type = describe_module(module);
       leaf.call = c;
       leaf.recurrent = recurrent_op(leaf);
       leaves.push_back(std::move(leaf));

@@ -59,6 +59,8 @@ struct LeafCall {
   /// The name its call_module node is made from (`lin`, or `linear` for a wrapped leaf).
   std::string base_name;
   const torch::nn::Module* module = nullptr;
+  /// The module as printed (describe_module), made once per call.
+  std::string module_type;
   /// The TensorDictModule call it is part of (an index into PipelineRecording::calls).
   size_t call = 0;
   /// The nodes it reads from outside (parameters aside), in the order its last op takes them;

@@ -139,8 +139,11 @@ FlatProgram flat_program(const PipelineRecording& recording, const LiveNodes& li
     const std::vector<Node*> users =
         node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
     if (const LeafCall* leaf = leaves.find(users.empty() ? node : users.front())) {
+      copy->meta().td_module = recording.calls[leaf->call].td_path;
       copy->meta().module_path = leaf->target;
-      copy->meta().module_type = describe_module(*leaf->module);
+      copy->meta().module_type = leaf->module_type;
+    } else {
+      recording.give_module(node, copy->meta());
     }
     out.copies[node] = copy;
   }
