@@ -43,7 +43,7 @@ tdfx::testing::NamedTensors run_in_ort(const std::string& model, const Inputs& i
   try {
     return tdfx::testing::run_in_ort(model, inputs).outputs;
   } catch (const std::runtime_error& e) {
-    FAIL(e.what());
+    FAIL(std::string(e.what()));
   }
   return {};
 }
