@@ -7,6 +7,7 @@
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
+#include "tdfx/graph/effects.h"
 
 namespace tdfx {
 namespace {
@@ -208,12 +209,7 @@ size_t Graph::eliminate_dead_code() {
     Node* node = *it;
     if (!node->users_.empty()) continue;
     if (node->op_ == OpCode::kPlaceholder || node->op_ == OpCode::kOutput) continue;
-    // A mutation, or an op with no results (a guard's `_assert_async`), is called for its
-    // effect.
-    if (node->op_ == OpCode::kCallFunction && node->target_.is_aten() &&
-        (node->target_.schema().is_mutable() || node->target_.schema().returns().empty())) {
-      continue;
-    }
+    if (has_effect(*node)) continue;  // called for what it does, not its result
     erase_node(node);
     ++erased;
   }

@@ -129,7 +129,8 @@ class Graph {
   Graph copy() const;
 
   /// Erases nodes whose value is unused, last first. Keeps placeholders, the
-  /// output and operators that mutate (from the schema's alias information).
+  /// output and the nodes with an effect (has_effect, graph/effects.h: mutation, random draws,
+  /// training-mode running statistics, ops that return nothing).
   /// Returns the number erased.
   ///
   ///     before: %a = relu(%x); %b = neg(%x); return a      after: %a = relu(%x); return a

@@ -3,7 +3,7 @@
 /// \file
 /// Batch-size checks of a graph: the batch a trace was specialised to, and
 /// the batch of an example or of one run's inputs. How a trace finds out
-/// whether it holds at other batches is in batch_generalise.h.
+/// whether it holds at other batches is in dynamic_batch.h.
 
 #include <cstdint>
 #include <functional>

@@ -44,7 +44,7 @@ thread_local DispatchRecorder* active_recorder = nullptr;
 // recurrent cells, as LibTorch's JIT tracer records them (its generated tracing kernels leave
 // these out and record what they call: `_convolution`, `linear` + `tanh`), so that a
 // recording holds the operators the rest of tdfx — the load allowlist, TorchScript, ONNX —
-// knows, and the programs the JIT-based trace exported stay as they were.
+// knows, and programs exported before this recorder replaced the JIT tracer stay as they were.
 bool records_inside(const c10::OperatorHandle& op) {
   static const std::unordered_set<std::string> kInside = {
       "aten::convolution",      "aten::conv1d",           "aten::conv2d",

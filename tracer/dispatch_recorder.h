@@ -26,8 +26,8 @@
 /// Which dispatch key the fallback sits on, and why, is said in dispatch_recorder.cpp, the one
 /// file that knows it.
 ///
-/// This recorder stands beside the JIT-based one (recorder.h) that symbolic_trace still uses;
-/// it records flat programs on its own.
+/// record_pipeline (dispatch_trace.h) records a TensorDict pipeline with it; symbolic_trace
+/// and export_program are passes over that recording.
 
 #include <ATen/core/Tensor.h>
 

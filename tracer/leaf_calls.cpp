@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "tdfx/graph/effects.h"
 #include "tdfx/tracer/builtin_layers.h"
 #include "tdfx/tracer/module_tree.h"
 
@@ -16,42 +17,11 @@ bool is_aten_call(const Node& node) {
   return node.op() == OpCode::kCallFunction && node.target().is_aten();
 }
 
-bool arg_is_true(const Node& node, size_t i) {
-  return i < node.args().size() && node.args()[i].is<bool>() && node.args()[i].as<bool>();
-}
-
-bool arg_is_none(const Node& node, size_t i) {
-  return i >= node.args().size() || node.args()[i].is<None>();
-}
-
 }  // namespace
 
 Node* item_source(const Node& node) {
   if (node.op() != OpCode::kCallFunction || !node.target().is_getitem()) return nullptr;
   return node.args().at(0).node();
-}
-
-bool has_effect(const Node& node) {
-  if (!is_aten_call(node)) return false;
-  const c10::FunctionSchema& schema = node.target().schema();
-  if (schema.is_mutable() || schema.returns().empty()) return true;
-  static const std::set<std::string_view> random = {
-      "bernoulli", "multinomial", "normal",  "poisson",      "rand",    "rand_like",
-      "randn",     "randn_like",  "randint", "randint_like", "randperm"};
-  // The dropouts draw only when training (their third argument).
-  static const std::set<std::string_view> dropouts = {"dropout",        "feature_dropout",
-                                                      "alpha_dropout",  "feature_alpha_dropout",
-                                                      "native_dropout", "rrelu"};
-  const std::string& name = node.target().op_name();
-  if (random.count(name)) return true;
-  if (dropouts.count(name)) return name == "rrelu" ? arg_is_true(node, 3) : arg_is_true(node, 2);
-  for (const c10::Argument& formal : schema.arguments()) {
-    if (formal.real_type()->str().find("Generator") != std::string::npos) return true;
-  }
-  // Training-mode normalisation with running statistics writes them.
-  const bool norm = name == "batch_norm" || name == "instance_norm" ||
-                    name == "native_batch_norm" || name == "_batch_norm_impl_index";
-  return norm && !arg_is_none(node, 3) && arg_is_true(node, 5);
 }
 
 LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& options) {

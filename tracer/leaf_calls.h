@@ -27,8 +27,8 @@
 namespace tdfx::detail {
 
 /// The nodes of a recording that the passes over it keep: placeholders, the output, what the
-/// outputs need, and ops with an effect (has_effect) with what they read. The outputs of a call
-/// that `options` shows as one call_module node are kept or dropped together.
+/// outputs need, and ops with an effect (has_effect, graph/effects.h) with what they read. The
+/// outputs of a call that `options` shows as one call_module node are kept or dropped together.
 class LiveNodes {
  public:
   LiveNodes(const PipelineRecording& recording, const TraceOptions& options);
@@ -39,12 +39,6 @@ class LiveNodes {
  private:
   std::unordered_set<const Node*> live_;
 };
-
-/// True for a recorded op that must stay even when nothing uses its results: it mutates a
-/// tensor or returns nothing (a guard's `_assert_async`), draws random numbers (dropping it
-/// would shift the random stream of the ops after it), or is a training-mode batch or instance
-/// norm, which updates its running statistics although its schema does not say so.
-bool has_effect(const Node& node);
 
 /// The op that the item `node` (`getitem(lstm, 1)`, which the recorder makes for each result
 /// of a multi-result op) picks from, else nullptr.

@@ -137,7 +137,7 @@ class TDGraphModule {
 };
 
 /// Traces `module` run on `example`: once for a static trace (the default), once per
-/// recorded batch for a dynamic one (TraceOptions::dynamic_batch; batch_generalise.h says
+/// recorded batch for a dynamic one (TraceOptions::dynamic_batch; dynamic_batch.h says
 /// what is checked). Neither changes: the module runs on copies of the example's tensors
 /// (an in-place op does not reach them), and its parameters, buffers and the default
 /// generator's state are put back after each recording, also when tracing fails

@@ -44,7 +44,7 @@ struct TraceOptions {
   /// user leaf therefore needs parameters, read once per call, unless a
   /// TensorDictModule wraps it directly.
   std::function<bool(const torch::nn::Module&, const std::string&)> is_leaf_module;
-  /// The batch contract (batch_generalise.h says exactly what is checked). false, the
+  /// The batch contract (dynamic_batch.h says exactly what is checked). false, the
   /// default: a static trace, as torch.export's. The module is recorded once, and a run at
   /// another batch size than the example's is a ShapeError naming the traced batch. true: a
   /// dynamic batch. The module is also recorded at each of batch_probes; what follows the

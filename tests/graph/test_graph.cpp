@@ -250,6 +250,28 @@ TEST_CASE("graph: eliminate_dead_code removes unused pure nodes and keeps mutati
   g.lint();
 }
 
+TEST_CASE("graph: eliminate_dead_code keeps random draws and training-mode statistics") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* mean = g.get_attr("running_mean");
+  Node* var = g.get_attr("running_var");
+  g.call_function(Target::aten("aten::dropout"), {x, 0.5, true});   // draws: kept
+  g.call_function(Target::aten("aten::dropout"), {x, 0.5, false});  // the identity: erased
+  g.call_function(Target::aten("aten::rand_like"), {x, None{}, None{}, None{}, None{}, None{}});
+  // batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
+  g.call_function(Target::aten("aten::batch_norm"),
+                  {x, None{}, None{}, mean, var, true, 0.1, 1e-5, false});  // updates: kept
+  g.call_function(Target::aten("aten::batch_norm"),
+                  {x, None{}, None{}, mean, var, false, 0.1, 1e-5, false});  // eval: erased
+  g.output(x);
+  CHECK(g.eliminate_dead_code() == 2);
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  CHECK(names == std::vector<std::string>{"x", "running_mean", "running_var", "dropout",
+                                          "rand_like", "batch_norm", "output"});
+  g.lint();
+}
+
 TEST_CASE("graph: node_copy and graph_copy map arguments") {
   Graph src = tdfx::testing::seed_sequential_graph();
   Graph dst;

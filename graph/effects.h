@@ -1,0 +1,23 @@
+#pragma once
+
+/// \file
+/// The one rule of what a node does besides giving its result, which every pass that removes
+/// or reorders nodes asks: Graph::eliminate_dead_code, and the tracer's liveness
+/// (tracer/leaf_calls.h).
+
+#include "tdfx/graph/node.h"
+
+namespace tdfx {
+
+/// True for an aten call that must stay even when nothing uses its results: it mutates a
+/// tensor or returns nothing (a guard's `_assert_async`), draws random numbers (dropping it
+/// would shift the random stream of the ops after it: the random ops, a Generator argument, a
+/// dropout or rrelu in training), or is a training-mode batch or instance norm with running
+/// statistics, which it updates although its schema does not say so.
+///
+///     has_effect(add_(x, 1))                       // true: mutates x
+///     has_effect(dropout(x, 0.5, /*train=*/true))  // true: draws a mask
+///     has_effect(relu(x))                          // false
+bool has_effect(const Node& node);
+
+}  // namespace tdfx
