@@ -216,40 +216,14 @@ size_t Graph::eliminate_dead_code() {
   return erased;
 }
 
-namespace {
-constexpr size_t kLinearSearch = 16;
-}  // namespace
-
 void Graph::lint() const {
-  // Each node's inputs, computed once: checking users against them stays
-  // linear in the number of edges even for very wide nodes.
-  // Most nodes read a few others: a set is built only for wide ones.
-  struct Inputs {
-    std::vector<Node*> ordered;  // for deterministic messages
-    std::unordered_set<const Node*> set;
-    bool contains(const Node* node) const {
-      if (ordered.size() <= kLinearSearch) {
-        return std::find(ordered.begin(), ordered.end(), node) != ordered.end();
-      }
-      return set.count(node) != 0;
-    }
-  };
-  std::unordered_map<const Node*, Inputs> inputs_of;
-  inputs_of.reserve(nodes_.size());
-  for (const auto& owned : nodes_) {
-    Inputs& inputs = inputs_of[owned];
-    inputs.ordered = owned->input_nodes();
-    if (inputs.ordered.size() > kLinearSearch) {
-      inputs.set.insert(inputs.ordered.begin(), inputs.ordered.end());
-    }
-  }
-  std::unordered_map<const Node*, size_t> position;
-  position.reserve(nodes_.size());
+  std::unordered_set<const Node*> defined;  // the nodes before the one checked
+  defined.reserve(nodes_.size());
   std::unordered_set<std::string_view> names;  // views of the names, which outlive lint
   names.reserve(nodes_.size());
-  size_t index = 0;
-  for (const auto& owned : nodes_) {
-    const Node* node = owned;
+  size_t edges = 0;         // (input, reader) pairs, each input once per reader
+  size_t listed_users = 0;  // entries of all users sets
+  for (const Node* node : nodes_) {
     if (node->graph_ != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
     if (!is_python_identifier(node->name_) || Namespace::is_reserved(node->name_)) {
       fail<GraphError>("lint: %{} is not a legal node name", node->name_);
@@ -266,9 +240,8 @@ void Graph::lint() const {
       fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",
                        node->name_, node->target_.str());
     }
-    for (const Node* input : inputs_of.at(node).ordered) {
-      auto it = position.find(input);
-      if (it == position.end()) {
+    for (const Node* input : node->input_nodes()) {
+      if (!defined.count(input)) {
         fail<GraphError>("lint: %{} reads %{}, which is not defined before it in this graph",
                          node->name_, input->name_);
       }
@@ -277,17 +250,26 @@ void Graph::lint() const {
         fail<GraphError>("lint: %{} reads %{} but is not listed among its users", node->name_,
                          input->name_);
       }
+      ++edges;
     }
-    for (Node* user : node->users_) {
-      auto user_inputs = inputs_of.find(user);
-      if (user->graph_ != this || user_inputs == inputs_of.end() ||
-          !user_inputs->second.contains(node)) {
+    listed_users += node->users_.size();
+    defined.insert(node);
+  }
+  // Every edge is listed among its input's users, and a users set holds no node twice: when
+  // the sets hold as many entries as there are edges, they list nothing else. Otherwise find
+  // the user that does not read its node, to name it.
+  if (listed_users == edges) return;
+  for (const Node* node : nodes_) {
+    for (const Node* user : node->users_) {
+      const std::vector<Node*> inputs =
+          user->graph_ == this ? user->input_nodes() : std::vector<Node*>();
+      if (std::find(inputs.begin(), inputs.end(), node) == inputs.end()) {
         fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,
                          user->name_, user->name_);
       }
     }
-    position[node] = index++;
   }
+  throw InternalError("lint: the users sets and the edges disagree in number only");
 }
 
 std::vector<Node*> output_values(const Graph& graph) {

@@ -7,6 +7,12 @@
 namespace tdfx {
 namespace {
 
+bool is_ascii_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_ascii_digit(c) || c == '_';
+}
+
 // Python 3.11's keyword.kwlist and dir(builtins), and torch.fx's
 // _custom_builtins: names a generated forward must not shadow; and `self`, its
 // first parameter, which a key called "self" would repeat.
@@ -50,22 +56,24 @@ const std::unordered_set<std::string>& reserved_names() {
 
 }  // namespace
 
-bool Namespace::is_reserved(const std::string& name) { return reserved_names().count(name) > 0; }
+bool Namespace::is_reserved(const std::string& name) {
+  // Every reserved name is 2 to 26 characters long: most node names are rejected before hashing.
+  if (name.size() < 2 || name.size() > 26) return false;
+  return reserved_names().count(name) > 0;
+}
 
 std::string identifier_from(std::string_view raw) {
-  // Most names are identifiers already.
-  bool legal = !raw.empty() && !std::isdigit(static_cast<unsigned char>(raw[0]));
-  for (size_t i = 0; legal && i < raw.size(); ++i) {
-    legal = std::isalnum(static_cast<unsigned char>(raw[i])) || raw[i] == '_';
-  }
+  // Most names are identifiers already. (ASCII tests, not the locale's: the same bytes are
+  // legal in every locale, and these run for every node a pass makes.)
+  bool legal = !raw.empty() && !is_ascii_digit(raw[0]);
+  for (size_t i = 0; legal && i < raw.size(); ++i) legal = is_identifier_char(raw[i]);
   if (legal) return std::string(raw);
   // Runs of characters illegal in an identifier become one '_'.
   std::string candidate;
   candidate.reserve(raw.size() + 1);
   bool in_illegal_run = false;
   for (const char c : raw) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (std::isalnum(byte) || c == '_') {
+    if (is_identifier_char(c)) {
       candidate += c;
       in_illegal_run = false;
     } else if (!in_illegal_run) {
@@ -74,7 +82,7 @@ std::string identifier_from(std::string_view raw) {
     }
   }
   if (candidate.empty()) candidate = "_";
-  if (std::isdigit(static_cast<unsigned char>(candidate[0]))) candidate = "_" + candidate;
+  if (is_ascii_digit(candidate[0])) candidate = "_" + candidate;
   return candidate;
 }
 
@@ -86,13 +94,16 @@ std::string parameter_name(std::string_view raw) {
 std::string Namespace::create_name(std::string_view raw) {
   std::string candidate = identifier_from(raw);
 
-  // A trailing "_<digits>" is a counter to continue from.
-  const auto last = candidate.back();
-  if (!std::isdigit(static_cast<unsigned char>(last)) && !used_.count(candidate) &&
-      !is_reserved(candidate) && highest_suffix_.count(candidate) == 0) {
-    used_.insert(candidate);  // a fresh name without a counter: taken as it is
+  // A free name is taken as it is, unless its counter has a leading zero (`x_03` becomes
+  // `x_3`, as in torch.fx). Most names are free: this is the common path.
+  const auto underscore_at = candidate.rfind('_');
+  const bool leading_zero = underscore_at != std::string::npos &&
+                            underscore_at + 2 < candidate.size() &&
+                            candidate[underscore_at + 1] == '0';
+  if (!leading_zero && !is_reserved(candidate) && used_.insert(candidate).second) {
     return candidate;
   }
+  // A trailing "_<digits>" is a counter to continue from.
   std::string base = candidate;
   long long num = 0;
   const auto underscore = candidate.rfind('_');

@@ -104,11 +104,14 @@ Graph& Node::graph() const {
   return *graph_;
 }
 
-std::vector<Node*> Node::input_nodes() const {
-  std::vector<Node*> inputs;
-  // A set only for wide nodes (an output of a long pipeline reads thousands).
-  std::unordered_set<Node*> seen;
-  auto collect = [&](Node* n) {
+namespace {
+
+// Appends the nodes of `arg` not yet in `inputs`. A set only for wide nodes (an output of a
+// long pipeline reads thousands); no std::function, as every pass asks for inputs.
+void collect_inputs(const Argument& arg, std::vector<Node*>& inputs,
+                    std::unordered_set<Node*>& seen) {
+  if (arg.is<Node*>()) {
+    Node* n = arg.as<Node*>();
     if (inputs.size() < 16) {
       if (std::find(inputs.begin(), inputs.end(), n) != inputs.end()) return;
     } else {
@@ -116,9 +119,19 @@ std::vector<Node*> Node::input_nodes() const {
       if (!seen.insert(n).second) return;
     }
     inputs.push_back(n);
-  };
-  for (const auto& arg : args_) for_each_node(arg, collect);
-  for (const auto& [key, arg] : kwargs_) for_each_node(arg, collect);
+  } else if (arg.is<ArgumentList>()) {
+    for (const auto& item : arg.as<ArgumentList>().items) collect_inputs(item, inputs, seen);
+  }
+}
+
+}  // namespace
+
+std::vector<Node*> Node::input_nodes() const {
+  std::vector<Node*> inputs;
+  inputs.reserve(args_.size() + kwargs_.size());
+  std::unordered_set<Node*> seen;
+  for (const auto& arg : args_) collect_inputs(arg, inputs, seen);
+  for (const auto& [key, arg] : kwargs_) collect_inputs(arg, inputs, seen);
   return inputs;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <ostream>
+#include <set>
 
 #include "tdfx/core/error.h"
 
@@ -12,24 +13,26 @@ namespace tdfx {
 TensorDictSequential::TensorDictSequential(std::vector<TensorDictModuleBasePtr> modules,
                                            std::optional<std::vector<NestedKey>> selected_out_keys)
     : TensorDictModuleBase("TensorDictSequential"), modules_(std::move(modules)) {
+  // Sets beside the ordered lists keep a pipeline of 10,000 modules linear to build.
   std::vector<NestedKey> written;  // every write, in order, duplicates included
+  std::set<NestedKey> known;       // keys written so far or read from outside
   for (size_t i = 0; i < modules_.size(); ++i) {
     const TensorDictModuleBasePtr& child = modules_[i];
     if (!child) fail<Error>("TensorDictSequential: child {} is null", i);
     for (const NestedKey& key : child->in_keys()) {
-      const bool known = std::find(written.begin(), written.end(), key) != written.end() ||
-                         std::find(in_keys_.begin(), in_keys_.end(), key) != in_keys_.end();
-      if (!known) in_keys_.push_back(key);
+      if (known.insert(key).second) in_keys_.push_back(key);
     }
     const auto& child_out = child->selected_out_keys();
     written.insert(written.end(), child_out.begin(), child_out.end());
+    known.insert(child_out.begin(), child_out.end());
     list_->push_back(child);
   }
-  for (size_t i = 0; i < written.size(); ++i) {
-    if (std::find(written.begin() + i + 1, written.end(), written[i]) == written.end()) {
-      out_keys_.push_back(written[i]);
-    }
+  // Each key once, at its last write.
+  std::set<NestedKey> later;
+  for (size_t i = written.size(); i-- > 0;) {
+    if (later.insert(written[i]).second) out_keys_.push_back(written[i]);
   }
+  std::reverse(out_keys_.begin(), out_keys_.end());
   register_module("module", list_);
   if (selected_out_keys) select_out_keys(*selected_out_keys);
 }

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -61,10 +62,11 @@ const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& modu
   return it == ops.end() ? nullptr : &it->second;
 }
 
-void refuse_untraceable_layers(const torch::nn::Module& inner, const std::string& subject,
+void refuse_untraceable_layers(const torch::nn::Module& inner,
+                               const std::function<std::string()>& subject,
                                const std::string& path) {
   for (const auto& item : inner.named_modules("", true)) {
-    if (item.value()->name() != "torch::nn::CrossMapLRN2dImpl") continue;
+    if (!dynamic_cast<const torch::nn::CrossMapLRN2dImpl*>(item.value().get())) continue;
     std::string at = path;
     if (!item.key().empty()) at += (at.empty() ? "" : ".") + item.key();
     fail<TraceError>(
@@ -72,7 +74,7 @@ void refuse_untraceable_layers(const torch::nn::Module& inner, const std::string
         "autograd function whose forward creates tensors the trace cannot follow. Write the "
         "normalisation with tensor ops in a module of your own (torch::nn::LocalResponseNorm "
         "is a traceable cross-channel normalisation, with a different scaling)",
-        subject, at.empty() ? "" : " at '" + at + "'");
+        subject(), at.empty() ? "" : " at '" + at + "'");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,10 +41,11 @@ bool is_torch_nn(const torch::nn::Module& module);
 const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& module);
 
 /// TraceError for a built-in layer in `inner` (at `path` from the graph root) that tdfx cannot
-/// trace, naming it after `subject`: LibTorch's CrossMapLRN2d, which runs as a custom autograd
-/// function whose forward resizes tensors it made and writes them through views (resize_as_,
-/// pow_out, select(...).add_) — writes a loaded program may not run.
-void refuse_untraceable_layers(const torch::nn::Module& inner, const std::string& subject,
+/// trace, naming it after `subject()` (called only then): LibTorch's CrossMapLRN2d, which runs as a
+/// custom autograd function whose forward resizes tensors it made and writes them through views
+/// (resize_as_, pow_out, select(...).add_) — writes a loaded program may not run.
+void refuse_untraceable_layers(const torch::nn::Module& inner,
+                               const std::function<std::string()>& subject,
                                const std::string& path);
 
 /// True for the built-in layers whose one call reads a parameter more than once: attention

@@ -247,7 +247,8 @@ class ProgramHook : public KeyAccessHook {
         return;
       }
       const TensorDictModule* td_module = &traced_td_module(m);
-      refuse_untraceable_layers(*td_module->inner_ptr(), td_module->describe(), place.inner_path);
+      refuse_untraceable_layers(
+          *td_module->inner_ptr(), [td_module] { return td_module->describe(); }, place.inner_path);
       RecordedCall call;
       call.module = td_module;
       call.td_path = place.path;
