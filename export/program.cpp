@@ -287,7 +287,7 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   trace.dynamic_batch = options.dynamic_batch;
   trace.batch_probes = options.batch_probes;
   detail::ContractRecording recorded = detail::record_with_contract(*module, example, "", trace);
-  const detail::PipelineRecording& recording = recorded.recording;
+  detail::PipelineRecording& recording = recorded.recording;
   const detail::LiveNodes live(recording, trace);
   const detail::StateUpdates updates(recording);
   const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, trace);

@@ -167,6 +167,16 @@ void Graph::rename(Node* node, const std::string& name) {
   bump_generation();
 }
 
+void Graph::rename_all(const std::function<std::string(const Node&)>& hint_of) {
+  Namespace fresh;
+  for (Node* node : nodes_) {
+    const std::string hint = hint_of(*node);
+    node->name_ = fresh.create_name(hint.empty() ? default_name(node->op_, node->target_) : hint);
+  }
+  names_ = std::move(fresh);
+  bump_generation();
+}
+
 Node* Graph::node_copy(const Node& node, const std::function<Node*(Node*)>& arg_map) {
   Args args;
   for (const auto& arg : node.args_) args.push_back(map_nodes(arg, arg_map));

@@ -118,6 +118,10 @@ class Graph {
   void erase_node(Node* node);
   /// Renames `node` to `name` exactly; the name must be a free identifier.
   void rename(Node* node, const std::string& name);
+  /// Names every node afresh, in order, from `hint_of(node)` made unique as create_node makes
+  /// a name hint unique (`add`, `add_1`): what a pass that rewrites a graph in place gives its
+  /// nodes instead of the names they had. `hint_of` sees each node before it is renamed.
+  void rename_all(const std::function<std::string(const Node&)>& hint_of);
   /// Copies `node` from another graph into this one at the insert point, with
   /// every node argument mapped through `arg_map` (torch.fx's node_copy).
   Node* node_copy(const Node& node, const std::function<Node*(Node*)>& arg_map);

@@ -113,40 +113,37 @@ class ProgramNames {
 
 }  // namespace
 
-FlatProgram flat_program(const PipelineRecording& recording, const LiveNodes& live,
+FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const LeafCalls& leaves) {
   check_initialised(recording, live);
   FlatProgram out;
-  ProgramNames name_of(recording);
   for (const RecordedRead& read : recording.reads) out.input_keys.push_back(read.key);
   out.out_keys = recording.out_keys;
-  auto copy_of = [&](Node* node) { return out.copies.at(node); };
-  for (const Node* node : recording.graph.nodes()) {
-    if (!live.contains(node)) continue;
-    Args args;
-    args.reserve(node->args().size());
-    for (const Argument& arg : node->args()) args.push_back(map_nodes(arg, copy_of));
-    Node* copy = nullptr;
-    if (node->op() == OpCode::kOutput) {
-      copy = out.graph.output(args.at(0));
-    } else {
-      // Named afresh: the recorder named each op as it ran, before anything was known to be
-      // dead, and a pruned op leaves no gap in the names.
-      copy = out.graph.create_node(node->op(), node->target(), std::move(args), {}, name_of(*node));
+  Graph& graph = recording.graph;
+  std::vector<Node*> dead;
+  for (Node* node : graph.nodes()) {
+    if (!live.contains(node)) {
+      dead.push_back(node);
+      continue;
     }
-    copy->meta() = node->meta();
     // A parameter belongs to the leaf call that first reads it.
     const std::vector<Node*> users =
         node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
     if (const LeafCall* leaf = leaves.find(users.empty() ? node : users.front())) {
-      copy->meta().td_module = recording.calls[leaf->call].td_path;
-      copy->meta().module_path = leaf->target;
-      copy->meta().module_type = leaf->module_type;
-    } else {
-      recording.give_module(node, copy->meta());
+      node->meta().td_module = recording.calls[leaf->call].td_path;
+      node->meta().module_path = leaf->target;
+      node->meta().module_type = leaf->module_type;
+    } else if (node->op() != OpCode::kOutput) {
+      recording.give_module(node, node->meta());
     }
-    out.copies[node] = copy;
   }
+  // A dead node's users are dead and come after it: erased last first, none has users left.
+  for (auto it = dead.rbegin(); it != dead.rend(); ++it) graph.erase_node(*it);
+  // Named afresh: the recorder named each op as it ran, before anything was known to be dead,
+  // and a pruned op leaves no gap in the names.
+  ProgramNames name_of(recording);
+  graph.rename_all([&](const Node& node) { return name_of(node); });
+  out.graph = std::move(graph);
   return out;
 }
 

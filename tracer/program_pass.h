@@ -7,8 +7,9 @@
 /// key), so that a pruned op leaves no gap in the names. Each op's module is the leaf call it
 /// belongs to, else the TensorDictModule's wrapped module or the child of its Sequential.
 ///
-/// Before it copies anything, it refuses a recording that reads memory nothing recorded wrote
-/// (check_initialised).
+/// It rewrites the recording's graph in place and moves it out (no second graph is built: the
+/// program's nodes are the recording's live nodes), after it refuses a recording that reads
+/// memory nothing recorded wrote (check_initialised).
 
 #include <unordered_map>
 #include <vector>
@@ -25,12 +26,11 @@ struct FlatProgram {
   std::vector<NestedKey> input_keys;
   /// The key each output is written to, in order.
   std::vector<NestedKey> out_keys;
-  /// The program node each live recorded node became.
-  std::unordered_map<const Node*, Node*> copies;
 };
 
-/// The program of `recording` (see the file comment).
-FlatProgram flat_program(const PipelineRecording& recording, const LiveNodes& live,
+/// The program of `recording` (see the file comment); `recording.graph` is moved into it,
+/// and `live` and `leaves`, made from the recording, are not to be used after it.
+FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const LeafCalls& leaves);
 
 /// TraceError when a live node reads a tensor the recording saw only allocated (`empty`,

@@ -213,17 +213,18 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   const auto [root, prefix] = detail::graph_root(module, options);
   detail::ContractRecording recorded =
       detail::record_with_contract(*module, example, prefix, options);
-  const detail::PipelineRecording& recording = recorded.recording;
+  detail::PipelineRecording& recording = recorded.recording;
   const detail::LiveNodes live(recording, options);
   const detail::StateUpdates updates(recording);
   const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
   detail::FxView view = detail::fx_view(recording, live, leaves, updates, options);
   if (recorded.divergence) detail::refuse_divergence(recorded, view, module->describe());
-  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
   // Each program node that the view shows otherwise (inside a leaf call, as a method, or by
-  // another name) names its view node in errors.
-  for (const auto& [node, copy] : program.copies) {
-    if (node->op() == OpCode::kPlaceholder) continue;
+  // another name) names its view node in errors. The program's nodes are the recording's live
+  // nodes, rewritten in place: `live`, `leaves` and the view's origins still name them.
+  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
+  for (Node* node : program.graph.nodes()) {
+    if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
     // A parameter is shown as the leaf call that first reads it, if one does.
     const std::vector<Node*> users =
         node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
@@ -233,8 +234,8 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
     if (shown == view.origin.end()) continue;
     const Node& printed = *shown->second;
     if (printed.op() == OpCode::kCallModule || printed.op() == OpCode::kCallMethod ||
-        printed.name() != copy->name()) {
-      copy->meta().shown_as = describe(printed);
+        printed.name() != node->name()) {
+      node->meta().shown_as = describe(printed);
     }
   }
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
