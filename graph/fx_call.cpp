@@ -246,6 +246,12 @@ FxCall fx_call(const Node& node) {
 }
 
 std::string fx_name(const Target& target, const Args& args, const Kwargs& kwargs) {
+  // Only a Python operator's face depends on the arguments (`a + b`, unless alpha is set):
+  // every other aten call is named by its operator, without binding the arguments.
+  if (target.is_getitem()) return "getitem";
+  if (target.is_aten() && python_operators().count(target.op_name()) == 0) {
+    return target.op_name();
+  }
   const std::string face = fx_call(target, args, kwargs, "?").target;
   return face.substr(face.rfind('.') + 1);
 }

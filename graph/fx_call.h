@@ -42,7 +42,9 @@ FxCall fx_call(const Target& target, const Args& args, const Kwargs& kwargs,
                const std::string& name);
 
 /// The name torch.fx gives a node calling `target` so: its face's function
-/// name (`truediv` for `a / b` on aten::div.Tensor, `relu`, `getitem`).
+/// name (`truediv` for `a / b` on aten::div.Tensor, `relu`, `getitem`). The
+/// arguments are bound to the schema (and checked) only for the operators
+/// that have a Python operator face; the name is all it gives.
 std::string fx_name(const Target& target, const Args& args, const Kwargs& kwargs);
 
 }  // namespace tdfx

@@ -1,6 +1,8 @@
 #include "tdfx/graph/namespace.h"
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
 
 #include "tdfx/core/python_repr.h"
 
@@ -91,6 +93,25 @@ std::string parameter_name(std::string_view raw) {
   return is_python_keyword(name) ? name + "_" : name;
 }
 
+bool Namespace::contains(const std::string& name) const {
+  if (used_.empty()) return std::find(small_.begin(), small_.end(), name) != small_.end();
+  return used_.count(name) > 0;
+}
+
+bool Namespace::insert(const std::string& name) {
+  if (used_.empty()) {
+    if (std::find(small_.begin(), small_.end(), name) != small_.end()) return false;
+    if (small_.size() < kSmall) {
+      small_.push_back(name);
+      return true;
+    }
+    used_.insert(std::make_move_iterator(small_.begin()), std::make_move_iterator(small_.end()));
+    small_.clear();
+    small_.shrink_to_fit();
+  }
+  return used_.insert(name).second;
+}
+
 std::string Namespace::create_name(std::string_view raw) {
   std::string candidate = identifier_from(raw);
 
@@ -100,7 +121,7 @@ std::string Namespace::create_name(std::string_view raw) {
   const bool leading_zero = underscore_at != std::string::npos &&
                             underscore_at + 2 < candidate.size() &&
                             candidate[underscore_at + 1] == '0';
-  if (!leading_zero && !is_reserved(candidate) && used_.insert(candidate).second) {
+  if (!leading_zero && !is_reserved(candidate) && insert(candidate)) {
     return candidate;
   }
   // A trailing "_<digits>" is a counter to continue from.
@@ -119,7 +140,7 @@ std::string Namespace::create_name(std::string_view raw) {
   }
   const bool from_base = num == 0;
   auto& highest = highest_suffix_[base];
-  while (used_.count(candidate) || is_reserved(candidate)) {
+  while (contains(candidate) || is_reserved(candidate)) {
     ++num;
     // Names are never freed, so when counting up from the bare base every
     // suffix up to the highest handed out that way is taken: skip them.
@@ -127,7 +148,7 @@ std::string Namespace::create_name(std::string_view raw) {
     candidate = base + "_" + std::to_string(num);
   }
   if (from_base && num > highest) highest = num;
-  used_.insert(candidate);
+  insert(candidate);
   return candidate;
 }
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace tdfx {
 
@@ -25,14 +26,22 @@ class Namespace {
   /// A fresh name derived from `candidate`, recorded as used.
   std::string create_name(std::string_view candidate);
   /// Records `name` as used without changing it.
-  void reserve(const std::string& name) { used_.insert(name); }
+  void reserve(const std::string& name) { insert(name); }
   /// True when `name` was handed out or reserved.
-  bool contains(const std::string& name) const { return used_.count(name) > 0; }
+  bool contains(const std::string& name) const;
 
   /// True for Python keywords, builtins and FX's reserved globals.
   static bool is_reserved(const std::string& name);
 
  private:
+  /// Records `name`; false when it was used already.
+  bool insert(const std::string& name);
+
+  /// The names used: in `small_` while there are few (most namespaces are a leaf call's or a
+  /// body graph's, of a handful of names, and a vector costs one allocation), in `used_` once
+  /// there are kSmall.
+  static constexpr size_t kSmall = 16;
+  std::vector<std::string> small_;
   std::unordered_set<std::string> used_;
   /// Per base name, the highest suffix handed out while counting up from the
   /// bare base: keeps naming a long chain of `relu`s linear.

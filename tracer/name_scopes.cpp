@@ -35,11 +35,11 @@ std::string NameScopes::read_name(size_t call, const NestedKey& key) {
   return name;
 }
 
-std::vector<std::pair<int, int>> NameScopes::chain(size_t call) const {
-  const auto& levels = levels_of_(call);
+const std::vector<std::pair<int, int>>& NameScopes::chain(size_t call) const {
   // A root TensorDictModule has level 0 to itself, and no child index to prefix.
-  if (levels.empty()) return {{0, -1}};
-  return levels;
+  static const std::vector<std::pair<int, int>> root = {{0, -1}};
+  const auto& levels = levels_of_(call);
+  return levels.empty() ? root : levels;
 }
 
 }  // namespace tdfx::detail

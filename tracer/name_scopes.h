@@ -57,7 +57,7 @@ class NameScopes {
   };
 
   /// The levels enclosing `call`, innermost first, each with the call's child index there.
-  std::vector<std::pair<int, int>> chain(size_t call) const;
+  const std::vector<std::pair<int, int>>& chain(size_t call) const;
 
   LevelsOf levels_of_;
   std::vector<Level> levels_;
