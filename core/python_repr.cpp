@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -26,6 +27,12 @@ void append_escaped_control(std::string& out, char c) {
 }  // namespace
 
 std::string escape_controls(std::string_view text) {
+  auto is_control = [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f;
+  };
+  // Most text has no control character: one scan and one copy.
+  if (std::none_of(text.begin(), text.end(), is_control)) return std::string(text);
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {

@@ -19,7 +19,7 @@ namespace tdfx {
 TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                              std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                              Graph graph, Graph program, std::vector<NestedKey> input_keys,
-                             std::vector<NestedKey> out_keys, std::vector<ModuleBox> modules,
+                             std::vector<NestedKey> out_keys,
                              std::optional<BatchSpecialisation> specialisation,
                              std::vector<int64_t> recorded_batches)
     : pipeline_(std::move(pipeline)),
@@ -27,7 +27,6 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       root_prefix_(std::move(root_prefix)),
       graph_(std::move(graph)),
       out_keys_(std::move(out_keys)),
-      modules_(std::move(modules)),
       input_keys_(std::move(input_keys)),
       specialisation_(std::move(specialisation)),
       recorded_batches_(std::move(recorded_batches)),
@@ -142,14 +141,33 @@ void TDGraphModule::recompile() {
   compiled_generation_ = graph_.generation();
 }
 
+namespace {
+
+// The value in `slot`, made by `make()` on first use. Concurrent first uses may each make
+// one; the first stored is kept and returned to all, so the reference stays valid while the
+// slot holds it.
+template <class T, class Make>
+const T& made_once(std::shared_ptr<const T>& slot, Make make) {
+  std::shared_ptr<const T> current = std::atomic_load(&slot);
+  if (current) return *current;
+  std::shared_ptr<const T> made = make();
+  if (std::atomic_compare_exchange_strong(&slot, &current, made)) return *made;
+  return *current;  // another thread's, stored first
+}
+
+}  // namespace
+
+const std::vector<ModuleBox>& TDGraphModule::modules() const {
+  return made_once(modules_, [this] {
+    return std::make_shared<const std::vector<ModuleBox>>(
+        pipeline_modules(*pipeline_, root_prefix_));
+  });
+}
+
 const GraphModule& TDGraphModule::graph_module() const {
   check_not_edited();
-  auto printed = std::atomic_load(&printed_);
-  if (!printed) {
-    printed = std::make_shared<const GraphModule>(root_, graph_.copy());
-    std::atomic_store(&printed_, printed);
-  }
-  return *printed;
+  return made_once(printed_,
+                   [this] { return std::make_shared<const GraphModule>(root_, graph_.copy()); });
 }
 
 std::vector<c10::IValue> TDGraphModule::graph_inputs(const TensorDict& td) const {
@@ -241,8 +259,7 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   return TDGraphModule(module, root, prefix, std::move(view.graph), std::move(program.graph),
                        std::move(program.input_keys), std::move(view.output_keys),
-                       pipeline_modules(*module, prefix), std::move(specialisation),
-                       std::move(recorded.recorded));
+                       std::move(specialisation), std::move(recorded.recorded));
 }
 
 }  // namespace tdfx

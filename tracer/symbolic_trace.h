@@ -30,14 +30,14 @@ class TDGraphModule {
   /// A traced module of `pipeline`, whose graph's targets are paths from `root` (`pipeline`
   /// or one of its modules, reached by `root_prefix`: "module" for a sequential's module
   /// list). `graph` is the printed graph: it reads its keys with getitem(tensordict, key)
-  /// and calls leaves with call_module. `program` is what runs: the flat op-level graph
-  /// derived from `graph` (symbolic_trace derives it, as recompile() does), taking
-  /// `input_keys` as positional inputs. `specialisation`: set for a static trace of an
-  /// example with a batch.
+  /// and calls leaves with call_module. `program` is what runs: the flat op-level graph of
+  /// the same recording (symbolic_trace makes both; recompile() lowers an edited `graph`
+  /// into a new one), taking `input_keys` as positional inputs. `specialisation`: set for a
+  /// static trace of an example with a batch.
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix, Graph graph,
                 Graph program, std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
-                std::vector<ModuleBox> modules, std::optional<BatchSpecialisation> specialisation,
+                std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
 
   /// The graph as traced (and printed).
@@ -73,8 +73,9 @@ class TDGraphModule {
   /// The keys the outputs are written to, in output order.
   const std::vector<NestedKey>& out_keys() const { return out_keys_; }
   /// The TensorDictModules and nested TensorDictSequentials the trace went through, in run
-  /// order, a sequential before its children (pipeline_modules).
-  const std::vector<ModuleBox>& modules() const { return modules_; }
+  /// order, a sequential before its children (pipeline_modules), described on first use (only
+  /// drawings ask; a trace does not pay for them).
+  const std::vector<ModuleBox>& modules() const;
   /// Set for a static trace (the default) of an example with a batch: every run checks that
   /// its batch is the traced one (ShapeError naming it). Unset for a dynamic trace (its
   /// inputs' batch dimensions may differ, the others not) and for an example without a
@@ -101,7 +102,8 @@ class TDGraphModule {
   std::string root_prefix_;
   Graph graph_;
   std::vector<NestedKey> out_keys_;
-  std::vector<ModuleBox> modules_;
+  /// modules(), described on first use (set atomically, as printed_).
+  mutable std::shared_ptr<const std::vector<ModuleBox>> modules_;
   std::vector<NestedKey> input_keys_;
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<int64_t> recorded_batches_;
@@ -121,8 +123,8 @@ class TDGraphModule {
   };
   std::vector<TracedMode> modes_;
 
-  /// graph_module(), compiled on first use from a copy of graph_ (read and set with
-  /// std::atomic_load/store: concurrent first uses may both compile; one is kept).
+  /// graph_module(), compiled on first use from a copy of graph_ (read and set atomically:
+  /// concurrent first uses may both compile; the first stored is the one every caller gets).
   mutable std::shared_ptr<const GraphModule> printed_;
   /// graph_.generation() when what runs was last built from it: a run of an edited graph
   /// (through mutable_graph() or any reference kept from it) is refused until recompile().
