@@ -33,10 +33,11 @@ install(CODE "
 ")
 # Headers: include/tdfx/COMPONENT/*.h and the umbrella include/tdfx/tdfx.h, the layout
 # the build tree sees through <build>/include (cmake/tdfx.cmake).
-# The tracer's internal headers (the JIT recording and what is built from it) are not
+# The tracer's internal headers (the recorder, the passes over a recording) are not
 # installed: no public header includes them.
-set(TDFX_INTERNAL_HEADERS recorder.h graph_builder.h leaf_regions.h batch_generalise.h
-                          method_calls.h name_scopes.h)
+set(TDFX_INTERNAL_HEADERS dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx_view.h
+                          leaf_calls.h lower_view.h method_calls.h name_scopes.h program_pass.h
+                          state_restore.h)
 set(TDFX_INTERNAL_VIZ_HEADERS helper_process.h)
 foreach(component ${TDFX_COMPONENTS})
   set(excluded)

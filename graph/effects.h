@@ -9,11 +9,13 @@
 
 namespace tdfx {
 
-/// True for an aten call that must stay even when nothing uses its results: it mutates a
-/// tensor or returns nothing (a guard's `_assert_async`), draws random numbers (dropping it
-/// would shift the random stream of the ops after it: the random ops, a Generator argument, a
-/// dropout or rrelu in training), or is a training-mode batch or instance norm with running
-/// statistics, which it updates although its schema does not say so.
+/// True for a node that must stay even when nothing uses its results: an aten call, as a
+/// function or as a method (`%add_ = call_method[target=add_]`), that mutates a tensor or
+/// returns nothing (a guard's `_assert_async`), draws random numbers (dropping it would shift
+/// the random stream of the ops after it: the random ops, a Generator argument, a dropout or
+/// rrelu in training), or is a training-mode batch or instance norm with running statistics,
+/// which it updates although its schema does not say so; and a call_module whose body holds
+/// such a call (a BatchNorm in training mode).
 ///
 ///     has_effect(add_(x, 1))                       // true: mutates x
 ///     has_effect(dropout(x, 0.5, /*train=*/true))  // true: draws a mask

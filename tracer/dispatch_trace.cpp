@@ -18,33 +18,10 @@
 #include "tdfx/tracer/builtin_layers.h"
 #include "tdfx/tracer/dispatch_recorder.h"
 #include "tdfx/tracer/module_tree.h"
+#include "tdfx/tracer/state_restore.h"
 
 namespace tdfx::detail {
 namespace {
-
-// The default CPU generator's state, put back when the scope ends: a recording draws from it
-// (Dropout), and leaves it as it found it.
-class GeneratorRestore {
- public:
-  GeneratorRestore() : generator_(at::detail::getDefaultCPUGenerator()) {
-    std::lock_guard<std::mutex> lock(generator_.mutex());
-    state_ = generator_.get_state();
-  }
-  ~GeneratorRestore() {
-    try {
-      std::lock_guard<std::mutex> lock(generator_.mutex());
-      generator_.set_state(state_);
-    } catch (const std::exception&) {
-      // A destructor must not throw; the state was read from this generator, so it fits.
-    }
-  }
-  GeneratorRestore(const GeneratorRestore&) = delete;
-  GeneratorRestore& operator=(const GeneratorRestore&) = delete;
-
- private:
-  at::Generator generator_;
-  at::Tensor state_;
-};
 
 class ProgramHook : public KeyAccessHook {
  public:

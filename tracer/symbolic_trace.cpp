@@ -1,5 +1,6 @@
 #include "tdfx/tracer/symbolic_trace.h"
 
+#include <optional>
 #include <ostream>
 
 #include "tdfx/codegen/python_code.h"
@@ -13,6 +14,7 @@
 #include "tdfx/tracer/fx_view.h"
 #include "tdfx/tracer/lower_view.h"
 #include "tdfx/tracer/program_pass.h"
+#include "tdfx/tracer/state_restore.h"
 
 namespace tdfx {
 
@@ -126,7 +128,13 @@ void TDGraphModule::recompile() {
     // Shapes come from a copy (ShapeProp writes the meta of the graph it runs), then are
     // given to the nodes of graph_ that lack them; names are unique, so they match.
     GraphModule copy(root_, graph_.copy());
-    ShapeProp(copy).propagate({example_inputs(input_keys_, input_meta_)});
+    {
+      // The graph runs the module's own ops: whatever they write (a counter buffer, running
+      // statistics, the generator) is put back, as after a recording.
+      std::optional<detail::ModuleStateRestore> restore;
+      if (root_) restore.emplace(*root_);
+      ShapeProp(copy).propagate({example_inputs(input_keys_, input_meta_)});
+    }
     std::unordered_map<std::string, const Node*> by_name;
     for (const Node* node : copy.graph().nodes()) by_name[node->name()] = node;
     for (Node* node : graph_.nodes()) {

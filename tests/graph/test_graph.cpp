@@ -272,6 +272,22 @@ TEST_CASE("graph: eliminate_dead_code keeps random draws and training-mode stati
   g.lint();
 }
 
+TEST_CASE("graph: eliminate_dead_code keeps in-place methods and effects passed by keyword") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* calls = g.get_attr("calls");
+  // An in-place op as torch.fx shows it, a method: `calls.add_(1)`.
+  g.call_method(Target::method(Target::aten("aten::add_.Scalar")), {calls, int64_t{1}});
+  g.call_method(Target::method(Target::aten("aten::add.Scalar")), {x, int64_t{1}});  // erased
+  // dropout(x, p=0.5, train=True), its flag by keyword.
+  g.call_function(Target::aten("aten::dropout"), {x}, {{"p", 0.5}, {"train", true}});
+  g.output(x);
+  CHECK(g.eliminate_dead_code() == 1);
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  CHECK(names == std::vector<std::string>{"x", "calls", "add_", "dropout", "output"});
+}
+
 TEST_CASE("graph: node_copy and graph_copy map arguments") {
   Graph src = tdfx::testing::seed_sequential_graph();
   Graph dst;

@@ -404,3 +404,57 @@ TEST_CASE("trace: a failure inside a built-in layer names the layer's path") {
           "multiplied (2x5 and 4x3)");
   }
 }
+
+namespace {
+
+/// Counts its calls in a buffer, as a user's module does: `calls.add_(1)`, nothing reads it.
+struct CallCounterImpl : torch::nn::Module {
+  CallCounterImpl() { calls = register_buffer("calls", torch::zeros({}, torch::kLong)); }
+  at::Tensor forward(const at::Tensor& x) {
+    calls.add_(1);
+    return x * 2;
+  }
+  at::Tensor calls;
+};
+TORCH_MODULE(CallCounter);
+
+/// Calls a BatchNorm1d for its running statistics alone: the view shows its ops inline (a
+/// call whose result nothing reads is not outlined), batch_norm with training=True.
+struct NormedImpl : torch::nn::Module {
+  NormedImpl() { norm = register_module("norm", torch::nn::BatchNorm1d(3)); }
+  at::Tensor forward(const at::Tensor& x) {
+    norm(x);  // its running statistics are all it is called for
+    return x + 1;
+  }
+  torch::nn::BatchNorm1d norm{nullptr};
+};
+TORCH_MODULE(Normed);
+
+}  // namespace
+
+TEST_CASE("trace: eliminate_dead_code on the view keeps a buffer update and a training norm") {
+  CallCounter counter;
+  auto module = make_td_module(counter, {"x"}, {"y"});
+  const TensorDict td({{"x", at::ones({4, 3})}}, {4});
+  TDGraphModule gm = symbolic_trace(module, td);
+  counter->calls.zero_();
+  gm.mutable_graph().eliminate_dead_code();
+  gm.recompile();
+  for (int i = 0; i < 3; ++i) {
+    TensorDict run(td);
+    gm.forward(run);
+  }
+  CHECK(counter->calls.item<int64_t>() == 3);  // the call_method add_ stayed
+
+  Normed normed;
+  normed->train();
+  auto norm_module = make_td_module(normed, {"x"}, {"y"});
+  TDGraphModule norm_gm = symbolic_trace(norm_module, TensorDict({{"x", at::randn({4, 3})}}, {4}));
+  CHECK(norm_gm.mutable_graph().eliminate_dead_code() == 0);
+  CHECK(to_string(norm_gm.graph()).find("torch.batch_norm") != std::string::npos);
+  norm_gm.recompile();
+  const at::Tensor mean_before = normed->norm->running_mean.clone();
+  TensorDict run({{"x", at::randn({4, 3})}}, {4});
+  norm_gm.forward(run);
+  CHECK_FALSE(at::equal(normed->norm->running_mean, mean_before));
+}
