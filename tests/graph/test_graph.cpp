@@ -288,6 +288,28 @@ TEST_CASE("graph: eliminate_dead_code keeps in-place methods and effects passed 
   CHECK(names == std::vector<std::string>{"x", "calls", "add_", "dropout", "output"});
 }
 
+TEST_CASE("graph: rename_all names every node afresh, in order, from its hint") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* a = g.call_function(relu(), {x});                     // relu
+  Node* b = g.call_function(Target::aten("aten::neg"), {a});  // neg
+  Node* c = g.call_function(relu(), {b});                     // relu_1
+  g.output(c);
+  // Every op hinted "relu_1": the first keeps it, the others count on from it; the
+  // placeholder and the output keep their own names (an empty hint is the default name).
+  g.rename_all([](const Node& n) -> std::string {
+    if (n.op() == OpCode::kPlaceholder) return n.name();
+    return n.op() == OpCode::kOutput ? "" : "relu_1";
+  });
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  CHECK(names == std::vector<std::string>{"x", "relu_1", "relu_2", "relu_3", "output"});
+  g.lint();
+  // The namespace is the new names': a new node does not take one of them.
+  CHECK(g.call_function(relu(), {x})->name() == "relu");
+  CHECK(g.call_function(relu(), {x})->name() == "relu_4");
+}
+
 TEST_CASE("graph: node_copy and graph_copy map arguments") {
   Graph src = tdfx::testing::seed_sequential_graph();
   Graph dst;
