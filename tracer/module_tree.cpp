@@ -1,5 +1,6 @@
 #include "tdfx/tracer/module_tree.h"
 
+#include <optional>
 #include <sstream>
 
 #include "tdfx/core/error.h"
@@ -87,7 +88,25 @@ const TensorDictModule& traced_td_module(const TensorDictModuleBase& module) {
 }
 
 std::string describe_module(const torch::nn::Module& module) {
-  std::ostringstream out;
+  // One stream per thread, emptied before each use: a trace describes every module it meets,
+  // and making a stream (its locale) costs more than most descriptions. A pretty_print that
+  // describes another module (a TensorDictModule its wrapped one) gets a stream of its own.
+  thread_local std::ostringstream shared;
+  thread_local bool in_use = false;
+  std::optional<std::ostringstream> own;
+  std::ostringstream& out = in_use ? own.emplace() : shared;
+  const bool outermost = !in_use;
+  if (outermost) {
+    shared.str(std::string());
+    shared.clear();
+    in_use = true;
+  }
+  struct Release {
+    bool outermost;
+    ~Release() {
+      if (outermost) in_use = false;
+    }
+  } release{outermost};
   module.pretty_print(out);
   std::string text = out.str();
   if (text.rfind("torch::nn::", 0) == 0) text = text.substr(11);

@@ -249,6 +249,9 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   // another name) names its view node in errors. The program's nodes are the recording's live
   // nodes, rewritten in place: `live`, `leaves` and the view's origins still name them.
   detail::FlatProgram program = detail::flat_program(recording, live, leaves);
+  // The nodes of one leaf call come one after another and share their view node: described once.
+  const Node* last_printed = nullptr;
+  std::string last_description;
   for (Node* node : program.graph.nodes()) {
     if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
     // A parameter is shown as the leaf call that first reads it, if one does.
@@ -261,7 +264,11 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
     const Node& printed = *shown->second;
     if (printed.op() == OpCode::kCallModule || printed.op() == OpCode::kCallMethod ||
         printed.name() != node->name()) {
-      node->meta().shown_as = describe(printed);
+      if (&printed != last_printed) {
+        last_printed = &printed;
+        last_description = describe(printed);
+      }
+      node->meta().shown_as = last_description;
     }
   }
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);

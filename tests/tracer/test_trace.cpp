@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
+#include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tests/support/test_support.h"
 
@@ -457,4 +459,26 @@ TEST_CASE("trace: eliminate_dead_code on the view keeps a buffer update and a tr
   TensorDict run({{"x", at::randn({4, 3})}}, {4});
   norm_gm.forward(run);
   CHECK_FALSE(at::equal(normed->norm->running_mean, mean_before));
+}
+
+namespace {
+
+/// Prints itself with its child's description inside, as a user's pretty_print may.
+struct DescribesChildImpl : torch::nn::Module {
+  DescribesChildImpl() { fc = register_module("fc", torch::nn::Linear(3, 4)); }
+  void pretty_print(std::ostream& stream) const override {
+    stream << "Outer[" << tdfx::detail::describe_module(*fc) << "]";
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(DescribesChild);
+
+}  // namespace
+
+TEST_CASE("trace: describe_module of a module whose pretty_print describes another") {
+  DescribesChild outer;
+  CHECK(tdfx::detail::describe_module(*outer) ==
+        "Outer[Linear(in_features=3, out_features=4, bias=true)]");
+  CHECK(tdfx::detail::describe_module(*outer->fc) ==
+        "Linear(in_features=3, out_features=4, bias=true)");
 }
