@@ -135,12 +135,31 @@ std::vector<Node*> Node::input_nodes() const {
   return inputs;
 }
 
+namespace {
+
+// Calls fn on every node `arg` holds, duplicates included, without a list of them.
+template <class Fn>
+void visit_nodes(const Argument& arg, Fn& fn) {
+  if (arg.is<Node*>()) {
+    fn(arg.as<Node*>());
+  } else if (arg.is<ArgumentList>()) {
+    for (const auto& item : arg.as<ArgumentList>().items) visit_nodes(item, fn);
+  }
+}
+
+}  // namespace
+
+// A users set holds a node once: inserting or erasing it again is a no-op.
 void Node::add_uses() {
-  for (Node* input : input_nodes()) input->users_.insert(this);
+  auto add = [this](Node* input) { input->users_.insert(this); };
+  for (const auto& arg : args_) visit_nodes(arg, add);
+  for (const auto& [key, arg] : kwargs_) visit_nodes(arg, add);
 }
 
 void Node::remove_uses() {
-  for (Node* input : input_nodes()) input->users_.erase(this);
+  auto remove = [this](Node* input) { input->users_.erase(this); };
+  for (const auto& arg : args_) visit_nodes(arg, remove);
+  for (const auto& [key, arg] : kwargs_) visit_nodes(arg, remove);
 }
 
 void Node::check_arguments(const Graph* graph, const Who& who, const Args& args,
