@@ -84,6 +84,7 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   Node* before = insert_before_ ? insert_before_ : output_node();
   auto where = (before && op != OpCode::kOutput) ? before->position_ : nodes_.end();
   raw->position_ = nodes_.insert(where, raw);
+  raw->index_ = owned_.size();
   owned_.push_back(std::move(node));
   raw->args_ = std::move(args);
   raw->kwargs_ = std::move(kwargs);

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -160,6 +161,10 @@ class Node {
   std::vector<Node*> input_nodes() const;
   /// The graph this node is in. GraphError once the node was erased.
   Graph& graph() const;
+  /// The node's number in its graph: unique, in creation order, never reused (an erased
+  /// node keeps its own). Passes keep per-node facts in tables indexed by it (NodeTable)
+  /// rather than in hash maps keyed by Node*.
+  size_t index() const { return index_; }
   /// True once erase_node removed this node: it stays a valid handle (name, op, target,
   /// arguments readable) until its graph dies, but cannot be edited or used as an argument.
   bool erased() const { return graph_ == nullptr; }
@@ -220,6 +225,7 @@ class Node {
                               const Kwargs& kwargs);
 
   Graph* graph_;  // null once erased
+  size_t index_ = 0;
   std::string name_;
   OpCode op_;
   Target target_;
@@ -229,6 +235,34 @@ class Node {
   NodeMeta meta_;
   std::shared_ptr<const Graph> body_;
   std::list<Node*>::iterator position_;
+};
+
+/// Per-node facts of one graph's nodes, indexed by Node::index(): what a pass keeps for each
+/// node without a hash map keyed by Node*. A node never set reads as `fallback`. Only nodes of
+/// one graph may be used with one table (their indices are unique within it).
+///
+///     NodeTable<size_t> call_of(kNone);
+///     call_of.set(node, 3);
+///     call_of.get(node);   // 3;   call_of.get(other) is kNone
+template <class T>
+class NodeTable {
+  static_assert(!std::is_same_v<T, bool>, "NodeTable<char> for flags: vector<bool> has no refs");
+
+ public:
+  explicit NodeTable(T fallback = T()) : fallback_(std::move(fallback)) {}
+  void set(const Node* node, T value) {
+    const size_t i = node->index();
+    if (i >= values_.size()) values_.resize(i + 1, fallback_);
+    values_[i] = std::move(value);
+  }
+  const T& get(const Node* node) const {
+    const size_t i = node->index();
+    return i < values_.size() ? values_[i] : fallback_;
+  }
+
+ private:
+  std::vector<T> values_;
+  T fallback_;
 };
 
 }  // namespace tdfx

@@ -241,8 +241,8 @@ class ProgramHook : public KeyAccessHook {
   // Which built-in layer's call it is, leaf_calls.h finds later.
   void give_meta(Node* node) {
     if (!call_) return;
-    out_.node_call.emplace(node, call_index_);
-    if (child_) out_.node_child.emplace(node, *child_);
+    out_.node_call.set(node, call_index_);
+    if (child_) out_.node_child.set(node, *child_);
   }
 
   TensorDictModuleBase& module_;

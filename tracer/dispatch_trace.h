@@ -69,11 +69,14 @@ struct PipelineRecording {
   std::vector<RecordedCall> calls;
   /// Number of TensorDictSequential levels (level 0 is the root).
   int level_count = 1;
+  /// What node_call and node_child hold for a node without one.
+  static constexpr size_t kNone = static_cast<size_t>(-1);
   /// The call each op, item and get_attr node was recorded in (an index into `calls`).
-  std::unordered_map<const Node*, size_t> node_call;
+  NodeTable<size_t> node_call{kNone};
   std::vector<RecordedChild> children;
-  /// The child of a wrapped Sequential that recorded each node, where one did.
-  std::unordered_map<const Node*, size_t> node_child;
+  /// The child of a wrapped Sequential that recorded each node (an index into `children`),
+  /// where one did.
+  NodeTable<size_t> node_child{kNone};
   /// Every path of each parameter or buffer a get_attr reads, by the path it reads (its first):
   /// a layer shared by two TensorDictModules has two.
   std::unordered_map<std::string, std::vector<std::string>> state_paths;
@@ -82,8 +85,8 @@ struct PipelineRecording {
 
   /// The call `node` was recorded in, or calls.size() when none (a key read).
   size_t call_of(const Node* node) const {
-    auto it = node_call.find(node);
-    return it == node_call.end() ? calls.size() : it->second;
+    const size_t call = node_call.get(node);
+    return call == kNone ? calls.size() : call;
   }
   /// Gives `meta` the TensorDictModule and module that recorded `node`: its call's wrapped
   /// module, or (`by_child`) the child of a wrapped Sequential that ran it. Nodes outside any
@@ -92,10 +95,10 @@ struct PipelineRecording {
     const size_t call = call_of(node);
     if (call >= calls.size()) return;
     meta.td_module = calls[call].td_path;
-    auto child = by_child ? node_child.find(node) : node_child.end();
-    if (child != node_child.end()) {
-      meta.module_path = children[child->second].path;
-      meta.module_type = children[child->second].type;
+    const size_t child = by_child ? node_child.get(node) : kNone;
+    if (child != kNone) {
+      meta.module_path = children[child].path;
+      meta.module_type = children[child].type;
     } else {
       meta.module_path = calls[call].inner_path;
       meta.module_type = calls[call].module_type;

@@ -184,12 +184,8 @@ bool place_size_node(PipelineRecording& traced, const Alignment& first, int64_t 
       size = traced.graph.create_node(OpCode::kCallFunction, Target::aten("aten::size.int"),
                                       {input, dims.front()}, {}, "size");
     }
-    if (auto call = traced.node_call.find(user); call != traced.node_call.end()) {
-      traced.node_call[size] = call->second;
-    }
-    if (auto child = traced.node_child.find(user); child != traced.node_child.end()) {
-      traced.node_child[size] = child->second;
-    }
+    traced.node_call.set(size, traced.node_call.get(user));
+    traced.node_child.set(size, traced.node_child.get(user));
     if (patch.item) {
       ArgumentList list = user->args().at(patch.arg).as<ArgumentList>();
       list.items.at(*patch.item) = size;

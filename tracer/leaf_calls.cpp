@@ -29,7 +29,7 @@ LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& opt
   auto outlined_whole = [&](const RecordedCall& call) {
     return options.outline_leaves && is_leaf(options, *call.module->inner_ptr(), call.inner_path);
   };
-  std::unordered_set<const Node*> needed;
+  NodeTable<char> needed;
   const std::vector<Node*> nodes = recording.graph.node_list();
   size_t current = recording.calls.size();
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
@@ -41,14 +41,16 @@ LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& opt
       current = call;
       const RecordedCall& c = recording.calls[call];
       bool outputs_needed = false;
-      for (const Node* out : c.outputs) outputs_needed |= needed.count(out) > 0;
-      if (outputs_needed && outlined_whole(c)) needed.insert(c.outputs.begin(), c.outputs.end());
+      for (const Node* out : c.outputs) outputs_needed |= needed.get(out) != 0;
+      if (outputs_needed && outlined_whole(c)) {
+        for (const Node* out : c.outputs) needed.set(out, 1);
+      }
     }
     const bool live = node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput ||
-                      needed.count(node) > 0 || has_effect(*node);
+                      needed.get(node) != 0 || has_effect(*node);
     if (!live) continue;
-    live_.insert(node);
-    for (Node* input : node->input_nodes()) needed.insert(input);
+    live_.set(node, 1);
+    for (Node* input : node->input_nodes()) needed.set(input, 1);
   }
 }
 
@@ -74,13 +76,13 @@ StateUpdates::StateUpdates(const PipelineRecording& recording) {
     if (formals.empty() || !formals[0].alias_info() || !formals[0].alias_info()->isWrite()) {
       continue;
     }
-    updates_[node] = root;
+    updates_.set(node, root);
   }
 }
 
 Node* StateUpdates::state_of(Node* node) const {
-  auto it = updates_.find(node);
-  return it == updates_.end() ? node : it->second;
+  Node* root = updates_.get(node);
+  return root ? root : node;
 }
 
 namespace {

@@ -32,12 +32,13 @@ namespace tdfx::detail {
 class LiveNodes {
  public:
   LiveNodes(const PipelineRecording& recording, const TraceOptions& options);
-  bool contains(const Node* node) const { return live_.count(node) > 0; }
+  /// `node` is one of the recording's nodes (a table by Node::index()).
+  bool contains(const Node* node) const { return live_.get(node) != 0; }
   /// The users of `node` that live, in order.
   std::vector<Node*> users(const Node* node) const;
 
  private:
-  std::unordered_set<const Node*> live_;
+  NodeTable<char> live_;
 };
 
 /// The op that the item `node` (`getitem(lstm, 1)`, which the recorder makes for each result
@@ -91,7 +92,7 @@ class StateUpdates {
   Node* state_of(Node* node) const;
 
  private:
-  std::unordered_map<const Node*, Node*> updates_;
+  NodeTable<Node*> updates_{nullptr};
 };
 
 /// The calls of leaf modules (TraceOptions::is_leaf_module and the built-in layers) among the
