@@ -37,7 +37,7 @@ install(CODE "
 # installed: no public header includes them.
 set(TDFX_INTERNAL_HEADERS dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx_view.h
                           leaf_calls.h lower_view.h method_calls.h name_scopes.h program_pass.h
-                          state_restore.h)
+                          state_restore.h traced_view.h)
 set(TDFX_INTERNAL_VIZ_HEADERS helper_process.h)
 foreach(component ${TDFX_COMPONENTS})
   set(excluded)

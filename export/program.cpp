@@ -292,8 +292,9 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   const detail::StateUpdates updates(recording);
   const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, trace);
   if (recorded.divergence) {
-    detail::refuse_divergence(recorded, detail::fx_view(recording, live, leaves, updates, trace),
-                              module->describe());
+    detail::refuse_divergence(
+        recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, trace),
+        module->describe());
   }
   detail::FlatProgram program = detail::flat_program(recording, live, leaves);
   return export_program_graph(std::move(program.graph), "", *module, program.input_keys,

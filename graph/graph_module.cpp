@@ -390,6 +390,11 @@ std::string shown_node(const Node& node) {
   return node.meta().shown_as.empty() ? describe(node) : node.meta().shown_as;
 }
 
+std::string Plan::shown(const Node& node) const {
+  std::string shown = shown_as ? shown_as(node) : std::string();
+  return shown.empty() ? shown_node(node) : shown;
+}
+
 void fetch_args(const Step& step, const std::vector<c10::IValue>& slots,
                 std::vector<c10::IValue>& args) {
   for (const auto& s : step.sources) args.push_back(s.materialize(slots));
@@ -456,10 +461,9 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
             "(attention's query, key and value) comes out otherwise for these inputs than when "
             "the graph was traced, so they take another path through it; trace with inputs "
             "like these",
-            shown_node(*step.node), step.node->name()));
+            shown(*step.node), step.node->name()));
       }
-      throw RunError(
-          fmt::format("while executing {}: {}", shown_node(*step.node), library_message(e)));
+      throw RunError(fmt::format("while executing {}: {}", shown(*step.node), library_message(e)));
     }
     for (int slot : step.release) slots[static_cast<size_t>(slot)] = c10::IValue();
   }
@@ -468,8 +472,9 @@ c10::IValue Plan::run(std::vector<c10::IValue> inputs) const {
 
 }  // namespace detail
 
-GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph)
-    : root_(std::move(root)), graph_(std::move(graph)) {
+GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                         std::function<std::string(const Node&)> shown_as)
+    : root_(std::move(root)), graph_(std::move(graph)), shown_as_(std::move(shown_as)) {
   recompile();
 }
 
@@ -481,6 +486,7 @@ void GraphModule::recompile() {
   graph_.lint();
   const AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
   auto plan = Compiler(root_, attributes, "").compile(graph_);
+  plan->shown_as = shown_as_;
   plan_ = std::move(plan);
   plan_generation_ = graph_.generation();
 }

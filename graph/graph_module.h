@@ -8,7 +8,9 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tdfx/graph/graph.h"
@@ -32,8 +34,11 @@ class GraphModule {
  public:
   /// Compiles `graph` against `root`; get_attr targets are parameter or
   /// buffer paths of `root` (`0.module.fc1.weight`). Throws GraphError naming
-  /// the node when a target cannot be resolved or an argument does not fit.
-  GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph);
+  /// the node when a target cannot be resolved or an argument does not fit. Errors while
+  /// running name a node by `shown_as` when it is given and gives a name (TDGraphModule names
+  /// the program's nodes as its FX view prints them), else as printed or by meta().shown_as.
+  GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+              std::function<std::string(const Node&)> shown_as = {});
   ~GraphModule();
   GraphModule(GraphModule&&) noexcept;
   GraphModule& operator=(GraphModule&&) noexcept;
@@ -65,6 +70,7 @@ class GraphModule {
   /// Shared with Interpreter runs, which keep the plan they started with alive.
   std::shared_ptr<const detail::Plan> plan_;
   uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
+  std::function<std::string(const Node&)> shown_as_;
 };
 
 }  // namespace tdfx

@@ -33,8 +33,8 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw RunError(fmt::format("while executing {}: {}", detail::shown_node(*step.node),
-                                 library_message(e)));
+      throw RunError(
+          fmt::format("while executing {}: {}", plan_->shown(*step.node), library_message(e)));
     }
     // An edit during the run may have erased the nodes still ahead (the plan itself is held).
     if (module_.graph().generation() != generation) {

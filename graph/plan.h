@@ -58,7 +58,13 @@ struct Plan {
   Source output;
   bool has_output = false;
 
+  /// How errors name a node when it is set and gives a name (GraphModule's `shown_as`), else
+  /// shown_node.
+  std::function<std::string(const Node&)> shown_as;
+
   c10::IValue run(std::vector<c10::IValue> inputs) const;
+  /// `node` as errors while running this plan name it.
+  std::string shown(const Node& node) const;
 };
 
 /// Appends the values of `step`'s arguments, in the order its call takes them (an aten

@@ -240,9 +240,19 @@ class ProgramHook : public KeyAccessHook {
   // running; the passes make the module metadata from them (PipelineRecording::give_module).
   // Which built-in layer's call it is, leaf_calls.h finds later.
   void give_meta(Node* node) {
+    note_item(node);
     if (!call_) return;
     out_.node_call.set(node, call_index_);
     if (child_) out_.node_child.set(node, *child_);
+  }
+
+  // An item of an op with several results, by its index (PipelineRecording::items).
+  void note_item(Node* node) {
+    if (node->op() != OpCode::kCallFunction || !node->target().is_getitem()) return;
+    std::vector<Node*>& items = out_.items[node->args().at(0).node()];
+    const auto index = static_cast<size_t>(node->args().at(1).as<int64_t>());
+    if (items.size() <= index) items.resize(index + 1);
+    items[index] = node;
   }
 
   TensorDictModuleBase& module_;

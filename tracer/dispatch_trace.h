@@ -77,6 +77,9 @@ struct PipelineRecording {
   /// The child of a wrapped Sequential that recorded each node (an index into `children`),
   /// where one did.
   NodeTable<size_t> node_child{kNone};
+  /// The item nodes of each op with several results (or a list), by index: all the recorder
+  /// made, also those the program prunes, which a leaf call's body in the view still returns.
+  std::unordered_map<const Node*, std::vector<Node*>> items;
   /// Every path of each parameter or buffer a get_attr reads, by the path it reads (its first):
   /// a layer shared by two TensorDictModules has two.
   std::unordered_map<std::string, std::vector<std::string>> state_paths;

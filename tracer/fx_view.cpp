@@ -30,8 +30,8 @@ struct Shared {
   const LeafCalls& leaves;
   const StateUpdates& updates;
   const TraceOptions& options;
-  /// Each multi-result op's live items by index.
-  std::unordered_map<const Node*, std::vector<Node*>> items;
+  /// The recording's nodes: its graph, or the program flat_program made of it.
+  const Graph& graph;
 };
 
 // Emits a recording's view node by node in program order: the ops of a leaf call become one
@@ -46,7 +46,7 @@ class Builder {
 
   FxView build() {
     const PipelineRecording& rec = s_.recording;
-    const Node* output = rec.graph.output_node();
+    const Node* output = s_.graph.output_node();
     for (const Node* node : output->input_nodes()) needed_.insert(node);
     if (s_.options.key_style == KeyStyle::kGetItem) {
       tensordict_ = out_.graph.placeholder("tensordict");
@@ -59,7 +59,7 @@ class Builder {
       for (const RecordedRead* read : it->second) emit_read(*read);
     };
     emit_reads_after(nullptr);
-    for (Node* node : rec.graph.nodes()) {
+    for (Node* node : s_.graph.nodes()) {
       if (node->op() != OpCode::kOutput && s_.live.contains(node)) {
         if (s_.leaves.of_node.count(node)) {
           auto start = s_.leaves.starts.find(node);
@@ -167,17 +167,10 @@ class Builder {
 
   // The items of the multi-result op `op` by index, also those nothing reads (the recorder
   // makes one for every tensor result).
-  const std::vector<Node*>& items_of(const Node* op) {
-    auto it = s_.items.find(op);
-    if (it != s_.items.end()) return it->second;
-    std::vector<Node*>& items = s_.items[op];
-    for (Node* user : op->users()) {
-      if (item_source(*user) != op || !user->args().at(1).is<int64_t>()) continue;
-      const auto index = static_cast<size_t>(user->args()[1].as<int64_t>());
-      if (items.size() <= index) items.resize(index + 1);
-      items[index] = user;
-    }
-    return items;
+  const std::vector<Node*>& items_of(const Node* op) const {
+    static const std::vector<Node*> none;
+    auto it = rec().items.find(op);
+    return it == rec().items.end() ? none : it->second;
   }
 
   void emit(Node* node) {
@@ -393,9 +386,9 @@ class Builder {
 
 }  // namespace
 
-FxView fx_view(const PipelineRecording& recording, const LiveNodes& live, const LeafCalls& leaves,
-               const StateUpdates& updates, const TraceOptions& options) {
-  Shared shared{recording, live, leaves, updates, options, {}};
+FxView fx_view(const Graph& graph, const PipelineRecording& recording, const LiveNodes& live,
+               const LeafCalls& leaves, const StateUpdates& updates, const TraceOptions& options) {
+  Shared shared{recording, live, leaves, updates, options, graph};
   return Builder(shared).build();
 }
 

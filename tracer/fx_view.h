@@ -33,8 +33,10 @@ struct FxView {
 };
 
 /// The FX view of `recording` (see the file comment); node targets are paths from the graph
-/// root the recording was made for.
-FxView fx_view(const PipelineRecording& recording, const LiveNodes& live, const LeafCalls& leaves,
-               const StateUpdates& updates, const TraceOptions& options);
+/// root the recording was made for. `graph` holds the recording's nodes: `recording.graph`, or
+/// the program flat_program made of it (it keeps their order and PipelineRecording::items keeps
+/// the items it prunes), which is how TDGraphModule builds the view on first use.
+FxView fx_view(const Graph& graph, const PipelineRecording& recording, const LiveNodes& live,
+               const LeafCalls& leaves, const StateUpdates& updates, const TraceOptions& options);
 
 }  // namespace tdfx::detail

@@ -121,11 +121,18 @@ FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
   out.out_keys = recording.out_keys;
   Graph& graph = recording.graph;
   std::vector<Node*> dead;
+  // For each dead node, the last live node before it: a key read recorded after a dead node is
+  // recorded after that one instead, so that the view (fx_view), made from the program, still
+  // emits it in its place.
+  std::unordered_map<const Node*, const Node*> live_before;
+  const Node* last_live = nullptr;
   for (Node* node : graph.nodes()) {
     if (!live.contains(node)) {
       dead.push_back(node);
+      live_before[node] = last_live;
       continue;
     }
+    last_live = node;
     // A parameter belongs to the leaf call that first reads it.
     const std::vector<Node*> users =
         node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
@@ -136,6 +143,10 @@ FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
     } else if (node->op() != OpCode::kOutput) {
       recording.give_module(node, node->meta());
     }
+  }
+  for (RecordedRead& read : recording.reads) {
+    auto it = read.after ? live_before.find(read.after) : live_before.end();
+    if (it != live_before.end()) read.after = it->second;
   }
   // A dead node's users are dead and come after it: erased last first, none has users left.
   for (auto it = dead.rbegin(); it != dead.rend(); ++it) graph.erase_node(*it);

@@ -28,8 +28,9 @@ struct FlatProgram {
   std::vector<NestedKey> out_keys;
 };
 
-/// The program of `recording` (see the file comment); `recording.graph` is moved into it,
-/// and `live` and `leaves`, made from the recording, are not to be used after it.
+/// The program of `recording` (see the file comment); `recording.graph` is moved into it.
+/// The rest of `recording`, and `live`, `leaves` and the StateUpdates made from it, still
+/// describe the program's nodes: fx_view can be made from them and the program afterwards.
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const LeafCalls& leaves);
 

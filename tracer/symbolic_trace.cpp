@@ -15,6 +15,7 @@
 #include "tdfx/tracer/lower_view.h"
 #include "tdfx/tracer/program_pass.h"
 #include "tdfx/tracer/state_restore.h"
+#include "tdfx/tracer/traced_view.h"
 
 namespace tdfx {
 
@@ -27,7 +28,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
     : pipeline_(std::move(pipeline)),
       root_(std::move(root)),
       root_prefix_(std::move(root_prefix)),
-      graph_(std::move(graph)),
+      view_(std::make_shared<detail::TracedView>(std::move(graph))),
       out_keys_(std::move(out_keys)),
       input_keys_(std::move(input_keys)),
       specialisation_(std::move(specialisation)),
@@ -35,8 +36,36 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       runner_(std::make_unique<GraphModule>(root_, std::move(program))) {
   note_input_meta();
   note_modes();
-  compiled_generation_ = graph_.generation();
 }
+
+TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
+                             std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
+                             std::shared_ptr<detail::TracedView> view, Graph program,
+                             std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
+                             std::optional<BatchSpecialisation> specialisation,
+                             std::vector<int64_t> recorded_batches)
+    : pipeline_(std::move(pipeline)),
+      root_(std::move(root)),
+      root_prefix_(std::move(root_prefix)),
+      view_(std::move(view)),
+      out_keys_(std::move(out_keys)),
+      input_keys_(std::move(input_keys)),
+      specialisation_(std::move(specialisation)),
+      recorded_batches_(std::move(recorded_batches)),
+      runner_(std::make_unique<GraphModule>(
+          root_, std::move(program),
+          // The view is kept alive by the runner for as long as errors may name its nodes.
+          [view = view_](const Node& node) { return view->shown_as(node); })) {
+  view_->made_into(runner_->graph());
+  note_input_meta();
+  note_modes();
+}
+
+TDGraphModule::TDGraphModule(TDGraphModule&&) noexcept = default;
+TDGraphModule& TDGraphModule::operator=(TDGraphModule&&) noexcept = default;
+TDGraphModule::~TDGraphModule() = default;
+
+const Graph& TDGraphModule::graph() const { return view_->graph(); }
 
 const Graph& TDGraphModule::program_graph() const {
   check_not_edited();
@@ -70,7 +99,7 @@ void TDGraphModule::check_modes() const {
   }
 }
 
-std::string TDGraphModule::code() const { return python_code(graph_); }
+std::string TDGraphModule::code() const { return python_code(graph()); }
 
 std::string to_string(const TDGraphModule& value) { return value.code(); }
 
@@ -80,11 +109,11 @@ std::ostream& operator<<(std::ostream& os, const TDGraphModule& value) {
 
 Graph& TDGraphModule::mutable_graph() {
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
-  return graph_;
+  return view_->mutable_graph();
 }
 
 void TDGraphModule::check_not_edited() const {
-  if (graph_.generation() != compiled_generation_) {
+  if (view_->edited()) {
     fail<GraphError>("the graph was edited; call recompile() before running it");
   }
 }
@@ -112,6 +141,7 @@ bool lacks_meta(const Node& node) {
 }  // namespace
 
 void TDGraphModule::recompile() {
+  Graph& graph_ = view_->mutable_graph();
   graph_.lint();
   const Node* output = graph_.output_node();
   const size_t returned = !output ? 0
@@ -146,7 +176,7 @@ void TDGraphModule::recompile() {
   input_keys_ = std::move(input_keys);
   note_input_meta();
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
-  compiled_generation_ = graph_.generation();
+  view_->mark_compiled();
 }
 
 namespace {
@@ -175,7 +205,7 @@ const std::vector<ModuleBox>& TDGraphModule::modules() const {
 const GraphModule& TDGraphModule::graph_module() const {
   check_not_edited();
   return made_once(printed_,
-                   [this] { return std::make_shared<const GraphModule>(root_, graph_.copy()); });
+                   [this] { return std::make_shared<const GraphModule>(root_, graph().copy()); });
 }
 
 std::vector<c10::IValue> TDGraphModule::graph_inputs(const TensorDict& td) const {
@@ -240,41 +270,24 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::ContractRecording recorded =
       detail::record_with_contract(*module, example, prefix, options);
   detail::PipelineRecording& recording = recorded.recording;
-  const detail::LiveNodes live(recording, options);
-  const detail::StateUpdates updates(recording);
-  const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
-  detail::FxView view = detail::fx_view(recording, live, leaves, updates, options);
-  if (recorded.divergence) detail::refuse_divergence(recorded, view, module->describe());
-  // Each program node that the view shows otherwise (inside a leaf call, as a method, or by
-  // another name) names its view node in errors. The program's nodes are the recording's live
-  // nodes, rewritten in place: `live`, `leaves` and the view's origins still name them.
-  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
-  // The nodes of one leaf call come one after another and share their view node: described once.
-  const Node* last_printed = nullptr;
-  std::string last_description;
-  for (Node* node : program.graph.nodes()) {
-    if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
-    // A parameter is shown as the leaf call that first reads it, if one does.
-    const std::vector<Node*> users =
-        node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
-    const Node* owner = users.empty() ? node : users.front();
-    if (owner != node && !leaves.find(owner)) continue;
-    auto shown = view.origin.find(owner);
-    if (shown == view.origin.end()) continue;
-    const Node& printed = *shown->second;
-    if (printed.op() == OpCode::kCallModule || printed.op() == OpCode::kCallMethod ||
-        printed.name() != node->name()) {
-      if (&printed != last_printed) {
-        last_printed = &printed;
-        last_description = describe(printed);
-      }
-      node->meta().shown_as = last_description;
-    }
+  detail::LiveNodes live(recording, options);
+  detail::StateUpdates updates(recording);
+  detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
+  if (recorded.divergence) {
+    detail::refuse_divergence(
+        recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, options),
+        module->describe());
   }
+  // The program is the recording's live nodes, rewritten in place; the view is made of the
+  // same nodes when first asked for (detail::TracedView).
+  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
-  return TDGraphModule(module, root, prefix, std::move(view.graph), std::move(program.graph),
-                       std::move(program.input_keys), std::move(view.output_keys),
-                       std::move(specialisation), std::move(recorded.recorded));
+  std::vector<int64_t> batches = std::move(recorded.recorded);
+  auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
+      std::move(recording), std::move(live), std::move(updates), std::move(leaves), options});
+  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph),
+                       std::move(program.input_keys), std::move(program.out_keys),
+                       std::move(specialisation), std::move(batches));
 }
 
 }  // namespace tdfx

@@ -19,6 +19,10 @@
 
 namespace tdfx {
 
+namespace detail {
+class TracedView;
+}  // namespace detail
+
 /// A traced TensorDict module: runs the graph on a TensorDict and writes the
 /// out keys, as tensordict's prototype `TDGraphModule` does.
 ///
@@ -31,17 +35,30 @@ class TDGraphModule {
   /// or one of its modules, reached by `root_prefix`: "module" for a sequential's module
   /// list). `graph` is the printed graph: it reads its keys with getitem(tensordict, key)
   /// and calls leaves with call_module. `program` is what runs: the flat op-level graph of
-  /// the same recording (symbolic_trace makes both; recompile() lowers an edited `graph`
-  /// into a new one), taking `input_keys` as positional inputs. `specialisation`: set for a
+  /// the same recording (recompile() lowers an edited `graph` into a new one), taking
+  /// `input_keys` as positional inputs. `specialisation`: set for a
   /// static trace of an example with a batch.
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix, Graph graph,
                 Graph program, std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
                 std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
+  /// As above, with the printed graph made from the trace's recording when first asked for
+  /// (symbolic_trace): `program` is the one `view` was recorded as, and its errors name a
+  /// node as the view prints it.
+  TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
+                std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
+                std::shared_ptr<detail::TracedView> view, Graph program,
+                std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
+                std::optional<BatchSpecialisation> specialisation,
+                std::vector<int64_t> recorded_batches);
+  TDGraphModule(TDGraphModule&&) noexcept;
+  TDGraphModule& operator=(TDGraphModule&&) noexcept;
+  ~TDGraphModule();
 
-  /// The graph as traced (and printed).
-  const Graph& graph() const { return graph_; }
+  /// The graph as traced (and printed). A trace makes it on first use: running or exporting
+  /// a trace does not.
+  const Graph& graph() const;
   /// The printed graph for editing; call recompile() afterwards (until then, runs are
   /// refused).
   Graph& mutable_graph();
@@ -100,7 +117,8 @@ class TDGraphModule {
   std::shared_ptr<TensorDictModuleBase> pipeline_;
   std::shared_ptr<torch::nn::Module> root_;
   std::string root_prefix_;
-  Graph graph_;
+  /// The printed graph, made on first use (see graph()); never null.
+  std::shared_ptr<detail::TracedView> view_;
   std::vector<NestedKey> out_keys_;
   /// modules(), described on first use (set atomically, as printed_).
   mutable std::shared_ptr<const std::vector<ModuleBox>> modules_;
@@ -123,12 +141,11 @@ class TDGraphModule {
   };
   std::vector<TracedMode> modes_;
 
-  /// graph_module(), compiled on first use from a copy of graph_ (read and set atomically:
+  /// graph_module(), compiled on first use from a copy of graph() (read and set atomically:
   /// concurrent first uses may both compile; the first stored is the one every caller gets).
   mutable std::shared_ptr<const GraphModule> printed_;
-  /// graph_.generation() when what runs was last built from it: a run of an edited graph
-  /// (through mutable_graph() or any reference kept from it) is refused until recompile().
-  uint64_t compiled_generation_ = 0;
+  /// A run of an edited graph (through mutable_graph() or any reference kept from it) is
+  /// refused until recompile() (TracedView::edited).
   void check_not_edited() const;
 
   void note_input_meta();

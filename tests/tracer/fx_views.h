@@ -15,7 +15,8 @@ struct ViewedRecording {
     const detail::LiveNodes live(recording, options);
     const detail::StateUpdates updates(recording);
     const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
-    detail::FxView view = detail::fx_view(recording, live, leaves, updates, options);
+    detail::FxView view =
+        detail::fx_view(recording.graph, recording, live, leaves, updates, options);
     view.graph.lint();
     return view;
   }

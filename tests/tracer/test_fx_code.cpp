@@ -307,3 +307,51 @@ TEST_CASE("fx code: a leaf's body keeps its aten calls, which run") {
         "%view), kwargs = {})\n"
         "    return matmul");
 }
+
+namespace {
+
+at::Tensor add_one_after_pruned_exp(const at::Tensor& x) {
+  at::Tensor y = x + 1;
+  (void)x.exp();  // recorded, nothing reads it: the program prunes it
+  return y;
+}
+
+at::Tensor relu_of(const at::Tensor& z) { return z.relu(); }
+
+}  // namespace
+
+TEST_CASE(
+    "fx code: the printed graph, made from the program when first shown, is the view of "
+    "the recording") {
+  // symbolic_trace builds the view from the program, after the program pruned the recording:
+  // a key read recorded after a pruned op stays where it was read.
+  auto seq = std::make_shared<TensorDictSequential>(
+      std::vector<TensorDictModuleBasePtr>{make_td_module(add_one_after_pruned_exp, {"x"}, {"y"}),
+                                           make_td_module(relu_of, {"z"}, {"w"})});
+  const TensorDict input({{"x", at::randn({2, 3})}, {"z", at::randn({2, 3})}}, {2});
+  for (const KeyStyle style : {KeyStyle::kGetItem, KeyStyle::kPlaceholder}) {
+    for (const bool methods : {false, true}) {
+      CAPTURE(methods);
+      TraceOptions options;
+      options.key_style = style;
+      options.method_calls = methods;
+      const TDGraphModule gm = symbolic_trace(seq, input, options);
+      const std::string from_recording =
+          to_string(tdfx::testing::record_for_view(seq, input, options).view(options).graph);
+      CHECK(to_string(gm.graph()) == from_recording);
+    }
+  }
+  const TDGraphModule gm = symbolic_trace(seq, input);
+  CHECK(to_string(gm.graph()) ==
+        "graph():\n"
+        "    %tensordict : [#users=2] = placeholder[target=tensordict]\n"
+        "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+        "x), kwargs = {})\n"
+        "    %add : [#users=1] = call_function[target=operator.add](args = (%getitem, 1), kwargs "
+        "= {})\n"
+        "    %getitem_1 : [#users=1] = call_function[target=operator.getitem](args = "
+        "(%tensordict, z), kwargs = {})\n"
+        "    %relu : [#users=1] = call_function[target=torch.relu](args = (%getitem_1,), kwargs "
+        "= {})\n"
+        "    return (add, relu)");
+}
