@@ -7,7 +7,9 @@
 #include <c10/core/ScalarType.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <iterator>
@@ -263,6 +265,40 @@ class NodeTable {
  private:
   std::vector<T> values_;
   T fallback_;
+};
+
+/// A set of one graph's nodes, by Node::index(): insert and lookup without hashing, and
+/// clear() in constant time (it moves to a new stamp), so that one set serves a pass's many
+/// small uses (one per call, one per leaf) without allocating again.
+///
+///     NodeSet seen;
+///     seen.insert(node);   // true: new
+///     seen.contains(node); // true
+///     seen.clear();        // seen.contains(node) is false
+class NodeSet {
+ public:
+  /// Adds `node`; true when it was not in the set.
+  bool insert(const Node* node) {
+    const size_t i = node->index();
+    if (i >= stamps_.size()) stamps_.resize(i + 1 + i / 2, 0);
+    if (stamps_[i] == stamp_) return false;
+    stamps_[i] = stamp_;
+    return true;
+  }
+  bool contains(const Node* node) const {
+    const size_t i = node->index();
+    return i < stamps_.size() && stamps_[i] == stamp_;
+  }
+  void clear() {
+    if (++stamp_ == 0) {  // wrapped: every old stamp could read as current
+      std::fill(stamps_.begin(), stamps_.end(), 0);
+      stamp_ = 1;
+    }
+  }
+
+ private:
+  std::vector<uint32_t> stamps_;
+  uint32_t stamp_ = 1;
 };
 
 }  // namespace tdfx

@@ -61,9 +61,8 @@ class Builder {
     emit_reads_after(nullptr);
     for (Node* node : s_.graph.nodes()) {
       if (node->op() != OpCode::kOutput && s_.live.contains(node)) {
-        if (s_.leaves.of_node.count(node)) {
-          auto start = s_.leaves.starts.find(node);
-          if (start != s_.leaves.starts.end()) emit_leaf_call(s_.leaves.calls[start->second]);
+        if (s_.leaves.find(node)) {
+          if (const LeafCall* leaf = s_.leaves.starting_at(node)) emit_leaf_call(*leaf);
         } else {
           emit(node);
         }

@@ -105,7 +105,9 @@ class LeafCallFinder {
     }
     for (const Node* out : recording.graph.output_node()->input_nodes()) escaping_.insert(out);
     for (const RecordedCall& call : recording.calls) {
-      escaping_.insert(call.outputs.begin(), call.outputs.end());
+      for (const Node* out : call.outputs) {
+        if (out) escaping_.insert(out);
+      }
     }
   }
 
@@ -163,33 +165,37 @@ class LeafCallFinder {
     const RecordedCall& call = recording_.calls[c];
     const std::vector<Node*>& nodes = call_nodes_[c];
     const std::string target = join_path(call.inner_path, sub);
-    std::unordered_set<const Node*> params;
+    params_.clear();
+    bool any_param = false;
     const std::string prefix = target + ".";
     for (auto it = state_by_path_.lower_bound(prefix);
          it != state_by_path_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-      params.insert(it->second);
+      params_.insert(it->second);
+      any_param = true;
     }
     std::vector<LeafCall> leaves;
-    if (params.empty()) return leaves;
+    if (!any_param) return leaves;
     // In attention (and the transformer layers built on it), which reads its packed
     // in_proj_weight once each for query, key and value before its out_proj, a parameter read
     // again starts the next call only once the call has read every parameter of the layer.
-    std::unordered_set<const Node*> required;
+    std::vector<const Node*> required;
     if (reads_parameters_repeatedly(module)) {
       for (const auto& item : module.named_parameters(true)) {
         auto it = state_by_path_.find(join_path(target, item.key()));
-        if (it != state_by_path_.end()) required.insert(it->second);
+        if (it != state_by_path_.end()) required.push_back(it->second);
       }
     }
-    auto complete = [&](const std::unordered_set<const Node*>& read) {
+    auto complete = [&] {
       return std::all_of(required.begin(), required.end(),
-                         [&](const Node* p) { return read.count(p) > 0; });
+                         [&](const Node* p) { return read_.contains(p); });
     };
-    auto is_param = [&](Node* n) { return params.count(updates_.state_of(n)) > 0; };
+    auto is_param = [&](Node* n) { return params_.contains(updates_.state_of(n)); };
     // Values computed from the parameters alone (`weight.t()`) stand for them: their readers
     // are part of the call, and reading one again is no new call. A parameter updated in place
     // (BatchNorm's num_batches_tracked += 1) is still that parameter.
-    std::unordered_set<const Node*> derived, read;
+    derived_.clear();
+    read_.clear();
+    std::vector<const Node*> derived;
     std::vector<std::pair<size_t, size_t>> runs;  // [first, last] indices into nodes
     for (size_t i = 0; i < nodes.size(); ++i) {
       Node* node = nodes[i];
@@ -201,28 +207,28 @@ class LeafCallFinder {
                       source) != nodes.begin() + static_cast<long>(i)) {
           runs.back().second = i;
         }
-        if (derived.count(source)) derived.insert(node);
+        if (derived_.contains(source) && derived_.insert(node)) derived.push_back(node);
         continue;
       }
       bool reads = false, again = false, only_parameters = true;
       for (Node* input : node->input_nodes()) {
         const bool parameter = is_param(input);
-        reads |= parameter || derived.count(input);
-        again |= parameter && read.count(updates_.state_of(input)) && complete(read);
-        only_parameters &= parameter || derived.count(input);
+        reads |= parameter || derived_.contains(input);
+        again |= parameter && read_.contains(updates_.state_of(input)) && complete();
+        only_parameters &= parameter || derived_.contains(input);
       }
       if (!reads) continue;
       if (runs.empty() || again) {
         runs.emplace_back(i, i);
-        read.clear();
+        read_.clear();
       }
       runs.back().second = i;
       for (Node* input : node->input_nodes()) {
-        if (is_param(input)) read.insert(updates_.state_of(input));
+        if (is_param(input)) read_.insert(updates_.state_of(input));
       }
-      if (only_parameters) derived.insert(node);
+      if (only_parameters && derived_.insert(node)) derived.push_back(node);
     }
-    params.insert(derived.begin(), derived.end());
+    for (const Node* node : derived) params_.insert(node);
     size_t previous_end = 0;
     for (const auto& [first, last] : runs) {
       LeafCall leaf;
@@ -230,7 +236,7 @@ class LeafCallFinder {
       leaf.nodes.insert(leaf.nodes.end(), nodes.begin() + static_cast<long>(first),
                         nodes.begin() + static_cast<long>(last) + 1);
       previous_end = last + 1;
-      find_boundary(leaf, params);
+      find_boundary(leaf);
       order_as_called(leaf);
       if (leaf.inputs.empty() || leaf.outputs.empty() || !records_its_op(module, leaf.nodes) ||
           !reads_every_parameter(leaf, module, target)) {
@@ -279,16 +285,16 @@ class LeafCallFinder {
   // Linear reads its weight and its bias, so `F::linear(x, lin->weight)` is user code reading
   // the weight, not a call of `lin` (it would print as one, and seem to add the bias).
   bool reads_every_parameter(const LeafCall& leaf, const torch::nn::Module& module,
-                             const std::string& target) const {
+                             const std::string& target) {
     if (!is_torch_nn(module)) return true;  // a declared leaf: any reads
-    std::unordered_set<const Node*> read;
+    read_.clear();
     for (const Node* node : leaf.nodes) {
-      for (Node* input : node->input_nodes()) read.insert(updates_.state_of(input));
+      for (Node* input : node->input_nodes()) read_.insert(updates_.state_of(input));
     }
     for (const auto& item : module.named_parameters(true)) {
       if (!item.value().defined()) continue;
       auto it = state_by_path_.find(join_path(target, item.key()));
-      if (it == state_by_path_.end() || !read.count(it->second)) return false;
+      if (it == state_by_path_.end() || !read_.contains(it->second)) return false;
     }
     return true;
   }
@@ -299,12 +305,12 @@ class LeafCallFinder {
   // (ops_before_parameters). Anything else that reads a recorded value stays outside, where
   // it is the call's input.
   std::vector<Node*> prelude(const std::vector<Node*>& nodes, size_t begin, size_t first,
-                             size_t last, int leading) const {
-    std::unordered_set<const Node*> members(nodes.begin() + static_cast<long>(first),
-                                            nodes.begin() + static_cast<long>(last) + 1);
+                             size_t last, int leading) {
+    members_.clear();
+    for (size_t i = first; i <= last; ++i) members_.insert(nodes[i]);
     std::vector<Node*> candidates;  // in reverse program order
     for (size_t i = first; i-- > begin;) {
-      if (out_.of_node.count(nodes[i])) break;
+      if (out_.find(nodes[i])) break;
       candidates.push_back(nodes[i]);
     }
     std::reverse(candidates.begin(), candidates.end());
@@ -312,10 +318,11 @@ class LeafCallFinder {
     // `leading` of them), and whose results only the call uses.
     for (bool changed = true; changed && !candidates.empty();) {
       changed = false;
-      std::unordered_set<const Node*> kept(candidates.begin(), candidates.end());
+      kept_.clear();
+      for (const Node* candidate : candidates) kept_.insert(candidate);
       int reads_left = leading;
       for (size_t i = candidates.size(); i-- > 0;) {
-        const Locality locality = local_to(candidates[i], kept, members);
+        const Locality locality = local_to(candidates[i]);
         if (locality == Locality::kLocal ||
             (locality == Locality::kReadsOutside && reads_left-- > 0)) {
           continue;
@@ -330,36 +337,40 @@ class LeafCallFinder {
 
   enum class Locality { kLocal, kReadsOutside, kUsedOutside };
 
-  Locality local_to(const Node* node, const std::unordered_set<const Node*>& kept,
-                    const std::unordered_set<const Node*>& members) const {
-    if (escaping_.count(node)) return Locality::kUsedOutside;
-    for (const Node* user : live_.users(node)) {
-      if (!members.count(user) && !kept.count(user)) return Locality::kUsedOutside;
+  // Where `node` reads and is read, against the call's run (members_) and the prelude kept so
+  // far (kept_).
+  Locality local_to(const Node* node) const {
+    if (escaping_.contains(node)) return Locality::kUsedOutside;
+    for (const Node* user : node->users()) {
+      if (live_.contains(user) && !members_.contains(user) && !kept_.contains(user)) {
+        return Locality::kUsedOutside;
+      }
     }
     for (const Node* input : node->input_nodes()) {
-      if (!kept.count(input)) return Locality::kReadsOutside;
+      if (!kept_.contains(input)) return Locality::kReadsOutside;
     }
     return Locality::kLocal;
   }
 
   // The call's inputs in the order its last op takes them, through the call's own nodes:
   // LSTM's (x, h, c).
-  static void order_as_called(LeafCall& leaf) {
-    std::unordered_set<const Node*> members(leaf.nodes.begin(), leaf.nodes.end());
+  void order_as_called(LeafCall& leaf) {
+    members_.clear();
+    for (const Node* node : leaf.nodes) members_.insert(node);
+    seen_.clear();
     std::vector<Node*> ordered;
-    std::unordered_set<const Node*> seen;
     std::function<void(const Node*)> visit = [&](const Node* node) {
       for (Node* input : node->input_nodes()) {
-        if (!seen.insert(input).second) continue;
+        if (!seen_.insert(input)) continue;
         if (std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end()) {
           ordered.push_back(input);
-        } else if (members.count(input)) {
+        } else if (members_.contains(input)) {
           visit(input);
         }
       }
     };
     const Node* last = leaf.nodes.back();
-    while (item_source(*last) && members.count(item_source(*last))) last = item_source(*last);
+    while (item_source(*last) && members_.contains(item_source(*last))) last = item_source(*last);
     visit(last);
     for (Node* input : leaf.inputs) {
       if (std::find(ordered.begin(), ordered.end(), input) == ordered.end()) {
@@ -369,12 +380,14 @@ class LeafCallFinder {
     leaf.inputs = std::move(ordered);
   }
 
-  // The nodes `leaf` reads from outside (parameters aside) and those read after it.
-  void find_boundary(LeafCall& leaf, const std::unordered_set<const Node*>& params) const {
-    std::unordered_set<const Node*> members(leaf.nodes.begin(), leaf.nodes.end());
+  // The nodes `leaf` reads from outside (parameters aside, params_) and those read after it.
+  void find_boundary(LeafCall& leaf) {
+    members_.clear();
+    for (const Node* node : leaf.nodes) members_.insert(node);
     for (const Node* node : leaf.nodes) {
       for (Node* input : node->input_nodes()) {
-        if (members.count(input) || params.count(input) || params.count(updates_.state_of(input))) {
+        if (members_.contains(input) || params_.contains(input) ||
+            params_.contains(updates_.state_of(input))) {
           continue;
         }
         if (std::find(leaf.inputs.begin(), leaf.inputs.end(), input) == leaf.inputs.end()) {
@@ -385,18 +398,20 @@ class LeafCallFinder {
     for (Node* node : leaf.nodes) {
       // A parameter updated in place is read as the parameter after the call.
       if (updates_.state_of(node) != node) continue;
-      bool used_outside = escaping_.count(node) > 0;
-      for (const Node* user : live_.users(node)) used_outside |= members.count(user) == 0;
+      bool used_outside = escaping_.contains(node);
+      for (const Node* user : node->users()) {
+        used_outside |= live_.contains(user) && !members_.contains(user);
+      }
       if (used_outside) leaf.outputs.push_back(node);
     }
   }
 
   bool add(LeafCall leaf) {
     for (Node* node : leaf.nodes) {
-      if (out_.of_node.count(node)) return false;  // overlaps an earlier call: keep it inline
+      if (out_.find(node)) return false;  // overlaps an earlier call: keep it inline
     }
-    for (Node* node : leaf.nodes) out_.of_node[node] = out_.calls.size();
-    out_.starts[leaf.nodes.front()] = out_.calls.size();
+    for (Node* node : leaf.nodes) out_.of_node.set(node, out_.calls.size());
+    out_.starts.set(leaf.nodes.front(), out_.calls.size());
     out_.calls.push_back(std::move(leaf));
     return true;
   }
@@ -409,7 +424,11 @@ class LeafCallFinder {
   std::vector<std::vector<Node*>> call_nodes_;
   /// Nodes read after the recording or outside their call: the outputs and every call's
   /// outputs. A leaf call's node that gives one is no prelude, and it is an output.
-  std::unordered_set<const Node*> escaping_;
+  NodeSet escaping_;
+  /// Sets reused by each leaf module's search (calls_from_parameters and what it calls): its
+  /// parameters and what is derived from them alone; what the current run read; a run's or a
+  /// call's nodes; a prelude's nodes kept; inputs visited.
+  NodeSet params_, derived_, read_, members_, kept_, seen_;
   /// get_attr nodes by each path of their tensor, sorted so a module's are one range.
   std::map<std::string, Node*> state_by_path_;
   LeafCalls out_;

@@ -69,17 +69,23 @@ struct LeafCall {
 
 /// The leaf calls of a recording, none overlapping.
 struct LeafCalls {
+  static constexpr size_t kNone = static_cast<size_t>(-1);
   /// TensorDictModule calls in order, and within one, its leaves in named_modules order.
   std::vector<LeafCall> calls;
-  /// The index into `calls` of the call each node belongs to.
-  std::unordered_map<const Node*, size_t> of_node;
-  /// The index into `calls` of the call that starts at each node.
-  std::unordered_map<const Node*, size_t> starts;
+  /// The index into `calls` of the call each node belongs to (kNone: none).
+  NodeTable<size_t> of_node{kNone};
+  /// The index into `calls` of the call that starts at each node (kNone: none starts there).
+  NodeTable<size_t> starts{kNone};
 
   /// The leaf call `node` belongs to, or nullptr.
   const LeafCall* find(const Node* node) const {
-    auto it = of_node.find(node);
-    return it == of_node.end() ? nullptr : &calls[it->second];
+    const size_t call = of_node.get(node);
+    return call == kNone ? nullptr : &calls[call];
+  }
+  /// The leaf call whose first node is `node`, or nullptr.
+  const LeafCall* starting_at(const Node* node) const {
+    const size_t call = starts.get(node);
+    return call == kNone ? nullptr : &calls[call];
   }
 };
 
