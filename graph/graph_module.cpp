@@ -117,7 +117,7 @@ bool has_nodes(const Argument& arg) {
 }
 
 // Parameters and buffers of the root by path, gathered once per compile.
-using AttributeMap = std::unordered_map<std::string, at::Tensor>;
+using AttributeMap = GraphModule::Attributes;
 
 AttributeMap attributes_of(torch::nn::Module& root) {
   AttributeMap attributes;
@@ -478,13 +478,21 @@ GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
   recompile();
 }
 
+GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                         std::function<std::string(const Node&)> shown_as,
+                         const Attributes& attributes)
+    : root_(std::move(root)), graph_(std::move(graph)), shown_as_(std::move(shown_as)) {
+  compile(attributes);
+}
+
 GraphModule::~GraphModule() = default;
 GraphModule::GraphModule(GraphModule&&) noexcept = default;
 GraphModule& GraphModule::operator=(GraphModule&&) noexcept = default;
 
-void GraphModule::recompile() {
+void GraphModule::recompile() { compile(root_ ? attributes_of(*root_) : AttributeMap{}); }
+
+void GraphModule::compile(const Attributes& attributes) {
   graph_.lint();
-  const AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
   auto plan = Compiler(root_, attributes, "").compile(graph_);
   plan->shown_as = shown_as_;
   plan_ = std::move(plan);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tdfx/graph/graph.h"
@@ -39,6 +40,12 @@ class GraphModule {
   /// the program's nodes as its FX view prints them), else as printed or by meta().shown_as.
   GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
               std::function<std::string(const Node&)> shown_as = {});
+  /// Every parameter and buffer of a root by its path.
+  using Attributes = std::unordered_map<std::string, at::Tensor>;
+  /// As above, compiled with `attributes`, which hold every parameter and buffer of `root`
+  /// by path (a trace has them): the first compile does not gather them again.
+  GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
+              std::function<std::string(const Node&)> shown_as, const Attributes& attributes);
   ~GraphModule();
   GraphModule(GraphModule&&) noexcept;
   GraphModule& operator=(GraphModule&&) noexcept;
@@ -71,6 +78,7 @@ class GraphModule {
   std::shared_ptr<const detail::Plan> plan_;
   uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
   std::function<std::string(const Node&)> shown_as_;
+  void compile(const Attributes& attributes);
 };
 
 }  // namespace tdfx

@@ -166,6 +166,7 @@ class ProgramHook : public KeyAccessHook {
     auto [first, inserted] = first_path_.emplace(tensor.unsafeGetTensorImpl(), path);
     if (inserted) recorder_.bind_state(tensor, path);
     out_.state_paths[first->second].push_back(path);
+    out_.state.emplace(path, tensor);
   }
 
   // A value read by the module's own code is refused (torch.fx refuses control flow on traced

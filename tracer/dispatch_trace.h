@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
 #include "tdfx/tensordict/modules.h"
 
 namespace tdfx::detail {
@@ -80,6 +81,8 @@ struct PipelineRecording {
   /// The item nodes of each op with several results (or a list), by index: all the recorder
   /// made, also those the program prunes, which a leaf call's body in the view still returns.
   std::unordered_map<const Node*, std::vector<Node*>> items;
+  /// Each parameter and buffer by each of its paths (from the graph root).
+  GraphModule::Attributes state;
   /// Every path of each parameter or buffer a get_attr reads, by the path it reads (its first):
   /// a layer shared by two TensorDictModules has two.
   std::unordered_map<std::string, std::vector<std::string>> state_paths;

@@ -41,6 +41,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
 TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                              std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                              std::shared_ptr<detail::TracedView> view, Graph program,
+                             const GraphModule::Attributes& attributes,
                              std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
                              std::optional<BatchSpecialisation> specialisation,
                              std::vector<int64_t> recorded_batches)
@@ -55,7 +56,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       runner_(std::make_unique<GraphModule>(
           root_, std::move(program),
           // The view is kept alive by the runner for as long as errors may name its nodes.
-          [view = view_](const Node& node) { return view->shown_as(node); })) {
+          [view = view_](const Node& node) { return view->shown_as(node); }, attributes)) {
   view_->made_into(runner_->graph());
   note_input_meta();
   note_modes();
@@ -81,8 +82,9 @@ void TDGraphModule::note_input_meta() {
 
 void TDGraphModule::note_modes() {
   if (!root_) return;
-  for (const auto& item : root_->named_modules("", true)) {
-    modes_.push_back({item.key(), item.value(), item.value()->is_training()});
+  // Paths are found only for an error (check_modes): a trace does not build one per module.
+  for (const auto& module : root_->modules(true)) {
+    modes_.push_back({module, module->is_training()});
   }
 }
 
@@ -90,12 +92,19 @@ void TDGraphModule::check_modes() const {
   // Innermost first: train() on a model changes every module, and its Dropout says most.
   for (auto mode = modes_.rbegin(); mode != modes_.rend(); ++mode) {
     if (mode->module->is_training() == mode->training) continue;
+    std::string path;
+    for (const auto& item : root_->named_modules("", true)) {
+      if (item.value() == mode->module) {
+        path = item.key();
+        break;
+      }
+    }
     auto name = [](bool training) { return training ? "training" : "eval"; };
     fail<RunError>(
         "{} was in {} mode when traced and is in {} mode now; the graph holds the ops of the "
         "traced mode (dropout, batch statistics): trace it again after train() or eval()",
-        mode->path.empty() ? "the traced module" : "module '" + mode->path + "'",
-        name(mode->training), name(!mode->training));
+        path.empty() ? "the traced module" : "module '" + path + "'", name(mode->training),
+        name(!mode->training));
   }
 }
 
@@ -283,9 +292,10 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::FlatProgram program = detail::flat_program(recording, live, leaves);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<int64_t> batches = std::move(recorded.recorded);
+  const GraphModule::Attributes attributes = std::move(recording.state);
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
       std::move(recording), std::move(live), std::move(updates), std::move(leaves), options});
-  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph),
+  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph), attributes,
                        std::move(program.input_keys), std::move(program.out_keys),
                        std::move(specialisation), std::move(batches));
 }

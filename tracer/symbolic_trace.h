@@ -45,12 +45,12 @@ class TDGraphModule {
                 std::vector<int64_t> recorded_batches);
   /// As above, with the printed graph made from the trace's recording when first asked for
   /// (symbolic_trace): `program` is the one `view` was recorded as, and its errors name a
-  /// node as the view prints it.
+  /// node as the view prints it; `attributes` are root's parameters and buffers by path.
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                 std::shared_ptr<detail::TracedView> view, Graph program,
-                std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
-                std::optional<BatchSpecialisation> specialisation,
+                const GraphModule::Attributes& attributes, std::vector<NestedKey> input_keys,
+                std::vector<NestedKey> out_keys, std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
   TDGraphModule(TDGraphModule&&) noexcept;
   TDGraphModule& operator=(TDGraphModule&&) noexcept;
@@ -135,7 +135,6 @@ class TDGraphModule {
   /// Each module of root_ and its training mode when traced: the graph holds that mode's ops,
   /// so a run after train() or eval() changed it is refused.
   struct TracedMode {
-    std::string path;
     std::shared_ptr<torch::nn::Module> module;
     bool training;
   };
