@@ -228,8 +228,7 @@ size_t Graph::eliminate_dead_code() {
 }
 
 void Graph::lint() const {
-  std::unordered_set<const Node*> defined;  // the nodes before the one checked
-  defined.reserve(nodes_.size());
+  NodeSet defined;  // the nodes before the one checked (the ownership check comes first)
   std::unordered_set<std::string_view> names;  // views of the names, which outlive lint
   names.reserve(nodes_.size());
   size_t edges = 0;         // (input, reader) pairs, each input once per reader
@@ -252,7 +251,7 @@ void Graph::lint() const {
                        node->name_, node->target_.str());
     }
     for (const Node* input : node->input_nodes()) {
-      if (!defined.count(input)) {
+      if (input->graph_ != this || !defined.contains(input)) {
         fail<GraphError>("lint: %{} reads %{}, which is not defined before it in this graph",
                          node->name_, input->name_);
       }

@@ -4,7 +4,9 @@
 #include <array>
 #include <cctype>
 #include <iterator>
+#include <unordered_set>
 
+#include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
 
 namespace tdfx {
@@ -105,24 +107,52 @@ std::string parameter_name(std::string_view raw) {
   return is_python_keyword(name) ? name + "_" : name;
 }
 
-bool Namespace::contains(const std::string& name) const {
-  if (used_.empty()) return std::find(small_.begin(), small_.end(), name) != small_.end();
-  return used_.count(name) > 0;
+size_t Namespace::StringTable::find(std::string_view key, size_t hash) const {
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = slots_[i];
+    if (slot.stored == 0) return i;
+    if (slot.hash == hash &&
+        std::string_view(chars_.data() + slot.offset, slot.stored - 1) == key) {
+      return i;
+    }
+  }
 }
 
-bool Namespace::insert(const std::string& name) {
-  if (used_.empty()) {
-    if (std::find(small_.begin(), small_.end(), name) != small_.end()) return false;
-    if (small_.size() < kSmall) {
-      small_.push_back(name);
-      return true;
-    }
-    used_.insert(std::make_move_iterator(small_.begin()), std::make_move_iterator(small_.end()));
-    small_.clear();
-    small_.shrink_to_fit();
+void Namespace::StringTable::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.empty() ? 16 : old.size() * 2, Slot{});
+  const size_t mask = slots_.size() - 1;
+  for (const Slot& slot : old) {
+    if (slot.stored == 0) continue;
+    size_t i = slot.hash & mask;
+    while (slots_[i].stored != 0) i = (i + 1) & mask;
+    slots_[i] = slot;
   }
-  return used_.insert(name).second;
 }
+
+std::pair<long long*, bool> Namespace::StringTable::insert(std::string_view key) {
+  if ((count_ + 1) * 2 > slots_.size()) grow();
+  const size_t hash = std::hash<std::string_view>()(key);
+  Slot& slot = slots_[find(key, hash)];
+  if (slot.stored != 0) return {&slot.value, false};
+  if (chars_.size() + key.size() >= UINT32_MAX) {
+    throw GraphError("a namespace holds names of 4 GB in all; no more fit");
+  }
+  slot.hash = hash;
+  slot.offset = static_cast<uint32_t>(chars_.size());
+  slot.stored = static_cast<uint32_t>(key.size()) + 1;
+  chars_.append(key);
+  ++count_;
+  return {&slot.value, true};
+}
+
+bool Namespace::StringTable::contains(std::string_view key) const {
+  if (slots_.empty()) return false;
+  return slots_[find(key, std::hash<std::string_view>()(key))].stored != 0;
+}
+
+bool Namespace::contains(const std::string& name) const { return used_.contains(name); }
 
 std::string Namespace::create_name(std::string_view raw) {
   std::string candidate = identifier_from(raw);
@@ -151,7 +181,7 @@ std::string Namespace::create_name(std::string_view raw) {
     }
   }
   const bool from_base = num == 0;
-  auto& highest = highest_suffix_[base];
+  const long long highest = from_base ? *highest_suffix_.insert(base).first : 0;
   while (contains(candidate) || is_reserved(candidate)) {
     ++num;
     // Names are never freed, so when counting up from the bare base every
@@ -159,7 +189,7 @@ std::string Namespace::create_name(std::string_view raw) {
     if (from_base && num <= highest) num = highest + 1;
     candidate = base + "_" + std::to_string(num);
   }
-  if (from_base && num > highest) highest = num;
+  if (from_base && num > highest) *highest_suffix_.insert(base).first = num;
   insert(candidate);
   return candidate;
 }

@@ -3,10 +3,11 @@
 /// \file
 /// Namespace: hands out unique Python identifiers by torch.fx's rules.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
-#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace tdfx {
@@ -35,17 +36,38 @@ class Namespace {
 
  private:
   /// Records `name`; false when it was used already.
-  bool insert(const std::string& name);
+  bool insert(std::string_view name) { return used_.insert(name).second; }
 
-  /// The names used: in `small_` while there are few (most namespaces are a leaf call's or a
-  /// body graph's, of a handful of names, and a vector costs one allocation), in `used_` once
-  /// there are kSmall.
-  static constexpr size_t kSmall = 16;
-  std::vector<std::string> small_;
-  std::unordered_set<std::string> used_;
+  /// Strings with a number each, in one character buffer and an open-addressing table of
+  /// (hash, offset, length): adding a name allocates nothing but the buffer's and the table's
+  /// growth, where a set of std::string allocates per name (every node of every graph is named).
+  class StringTable {
+   public:
+    /// The entry for `key`, added with value 0 if absent; `.second` is true when added. The
+    /// reference is valid until the next insert.
+    std::pair<long long*, bool> insert(std::string_view key);
+    bool contains(std::string_view key) const;
+
+   private:
+    struct Slot {
+      size_t hash = 0;
+      uint32_t offset = 0;
+      uint32_t stored = 0;  // the key's length + 1; 0 for an empty slot
+      long long value = 0;
+    };
+    /// The slot holding `key`, or the empty slot where it would go.
+    size_t find(std::string_view key, size_t hash) const;
+    void grow();
+    std::string chars_;
+    std::vector<Slot> slots_;  // a power of two in size, at most half full
+    size_t count_ = 0;
+  };
+
+  /// The names used.
+  StringTable used_;
   /// Per base name, the highest suffix handed out while counting up from the
   /// bare base: keeps naming a long chain of `relu`s linear.
-  std::unordered_map<std::string, long long> highest_suffix_;
+  StringTable highest_suffix_;
 };
 
 /// torch.fx's name sanitising: runs of characters illegal in an identifier

@@ -2,11 +2,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "tdfx/core/error.h"
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
+#include "tdfx/graph/namespace.h"
 #include "tdfx/graph/passes.h"
 #include "tests/graph/graphs.h"
 
@@ -480,4 +482,38 @@ TEST_CASE("graph: control characters in targets and strings never start a printe
         "    %div : [#users=1] = call_function[target=torch.div](args = (%x, %layers_a_import_os), "
         "kwargs = {rounding_mode: fl\\noor})\n"
         "    return div");
+}
+
+TEST_CASE("namespace: names are made unique as torch.fx's _Namespace makes them") {
+  Namespace ns;
+  CHECK(ns.create_name("add") == "add");
+  CHECK(ns.create_name("add") == "add_1");
+  CHECK(ns.create_name("add") == "add_2");
+  CHECK(ns.create_name("add_1") == "add_3");  // a counter taken continues from itself
+  CHECK(ns.create_name("x_03") == "x_3");     // a leading zero is not kept
+  CHECK(ns.create_name("0.fc") == "_0_fc");
+  CHECK(ns.create_name("input") == "input_1");  // a builtin is never handed out
+  CHECK(ns.create_name("obs-1") == "obs_1");
+  CHECK(ns.create_name("obs_1") == "obs_2");
+  ns.reserve("relu");
+  CHECK(ns.contains("relu"));
+  CHECK_FALSE(ns.contains("rel"));
+  CHECK(ns.create_name("relu") == "relu_1");
+  // A copy names on its own.
+  Namespace copy = ns;
+  CHECK(copy.create_name("relu") == "relu_2");
+  CHECK(ns.create_name("relu") == "relu_2");
+}
+
+TEST_CASE("namespace: thousands of names stay unique and found") {
+  Namespace ns;
+  std::set<std::string> made;
+  for (int i = 0; i < 5000; ++i) {
+    made.insert(ns.create_name("linear"));
+    made.insert(ns.create_name("node_" + std::to_string(i % 700)));
+  }
+  CHECK(made.size() == 10000);
+  for (const std::string& name : made) CHECK(ns.contains(name));
+  CHECK(ns.create_name("linear") == "linear_5000");
+  CHECK_FALSE(ns.contains("linear_5001"));
 }
