@@ -150,9 +150,9 @@ bool lacks_meta(const Node& node) {
 }  // namespace
 
 void TDGraphModule::recompile() {
-  Graph& graph_ = view_->mutable_graph();
-  graph_.lint();
-  const Node* output = graph_.output_node();
+  Graph& view = view_->mutable_graph();
+  view.lint();
+  const Node* output = view.output_node();
   const size_t returned = !output ? 0
                           : output->args().at(0).is<ArgumentList>()
                               ? output->args()[0].as<ArgumentList>().items.size()
@@ -162,11 +162,11 @@ void TDGraphModule::recompile() {
                      returned, out_keys_.size());
   }
   bool needs_shapes = false;
-  for (const Node* node : graph_.nodes()) needs_shapes |= lacks_meta(*node);
+  for (const Node* node : view.nodes()) needs_shapes |= lacks_meta(*node);
   if (needs_shapes) {
     // Shapes come from a copy (ShapeProp writes the meta of the graph it runs), then are
-    // given to the nodes of graph_ that lack them; names are unique, so they match.
-    GraphModule copy(root_, graph_.copy());
+    // given to the nodes of the view that lack them; names are unique, so they match.
+    GraphModule copy(root_, view.copy());
     {
       // The graph runs the module's own ops: whatever they write (a counter buffer, running
       // statistics, the generator) is put back, as after a recording.
@@ -176,12 +176,12 @@ void TDGraphModule::recompile() {
     }
     std::unordered_map<std::string, const Node*> by_name;
     for (const Node* node : copy.graph().nodes()) by_name[node->name()] = node;
-    for (Node* node : graph_.nodes()) {
+    for (Node* node : view.nodes()) {
       if (lacks_meta(*node)) node->meta().tensor = by_name.at(node->name())->meta().tensor;
     }
   }
   std::vector<NestedKey> input_keys = input_keys_;
-  runner_ = std::make_unique<GraphModule>(root_, detail::lower_view(graph_, root_, input_keys));
+  runner_ = std::make_unique<GraphModule>(root_, detail::lower_view(view, root_, input_keys));
   input_keys_ = std::move(input_keys);
   note_input_meta();
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
