@@ -113,12 +113,13 @@ std::string python_float_repr(double value) {
 }
 
 bool is_python_identifier(std::string_view name) {
-  if (name.empty()) return false;
-  const auto first = static_cast<unsigned char>(name[0]);
-  if (std::isdigit(first)) return false;
+  // ASCII tests, not the locale's: the same bytes are identifiers in every locale, and this
+  // runs for every node a graph checks.
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  if (name.empty() || digit(name[0])) return false;
   for (const char c : name) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (!std::isalnum(byte) && c != '_') return false;
+    if (!letter(c) && !digit(c)) return false;
   }
   return true;
 }

@@ -229,7 +229,7 @@ size_t Graph::eliminate_dead_code() {
 
 void Graph::lint() const {
   NodeSet defined;  // the nodes before the one checked (the ownership check comes first)
-  std::unordered_set<std::string_view> names;  // views of the names, which outlive lint
+  std::vector<std::string_view> names;  // views of the names, sorted to find one used twice
   names.reserve(nodes_.size());
   size_t edges = 0;         // (input, reader) pairs, each input once per reader
   size_t listed_users = 0;  // entries of all users sets
@@ -238,13 +238,14 @@ void Graph::lint() const {
     if (!is_python_identifier(node->name_) || Namespace::is_reserved(node->name_)) {
       fail<GraphError>("lint: %{} is not a legal node name", node->name_);
     }
-    if (!names.insert(node->name_).second) {
-      fail<GraphError>("lint: the name %{} is used twice", node->name_);
-    }
+    names.push_back(node->name_);
     if (node->op_ == OpCode::kOutput && std::next(node->position_) != nodes_.end()) {
       fail<GraphError>("lint: output node %{} is not the last node", node->name_);
     }
-    Node::check_target(node->op_, node->target_, [node] { return "lint: %" + node->name_ + ": "; });
+    if (node->op_ == OpCode::kPlaceholder || node->op_ == OpCode::kCallMethod) {
+      Node::check_target(node->op_, node->target_,
+                         [node] { return "lint: %" + node->name_ + ": "; });
+    }
     if (node->op_ == OpCode::kCallFunction && !node->target_.is_aten() &&
         !node->target_.is_getitem()) {
       fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",
@@ -265,15 +266,16 @@ void Graph::lint() const {
     listed_users += node->users_.size();
     defined.insert(node);
   }
+  std::sort(names.begin(), names.end());
+  const auto twice = std::adjacent_find(names.begin(), names.end());
+  if (twice != names.end()) fail<GraphError>("lint: the name %{} is used twice", *twice);
   // Every edge is listed among its input's users, and a users set holds no node twice: when
   // the sets hold as many entries as there are edges, they list nothing else. Otherwise find
   // the user that does not read its node, to name it.
   if (listed_users == edges) return;
   for (const Node* node : nodes_) {
     for (const Node* user : node->users_) {
-      const std::vector<Node*> inputs =
-          user->graph_ == this ? user->input_nodes() : std::vector<Node*>();
-      if (std::find(inputs.begin(), inputs.end(), node) == inputs.end()) {
+      if (user->graph_ != this || !user->input_nodes().contains(node)) {
         fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,
                          user->name_, user->name_);
       }

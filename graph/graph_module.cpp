@@ -135,8 +135,9 @@ class Compiler {
   std::shared_ptr<Plan> compile(const Graph& graph) {
     auto plan = std::make_shared<Plan>();
     const auto nodes = graph.node_list();
-    for (size_t i = 0; i < nodes.size(); ++i) slots_[nodes[i]] = static_cast<int>(i);
+    for (size_t i = 0; i < nodes.size(); ++i) slots_.set(nodes[i], static_cast<int>(i));
     plan->slot_count = nodes.size();
+    plan->steps.reserve(nodes.size());
     for (const Node* node : nodes) plan->steps.push_back(compile_node(*node, *plan));
     add_releases(*plan);
     return plan;
@@ -147,7 +148,7 @@ class Compiler {
     if (Node* input = arg.node()) {
       Source s;
       s.kind = Source::Kind::kSlot;
-      s.slot = slots_.at(input);
+      s.slot = slot_of(*input);
       return s;
     }
     if (arg.is<ArgumentList>() && has_nodes(arg)) {
@@ -181,10 +182,17 @@ class Compiler {
     fail<GraphError>("get_attr %{}: the module has no parameter or buffer '{}'", node.name(), path);
   }
 
+  // The slot of a node of the graph compiled (lint() makes every argument one).
+  int slot_of(const Node& node) const {
+    const int slot = slots_.get(&node);
+    if (slot < 0) throw InternalError("compile: %" + node.name() + " is not in the graph");
+    return slot;
+  }
+
   Step compile_node(const Node& node, Plan& plan) {
     Step step;
     step.node = &node;
-    step.out = slots_.at(&node);
+    step.out = slot_of(node);
     switch (node.op()) {
       case OpCode::kPlaceholder:
         step.kind = Step::Kind::kPlaceholder;
@@ -273,6 +281,7 @@ class Compiler {
     const auto& schema = target.schema();
     const Args full = schema_arguments(target, node.args(), node.kwargs(), node.name());
     const auto& formals = schema.arguments();
+    step.sources.reserve(formals.size());
     for (size_t i = 0; i < formals.size(); ++i) {
       check_enum(node, formals[i], full[i]);
       if (full[i].is<None>() && formals[i].default_value()) {
@@ -314,7 +323,7 @@ class Compiler {
   const std::shared_ptr<torch::nn::Module>& root_;
   const AttributeMap& attributes_;
   std::string prefix_;
-  std::unordered_map<const Node*, int> slots_;
+  NodeTable<int> slots_{-1};
 };
 
 c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, const Node& node) {

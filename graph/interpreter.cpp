@@ -120,7 +120,7 @@ std::vector<c10::IValue> Interpreter::fetch_args(const Node& node) const {
   // Inside run(), program order guarantees every input is held; a call from elsewhere
   // (a subclass running nodes out of order) is checked.
   const bool in_order = current_ < plan_->steps.size() && plan_->steps[current_].node == &node;
-  for (const auto* input : in_order ? std::vector<Node*>{} : node.input_nodes()) {
+  for (const auto* input : in_order ? InputNodes() : node.input_nodes()) {
     if (!has_value(*input)) {
       fail<GraphError>("%{} reads %{}, which has not run or was released", node.name(),
                        input->name());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <iterator>
 #include <unordered_set>
 
@@ -166,32 +167,46 @@ std::string Namespace::create_name(std::string_view raw) {
   if (!leading_zero && !is_reserved(candidate) && insert(candidate)) {
     return candidate;
   }
-  // A trailing "_<digits>" is a counter to continue from.
-  std::string base = candidate;
+  // A trailing "_<digits>" is a counter to continue from. Candidates are written into one
+  // buffer: a long chain of one op (`addmm_999`) names every node here.
+  std::string_view base = candidate;
   long long num = 0;
+  bool counted = false;
   const auto underscore = candidate.rfind('_');
   if (underscore != std::string::npos && underscore + 1 < candidate.size()) {
-    const std::string digits = candidate.substr(underscore + 1);
-    bool all_digits = true;
-    for (const char c : digits) all_digits &= std::isdigit(static_cast<unsigned char>(c)) != 0;
+    const std::string_view digits = std::string_view(candidate).substr(underscore + 1);
+    const bool all_digits = std::all_of(digits.begin(), digits.end(), is_ascii_digit);
     if (all_digits && digits.size() < 18) {
-      base = candidate.substr(0, underscore);
-      num = std::stoll(digits);
-      candidate = base + "_" + std::to_string(num);
+      base = std::string_view(candidate).substr(0, underscore);
+      std::from_chars(digits.data(), digits.data() + digits.size(), num);
+      counted = true;
     }
   }
+  std::string next;
+  auto write = [&](long long n) {
+    char digits[24];
+    const auto end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    next.assign(base);
+    next += '_';
+    next.append(digits, end);
+  };
   const bool from_base = num == 0;
-  const long long highest = from_base ? *highest_suffix_.insert(base).first : 0;
-  while (contains(candidate) || is_reserved(candidate)) {
+  long long* highest = from_base ? highest_suffix_.insert(base).first : nullptr;
+  if (counted) {
+    write(num);
+  } else {
+    next.assign(candidate);
+  }
+  while (is_reserved(next) || !insert(next)) {  // insert takes it when free
     ++num;
     // Names are never freed, so when counting up from the bare base every
     // suffix up to the highest handed out that way is taken: skip them.
-    if (from_base && num <= highest) num = highest + 1;
-    candidate = base + "_" + std::to_string(num);
+    if (from_base && num <= *highest) num = *highest + 1;
+    write(num);
   }
-  if (from_base && num > highest) *highest_suffix_.insert(base).first = num;
-  insert(candidate);
-  return candidate;
+  // `highest` stays valid: nothing was added to highest_suffix_ since (names go to used_).
+  if (from_base && num > *highest) *highest = num;
+  return next;
 }
 
 std::string snake_case(std::string_view name) {

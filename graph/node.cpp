@@ -108,12 +108,11 @@ namespace {
 
 // Appends the nodes of `arg` not yet in `inputs`. A set only for wide nodes (an output of a
 // long pipeline reads thousands); no std::function, as every pass asks for inputs.
-void collect_inputs(const Argument& arg, std::vector<Node*>& inputs,
-                    std::unordered_set<Node*>& seen) {
+void collect_inputs(const Argument& arg, InputNodes& inputs, std::unordered_set<Node*>& seen) {
   if (arg.is<Node*>()) {
     Node* n = arg.as<Node*>();
     if (inputs.size() < 16) {
-      if (std::find(inputs.begin(), inputs.end(), n) != inputs.end()) return;
+      if (inputs.contains(n)) return;
     } else {
       if (seen.empty()) seen.insert(inputs.begin(), inputs.end());
       if (!seen.insert(n).second) return;
@@ -126,9 +125,8 @@ void collect_inputs(const Argument& arg, std::vector<Node*>& inputs,
 
 }  // namespace
 
-std::vector<Node*> Node::input_nodes() const {
-  std::vector<Node*> inputs;
-  inputs.reserve(args_.size() + kwargs_.size());
+InputNodes Node::input_nodes() const {
+  InputNodes inputs;
   std::unordered_set<Node*> seen;
   for (const auto& arg : args_) collect_inputs(arg, inputs, seen);
   for (const auto& [key, arg] : kwargs_) collect_inputs(arg, inputs, seen);

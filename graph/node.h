@@ -144,6 +144,38 @@ class OrderedNodeSet {
   size_t first_ = 0;
 };
 
+/// The distinct nodes one node reads (Node::input_nodes()), in order of appearance: up to
+/// eight are held inline, so that asking a node for its inputs — every pass does, for every
+/// node — allocates nothing for most nodes.
+class InputNodes {
+ public:
+  InputNodes() = default;
+  Node* const* begin() const { return data(); }
+  Node* const* end() const { return data() + size_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Node* operator[](size_t i) const { return data()[i]; }
+  bool contains(const Node* node) const { return std::find(begin(), end(), node) != end(); }
+  std::vector<Node*> to_vector() const { return {begin(), end()}; }
+  /// Appends `node` (the caller keeps them distinct).
+  void push_back(Node* node) {
+    if (size_ < kInline) {
+      inline_[size_++] = node;
+      return;
+    }
+    if (size_ == kInline) spilled_.assign(inline_, inline_ + kInline);
+    spilled_.push_back(node);
+    ++size_;
+  }
+
+ private:
+  static constexpr size_t kInline = 8;
+  Node* const* data() const { return size_ <= kInline ? inline_ : spilled_.data(); }
+  Node* inline_[kInline] = {};
+  std::vector<Node*> spilled_;  // all of them, once there are more than kInline
+  size_t size_ = 0;
+};
+
 /// One operation of a Graph. Owned by its graph; `Node*` is a non-owning
 /// handle that stays valid until the node is erased. Its users are kept up to
 /// date by the graph: every edit of args goes through the node's setters.
@@ -160,7 +192,7 @@ class Node {
   /// The nodes that read this one, in the order they started to.
   const OrderedNodeSet& users() const { return users_; }
   /// Every distinct node read by args and kwargs, in order of appearance.
-  std::vector<Node*> input_nodes() const;
+  InputNodes input_nodes() const;
   /// The graph this node is in. GraphError once the node was erased.
   Graph& graph() const;
   /// The node's number in its graph: unique, in creation order, never reused (an erased

@@ -1,6 +1,7 @@
 #include "tdfx/tracer/builtin_layers.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/Type.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -10,9 +11,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
+#include <typeindex>
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
@@ -20,22 +23,18 @@
 
 namespace tdfx {
 
-bool is_builtin_leaf(const torch::nn::Module& module) {
-  // Module::name() is the C++ class, `torch::nn::SequentialImpl` behind TORCH_MODULE. A
-  // Functional holds user code, which is traced through as a lambda's would be.
-  static const std::set<std::string> containers = {
-      "torch::nn::SequentialImpl",    "torch::nn::ModuleListImpl",    "torch::nn::ModuleDictImpl",
-      "torch::nn::ParameterListImpl", "torch::nn::ParameterDictImpl", "torch::nn::FunctionalImpl"};
-  return detail::is_torch_nn(module) && containers.count(module.name()) == 0;
-}
+namespace {
 
-namespace detail {
+// What the tracer asks of a module's class, found once per class: a trace asks for every
+// module it meets, and a pipeline holds thousands of instances of a few classes.
+struct LayerFacts {
+  bool torch_nn = false;
+  bool builtin_leaf = false;
+  bool reads_repeatedly = false;
+  const std::vector<std::string>* ops = nullptr;
+};
 
-bool is_torch_nn(const torch::nn::Module& module) {
-  return module.name().rfind("torch::nn::", 0) == 0;
-}
-
-const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& module) {
+const std::vector<std::string>* ops_of(const std::string& layer) {
   static const std::unordered_map<std::string, std::vector<std::string>> ops = [] {
     std::unordered_map<std::string, std::vector<std::string>> table = {
         {"Linear", {"addmm", "matmul", "mm", "linear"}},
@@ -57,16 +56,66 @@ const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& modu
     }
     return table;
   }();
-  if (!is_torch_nn(module)) return nullptr;  // a declared leaf: any ops
-  auto it = ops.find(short_type(module));
+  auto it = ops.find(layer);
   return it == ops.end() ? nullptr : &it->second;
+}
+
+// The facts of `module`'s class, by its C++ type: what LibTorch declares in torch::nn (a
+// module a user names "torch::nn::…" through Module's constructor is still the user's).
+const LayerFacts& facts_of(const torch::nn::Module& module) {
+  static std::mutex mutex;
+  static std::unordered_map<std::type_index, LayerFacts> known;
+  const std::type_index type(typeid(module));
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(type);
+  if (it != known.end()) return it->second;  // references into the map stay valid
+  static const std::set<std::string> containers = {"Sequential",    "ModuleList",    "ModuleDict",
+                                                   "ParameterList", "ParameterDict", "Functional"};
+  static const std::set<std::string> repeated = {
+      "MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer",
+      "TransformerEncoder", "TransformerDecoder",      "Transformer"};
+  const std::string name = c10::demangle(type.name());
+  LayerFacts facts;
+  constexpr std::string_view kNamespace = "torch::nn::";
+  facts.torch_nn = name.rfind(kNamespace, 0) == 0;
+  if (facts.torch_nn) {
+    // `torch::nn::LinearImpl` behind TORCH_MODULE(Linear): the user knows it as Linear.
+    std::string layer = name.substr(name.rfind("::") + 2);
+    if (layer.size() > 4 && layer.compare(layer.size() - 4, 4, "Impl") == 0)
+      layer.resize(layer.size() - 4);
+    facts.builtin_leaf = containers.count(layer) == 0;
+    facts.reads_repeatedly = repeated.count(layer) != 0;
+    facts.ops = ops_of(layer);
+  }
+  return known.emplace(type, facts).first->second;
+}
+
+}  // namespace
+
+bool is_builtin_leaf(const torch::nn::Module& module) { return facts_of(module).builtin_leaf; }
+
+namespace detail {
+
+bool is_torch_nn(const torch::nn::Module& module) { return facts_of(module).torch_nn; }
+
+const std::vector<std::string>* ops_a_call_records(const torch::nn::Module& module) {
+  return facts_of(module).ops;  // nullptr for a declared leaf: any ops
 }
 
 void refuse_untraceable_layers(const torch::nn::Module& inner,
                                const std::function<std::string()>& subject,
                                const std::string& path) {
+  auto untraceable = [](const torch::nn::Module* module) {
+    return dynamic_cast<const torch::nn::CrossMapLRN2dImpl*>(module) != nullptr;
+  };
+  // Paths are made only for the error: every TensorDictModule of a trace is checked.
+  const auto modules = inner.modules(true);
+  if (std::none_of(modules.begin(), modules.end(),
+                   [&](const auto& module) { return untraceable(module.get()); })) {
+    return;
+  }
   for (const auto& item : inner.named_modules("", true)) {
-    if (!dynamic_cast<const torch::nn::CrossMapLRN2dImpl*>(item.value().get())) continue;
+    if (!untraceable(item.value().get())) continue;
     std::string at = path;
     if (!item.key().empty()) at += (at.empty() ? "" : ".") + item.key();
     fail<TraceError>(
@@ -79,10 +128,7 @@ void refuse_untraceable_layers(const torch::nn::Module& inner,
 }
 
 bool reads_parameters_repeatedly(const torch::nn::Module& module) {
-  static const std::set<std::string> types = {"MultiheadAttention",      "TransformerEncoderLayer",
-                                              "TransformerDecoderLayer", "TransformerEncoder",
-                                              "TransformerDecoder",      "Transformer"};
-  return is_torch_nn(module) && types.count(short_type(module)) != 0;
+  return facts_of(module).reads_repeatedly;
 }
 
 int ops_before_parameters(const torch::nn::Module& module) {

@@ -257,12 +257,12 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     auto it = followed_->find(t.unsafeGetTensorImpl());
     if (it == followed_->end() || (!it->second.node && !it->second.state)) {
-      if (!subject.empty()) {
+      if (subject) {
         fail<TraceError>(
             "{}: the module uses a tensor the trace does not follow ({} {}, not a parameter, a "
             "buffer or computed from its inputs: a tensor a lambda captured, say); register it "
             "as a buffer so the graph can name it",
-            subject, dtype_name(t.scalar_type()), shape_of(t));
+            subject(), dtype_name(t.scalar_type()), shape_of(t));
       }
       fail<TraceError>(
           "{}: argument '{}' is a tensor the trace does not follow ({} {}, not an input, a "
@@ -300,7 +300,7 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     if (items.size() == value.toListRef().size()) return list(std::move(items));
   }
   fail<TraceError>("{}{}: cannot record argument '{}' of kind {}",
-                   subject.empty() ? "" : subject + ": ", op.operator_name().name, formal.name(),
+                   subject ? subject() + ": " : "", op.operator_name().name, formal.name(),
                    value.tagKind());
 }
 

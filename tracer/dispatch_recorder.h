@@ -95,9 +95,9 @@ class DispatchRecorder {
   /// The last node the recorder created, or nullptr.
   Node* last_node() const { return last_; }
 
-  /// What errors name as the code being recorded (a TensorDictModule's description); when
-  /// empty they name the op and its argument instead.
-  std::string subject;
+  /// What errors name as the code being recorded (a TensorDictModule's description), made
+  /// only when an error needs it; when empty they name the op and its argument instead.
+  std::function<std::string()> subject;
   /// Called with each node the recorder creates (ops, their items, get_attr reads), to give it
   /// its metadata.
   std::function<void(Node*)> on_node;

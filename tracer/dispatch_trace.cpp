@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -121,7 +122,7 @@ class ProgramHook : public KeyAccessHook {
     }
     call_index_ = index;
     call_ = &out_.calls[index];
-    recorder_.subject = module.describe();
+    recorder_.subject = [&module] { return module.describe(); };
     child_.reset();
     const size_t reads = recorder_.value_reads().size();
     std::vector<at::Tensor> outputs;
@@ -147,13 +148,16 @@ class ProgramHook : public KeyAccessHook {
     for (const at::Tensor& t : outputs) call_->outputs.push_back(recorder_.node_of(t));
     call_ = nullptr;
     child_.reset();
-    recorder_.subject.clear();
+    recorder_.subject = nullptr;
     return outputs;
   }
 
  private:
   void bind_parameters_and_buffers() {
-    for (const auto& item : module_.named_parameters(true)) bind_state(item.key(), item.value());
+    for (const auto& item : module_.named_parameters(true)) {
+      out_.parameter_paths.push_back(bind_state(item.key(), item.value()));
+    }
+    std::sort(out_.parameter_paths.begin(), out_.parameter_paths.end());
     for (const auto& item : module_.named_buffers(true)) {
       if (item.value().defined()) bind_state(item.key(), item.value());
     }
@@ -161,12 +165,14 @@ class ProgramHook : public KeyAccessHook {
 
   // A tensor registered at several paths (a layer shared by two TensorDictModules) is read at
   // its first; the recording keeps them all.
-  void bind_state(const std::string& name, const at::Tensor& tensor) {
-    const std::string path = strip_path_prefix(name, strip_);
+  // Returns its path from the graph root.
+  std::string bind_state(const std::string& name, const at::Tensor& tensor) {
+    std::string path = strip_path_prefix(name, strip_);
     auto [first, inserted] = first_path_.emplace(tensor.unsafeGetTensorImpl(), path);
     if (inserted) recorder_.bind_state(tensor, path);
     out_.state_paths[first->second].push_back(path);
     out_.state.emplace(path, tensor);
+    return path;
   }
 
   // A value read by the module's own code is refused (torch.fx refuses control flow on traced

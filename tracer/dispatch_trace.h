@@ -86,6 +86,8 @@ struct PipelineRecording {
   /// Every path of each parameter or buffer a get_attr reads, by the path it reads (its first):
   /// a layer shared by two TensorDictModules has two.
   std::unordered_map<std::string, std::vector<std::string>> state_paths;
+  /// The path of every parameter (each path of a shared one), sorted: a module's are one range.
+  std::vector<std::string> parameter_paths;
   /// The example's batch size, when it has one.
   std::optional<int64_t> batch;
 

@@ -95,8 +95,9 @@ class LeafCallFinder {
     call_nodes_.resize(recording.calls.size());
     for (Node* node : recording.graph.nodes()) {
       if (node->op() == OpCode::kGetAttr) {
-        for (const std::string& path : recording.state_paths.at(node->target().str())) {
-          state_by_path_[path] = node;
+        const std::string& path = node->target().str();
+        for (const std::string& alias : recording.state_paths.at(path)) {
+          state_by_path_[alias] = node;
         }
         continue;
       }
@@ -180,8 +181,8 @@ class LeafCallFinder {
     // again starts the next call only once the call has read every parameter of the layer.
     std::vector<const Node*> required;
     if (reads_parameters_repeatedly(module)) {
-      for (const auto& item : module.named_parameters(true)) {
-        auto it = state_by_path_.find(join_path(target, item.key()));
+      for (const std::string& path : parameters_under(target)) {
+        auto it = state_by_path_.find(path);
         if (it != state_by_path_.end()) required.push_back(it->second);
       }
     }
@@ -291,12 +292,23 @@ class LeafCallFinder {
     for (const Node* node : leaf.nodes) {
       for (Node* input : node->input_nodes()) read_.insert(updates_.state_of(input));
     }
-    for (const auto& item : module.named_parameters(true)) {
-      if (!item.value().defined()) continue;
-      auto it = state_by_path_.find(join_path(target, item.key()));
+    for (const std::string& path : parameters_under(target)) {
+      auto it = state_by_path_.find(path);
       if (it == state_by_path_.end() || !read_.contains(it->second)) return false;
     }
     return true;
+  }
+
+  // The paths of the parameters of the module at `target` and its children.
+  std::vector<std::string> parameters_under(const std::string& target) const {
+    const std::vector<std::string>& paths = recording_.parameter_paths;
+    const std::string prefix = target + ".";
+    std::vector<std::string> under;
+    for (auto it = std::lower_bound(paths.begin(), paths.end(), prefix);
+         it != paths.end() && it->compare(0, prefix.size(), prefix) == 0; ++it) {
+      under.push_back(*it);
+    }
+    return under;
   }
 
   // The nodes just before nodes[first] that belong to the leaf call [first, last] although
