@@ -42,17 +42,27 @@ Graph::~Graph() {
 Graph::Graph(Graph&& other) noexcept : generation_(0) { *this = std::move(other); }
 
 Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this == &other) return *this;
   nodes_ = std::move(other.nodes_);
   owned_ = std::move(other.owned_);
   names_ = std::move(other.names_);
   insert_before_ = other.insert_before_;
   generation_ = other.generation_;
+  // The nodes keep their home cell, which now holds this graph's address: a move is O(1). This
+  // graph's old cell, if any, goes to the emptied graph (its nodes were destroyed above).
+  std::swap(home_, other.home_);
+  if (home_) *home_ = this;
+  if (other.home_) *other.home_ = &other;
   other.insert_before_ = nullptr;
   other.nodes_.clear();
   other.owned_.clear();
   other.generation_ = next_generation();
-  for (Node* node : nodes_) node->graph_ = this;
   return *this;
+}
+
+Graph* const* Graph::home() {
+  if (!home_) home_ = std::make_unique<Graph*>(this);
+  return home_.get();
 }
 
 void Graph::bump_generation() { generation_ = next_generation(); }
@@ -78,7 +88,7 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   Node::check_target(op, target, [] { return std::string(); });
   const std::string name =
       names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
-  std::unique_ptr<Node> node(new Node(this, name, op, std::move(target)));
+  std::unique_ptr<Node> node(new Node(home(), name, op, std::move(target)));
   Node* raw = node.get();
   // Appending goes before an existing output node, which stays last.
   Node* before = insert_before_ ? insert_before_ : output_node();
@@ -126,18 +136,18 @@ Node* Graph::output_node() const {
 }
 
 Graph::InsertGuard Graph::inserting_before(Node* node) {
-  if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
   return InsertGuard(*this, node);
 }
 
 Graph::InsertGuard Graph::inserting_after(Node* node) {
-  if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
   auto next = std::next(node->position_);
   return InsertGuard(*this, next == nodes_.end() ? nullptr : *next);
 }
 
 void Graph::erase_node(Node* node) {
-  if (node->graph_ != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
   if (!node->users_.empty()) {
     std::string users;
     for (Node* user : node->users_) users += (users.empty() ? "%" : ", %") + user->name();
@@ -148,7 +158,7 @@ void Graph::erase_node(Node* node) {
   node->remove_uses();
   nodes_.erase(node->position_);
   // The node stays allocated (owned_) as a handle that no longer belongs to a graph.
-  node->graph_ = nullptr;
+  node->home_ = nullptr;
   bump_generation();
 }
 
@@ -234,7 +244,7 @@ void Graph::lint() const {
   size_t edges = 0;         // (input, reader) pairs, each input once per reader
   size_t listed_users = 0;  // entries of all users sets
   for (const Node* node : nodes_) {
-    if (node->graph_ != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
+    if (node->owner() != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
     if (!is_python_identifier(node->name_) || Namespace::is_reserved(node->name_)) {
       fail<GraphError>("lint: %{} is not a legal node name", node->name_);
     }
@@ -252,7 +262,7 @@ void Graph::lint() const {
                        node->name_, node->target_.str());
     }
     for (const Node* input : node->input_nodes()) {
-      if (input->graph_ != this || !defined.contains(input)) {
+      if (input->owner() != this || !defined.contains(input)) {
         fail<GraphError>("lint: %{} reads %{}, which is not defined before it in this graph",
                          node->name_, input->name_);
       }
@@ -275,7 +285,7 @@ void Graph::lint() const {
   if (listed_users == edges) return;
   for (const Node* node : nodes_) {
     for (const Node* user : node->users_) {
-      if (user->graph_ != this || !user->input_nodes().contains(node)) {
+      if (user->owner() != this || !user->input_nodes().contains(node)) {
         fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,
                          user->name_, user->name_);
       }

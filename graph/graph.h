@@ -163,6 +163,10 @@ class Graph {
   NodeList nodes_;
   /// Every node created, erased ones included: Node* handles never dangle.
   std::vector<std::unique_ptr<Node>> owned_;
+  /// A cell holding this graph's address, which its nodes point to (Node::owner()); made with
+  /// the first node, and moved with the nodes.
+  std::unique_ptr<Graph*> home_;
+  Graph* const* home();
   Namespace names_;
 };
 

@@ -96,12 +96,12 @@ void OrderedNodeSet::compact() {
 
 std::ostream& operator<<(std::ostream& os, OpCode op) { return os << to_string(op); }
 
-Node::Node(Graph* graph, std::string name, OpCode op, Target target)
-    : graph_(graph), name_(std::move(name)), op_(op), target_(std::move(target)) {}
+Node::Node(Graph* const* home, std::string name, OpCode op, Target target)
+    : home_(home), name_(std::move(name)), op_(op), target_(std::move(target)) {}
 
 Graph& Node::graph() const {
-  if (graph_ == nullptr) fail<GraphError>("%{} was erased from its graph", name_);
-  return *graph_;
+  if (home_ == nullptr) fail<GraphError>("%{} was erased from its graph", name_);
+  return **home_;
 }
 
 namespace {
@@ -164,8 +164,8 @@ void Node::check_arguments(const Graph* graph, const Who& who, const Args& args,
                            const Kwargs& kwargs) {
   auto check_node = [&](Node* n) {
     if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who());
-    if (n->graph_ == nullptr) fail<GraphError>("{}: argument %{} was erased", who(), n->name());
-    if (n->graph_ != graph) {
+    if (n->home_ == nullptr) fail<GraphError>("{}: argument %{} was erased", who(), n->name());
+    if (n->owner() != graph) {
       fail<GraphError>("{}: argument %{} belongs to another graph", who(), n->name());
     }
   };
@@ -237,7 +237,7 @@ void Node::set_arg(size_t index, Argument arg) {
 }
 
 void Node::replace_input_with(Node* old_input, Node* new_input) {
-  if (new_input == nullptr || new_input->graph_ != &graph()) {
+  if (new_input == nullptr || new_input->owner() != &graph()) {
     fail<GraphError>("%{}: the replacement input is null or belongs to another graph", name_);
   }
   auto swap = [&](Node* n) { return n == old_input ? new_input : n; };
@@ -251,7 +251,7 @@ void Node::replace_input_with(Node* old_input, Node* new_input) {
 std::vector<Node*> Node::replace_all_uses_with(Node* replacement) {
   if (replacement == this) return {};
   if (replacement == nullptr) fail<GraphError>("cannot replace %{} with a null Node*", name_);
-  if (replacement->graph_ != &graph()) {
+  if (replacement->owner() != &graph()) {
     fail<GraphError>("cannot replace %{} with %{}: the nodes belong to different graphs", name_,
                      replacement->name());
   }

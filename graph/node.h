@@ -201,7 +201,7 @@ class Node {
   size_t index() const { return index_; }
   /// True once erase_node removed this node: it stays a valid handle (name, op, target,
   /// arguments readable) until its graph dies, but cannot be edited or used as an argument.
-  bool erased() const { return graph_ == nullptr; }
+  bool erased() const { return home_ == nullptr; }
 
   NodeMeta& meta() { return meta_; }
   const NodeMeta& meta() const { return meta_; }
@@ -243,7 +243,9 @@ class Node {
 
  private:
   friend class Graph;
-  Node(Graph* graph, std::string name, OpCode op, Target target);
+  Node(Graph* const* home, std::string name, OpCode op, Target target);
+  /// The graph that owns this node, nullptr once erased.
+  Graph* owner() const { return home_ ? *home_ : nullptr; }
 
   void add_uses();
   void remove_uses();
@@ -258,7 +260,9 @@ class Node {
   static void check_arguments(const Graph* graph, const Who& who, const Args& args,
                               const Kwargs& kwargs);
 
-  Graph* graph_;  // null once erased
+  // The graph's home cell (Graph::home_), which holds the graph's address: a moved graph
+  // updates the one cell, not every node. Null once erased.
+  Graph* const* home_;
   size_t index_ = 0;
   std::string name_;
   OpCode op_;

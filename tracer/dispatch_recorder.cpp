@@ -299,9 +299,8 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     if (items.size() == value.toListRef().size()) return list(std::move(items));
   }
-  fail<TraceError>("{}{}: cannot record argument '{}' of kind {}",
-                   subject ? subject() + ": " : "", op.operator_name().name, formal.name(),
-                   value.tagKind());
+  fail<TraceError>("{}{}: cannot record argument '{}' of kind {}", subject ? subject() + ": " : "",
+                   op.operator_name().name, formal.name(), value.tagKind());
 }
 
 void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack,

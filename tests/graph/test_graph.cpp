@@ -333,6 +333,28 @@ TEST_CASE("graph: a graph is movable and keeps its nodes") {
   moved.lint();
 }
 
+TEST_CASE("graph: a move hands the nodes to the new graph and leaves the old one usable") {
+  Graph a = tdfx::testing::seed_module_graph();
+  Node* first = *a.nodes().begin();
+  Graph b;
+  b.placeholder("y");
+  b = std::move(a);  // b's own nodes are destroyed; a's nodes are b's now
+  CHECK(&first->graph() == &b);
+  CHECK_NOTHROW(b.inserting_before(first));  // throws for a node of another graph
+  Graph c(std::move(b));
+  CHECK(&first->graph() == &c);
+  c.lint();
+  // The emptied graphs take nodes of their own, which are not c's.
+  Node* x = a.placeholder("x");
+  Node* z = b.placeholder("z");
+  CHECK(&x->graph() == &a);
+  CHECK(&z->graph() == &b);
+  CHECK_THROWS_WITH_AS(c.call_function(relu(), {x}), doctest::Contains("another graph"),
+                       GraphError);
+  a.lint();
+  b.lint();
+}
+
 TEST_CASE("graph: rename checks the name") {
   Graph g;
   Node* x = g.placeholder("x");
