@@ -4,6 +4,7 @@
 // TensorDictModules, each a small user module relu(fc(x)) with fc = Linear(64, 64), reading
 // "h{i}" and writing "h{i+1}", on a 16×64 input. Goal: linear in N ("us_per_module" stays
 // flat), and at most 2× BM_EagerChain/N, measured beside it in the same run.
+// BM_TraceChainShown/N: the trace and its FX view, built when first shown (graph()).
 // BM_TraceChainDynamic/N: the same with TraceOptions::dynamic_batch (four recordings).
 //
 // BM_EagerChain/N: the same chain run eagerly.
@@ -55,6 +56,21 @@ void BM_TraceChain(benchmark::State& state) {
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TraceChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+// A trace that is then shown: symbolic_trace and the FX view it builds on first use (graph()).
+void BM_TraceChainShown(benchmark::State& state) {
+  const int64_t length = state.range(0);
+  const auto seq = chain(length);
+  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  for (auto _ : state) {
+    auto gm = tdfx::symbolic_trace(seq, td);
+    benchmark::DoNotOptimize(gm.graph().size());
+  }
+  state.counters["us_per_module"] = benchmark::Counter(
+      static_cast<double>(length),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TraceChainShown)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 void BM_TraceChainDynamic(benchmark::State& state) {
   const int64_t length = state.range(0);

@@ -64,7 +64,6 @@ size_t fuse_linear(Graph& graph) {
       ++rewrites;
     }
   }
-  graph.lint();
   return rewrites;
 }
 
@@ -94,7 +93,6 @@ size_t canonicalize_scalar_overloads(Graph& graph) {
     graph.rename(replacement, name);
     ++rewrites;
   }
-  graph.lint();
   return rewrites;
 }
 
@@ -136,7 +134,6 @@ std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
     fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
                      attributes.begin()->second.front()->name(), attributes.begin()->first);
   }
-  graph.lint();
   return lifted;
 }
 

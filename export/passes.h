@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// Graph rewrites used by export.
+/// Graph rewrites used by export. Each keeps the graph's invariants (Graph::lint holds after
+/// it when it held before); export_program's program lints the graph once, after all of them, as it compiles it.
 
 #include <torch/nn/module.h>
 
@@ -17,7 +18,7 @@ namespace tdfx {
 ///     after:  %linear = aten.linear(%x, %w, %b)
 ///
 /// Only rewrites when the intermediate values have no other users and beta and
-/// alpha are 1. Returns the number of rewrites; lint()s the graph.
+/// alpha are 1. Returns the number of rewrites.
 size_t fuse_linear(Graph& graph);
 
 /// Spells arithmetic with a number as torch.export does, on the Tensor
@@ -27,8 +28,7 @@ size_t fuse_linear(Graph& graph);
 ///     before: %add = aten.add.Scalar(%x, 0.5)     after: %add = aten.add.Tensor(%x, 0.5)
 ///
 /// Covers add, sub, mul and div with a constant number; a number the graph computes
-/// (`aten.mul.Scalar(%x, %size)`) stays as it is. Returns the number of rewrites; lint()s
-/// the graph.
+/// (`aten.mul.Scalar(%x, %size)`) stays as it is. Returns the number of rewrites.
 size_t canonicalize_scalar_overloads(Graph& graph);
 
 /// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)

@@ -248,7 +248,7 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
     const Node* node = results[i].node();
     signature.outputs.push_back({node ? node->name() : std::string("<constant>"), out_keys[i]});
   }
-  graph.lint();
+  // The program's GraphModule lints the graph as it compiles it: after every pass above.
   return ExportedProgram(std::move(graph), std::move(signature), std::move(state), specialisation,
                          pipeline_modules(module, ""));
 }
