@@ -220,6 +220,15 @@ void DispatchRecorder::record_guard(const at::Tensor& a, const at::Tensor& b, bo
   add("aten::_assert_async", {cond}, at::Tensor());
 }
 
+std::string DispatchRecorder::numbered(const std::string& base) {
+  // The name the graph's namespace would give the n-th node named from `base` (`addmm`,
+  // `addmm_1`, …), so that it takes it as it is: a long chain of one op would otherwise make
+  // it count up from the bare base for every node. Where another node holds that name, the
+  // namespace counts on from it, as it would have.
+  int64_t& uses = name_uses_[base];
+  return uses++ == 0 ? base : base + "_" + std::to_string(uses - 1);
+}
+
 Node* DispatchRecorder::created(Node* node) {
   if (!first_) first_ = node;
   last_ = node;
@@ -340,7 +349,7 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
   run();
   ++op_count_;
   const Target& target = target_of(op);
-  const std::string name = fx_name(target, args, {});
+  const std::string name = numbered(fx_name(target, args, {}));
   Node* node = graph_.create_node(OpCode::kCallFunction, target, std::move(args), {}, name);
   const size_t returns = schema.returns().size();
   if (stack.size() < returns) throw InternalError("the recorder's fallback lost its results");

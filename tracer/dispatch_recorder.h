@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tdfx/graph/graph.h"
@@ -128,11 +129,14 @@ class DispatchRecorder {
   void save_before_write(const at::Tensor& tensor);
   const Target& target_of(const c10::OperatorHandle& op);
   void bind_result(const at::Tensor& tensor, Node* node);
+  std::string numbered(const std::string& base);
 
   Graph& graph_;
   std::unique_ptr<std::unordered_map<const c10::TensorImpl*, Followed>> followed_;
   std::unique_ptr<std::unordered_map<const void*, Target>> targets_;
   std::vector<ValueReadCall> value_reads_;
+  /// How many ops were named from each base name.
+  std::unordered_map<std::string, int64_t> name_uses_;
   /// State tensors written during the recording, with their values before the first write.
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
   Node* first_ = nullptr;

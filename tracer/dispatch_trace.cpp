@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -108,11 +107,10 @@ class ProgramHook : public KeyAccessHook {
                                   const std::vector<at::Tensor>& inputs,
                                   const std::function<std::vector<at::Tensor>()>& run) override {
     auto planned = planned_.find(&module);
-    if (planned == planned_.end() || planned->second.empty()) {
+    if (planned == planned_.end() || planned->second.next == planned->second.calls.size()) {
       fail<TraceError>("{}: called outside the traced pipeline's structure", module.describe());
     }
-    out_.calls.push_back(std::move(planned->second.front()));
-    planned->second.pop_front();
+    out_.calls.push_back(std::move(planned->second.calls[planned->second.next++]));
     const size_t index = out_.calls.size() - 1;
     for (const at::Tensor& t : inputs) out_.calls[index].inputs.push_back(recorder_.node_of(t));
     // The keys read for this call were read just before it.
@@ -239,7 +237,7 @@ class ProgramHook : public KeyAccessHook {
       call.inner_path = place.inner_path;
       call.module_type = describe_module(*td_module->inner_ptr());
       call.levels = place.levels;
-      planned_[td_module].push_back(std::move(call));
+      planned_[td_module].calls.push_back(std::move(call));
     });
   }
 
@@ -267,7 +265,12 @@ class ProgramHook : public KeyAccessHook {
   std::string strip_;
   PipelineRecording out_;
   DispatchRecorder recorder_;
-  std::unordered_map<const TensorDictModule*, std::deque<RecordedCall>> planned_;
+  // Each module's planned calls, in call order, and the next one to be made.
+  struct Planned {
+    std::vector<RecordedCall> calls;
+    size_t next = 0;
+  };
+  std::unordered_map<const TensorDictModule*, Planned> planned_;
   std::unordered_map<const c10::TensorImpl*, std::string> first_path_;
   std::map<NestedKey, at::Tensor> reads_;
   RecordedCall* call_ = nullptr;
