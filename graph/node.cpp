@@ -160,7 +160,7 @@ void Node::remove_uses() {
   for (const auto& [key, arg] : kwargs_) visit_nodes(arg, remove);
 }
 
-void Node::check_arguments(const Graph* graph, const Who& who, const Args& args,
+void Node::check_arguments(const Graph* graph, Who who, const Args& args,
                            const Kwargs& kwargs) {
   auto check_node = [&](Node* n) {
     if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who());
@@ -185,7 +185,7 @@ void Node::check_arguments(const Graph* graph, const Who& who, const Args& args,
   }
 }
 
-void Node::check_target(OpCode op, const Target& target, const Who& who) {
+void Node::check_target(OpCode op, const Target& target, Who who) {
   if (op != OpCode::kCallMethod && op != OpCode::kPlaceholder) return;
   const bool identifier = is_python_identifier(target.str()) && !is_python_keyword(target.str());
   if (op == OpCode::kCallMethod && !identifier) {

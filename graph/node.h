@@ -5,6 +5,7 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/FunctionRef.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -251,13 +252,14 @@ class Node {
   void remove_uses();
   // What starts a check's message (`lint: %relu: `), made only when the check fails: the
   // checks run for every node created or linted.
-  using Who = std::function<std::string()>;
+  // (A reference to the caller's lambda, not a std::function: no allocation per node.)
+  using Who = c10::function_ref<std::string()>;
   // GraphError unless a placeholder's or call_method's target is an identifier (not a
   // keyword); `who` starts the message.
-  static void check_target(OpCode op, const Target& target, const Who& who);
+  static void check_target(OpCode op, const Target& target, Who who);
   // GraphError unless every node argument is a non-null node of `graph` and
   // every keyword name is an identifier given once; `who` starts the message.
-  static void check_arguments(const Graph* graph, const Who& who, const Args& args,
+  static void check_arguments(const Graph* graph, Who who, const Args& args,
                               const Kwargs& kwargs);
 
   // The graph's home cell (Graph::home_), which holds the graph's address: a moved graph
