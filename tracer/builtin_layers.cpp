@@ -31,6 +31,7 @@ struct LayerFacts {
   bool torch_nn = false;
   bool builtin_leaf = false;
   bool reads_repeatedly = false;
+  bool conv = false;  // Conv1d, Conv2d or Conv3d
   const std::vector<std::string>* ops = nullptr;
 };
 
@@ -86,6 +87,7 @@ const LayerFacts& facts_of(const torch::nn::Module& module) {
     facts.builtin_leaf = containers.count(layer) == 0;
     facts.reads_repeatedly = repeated.count(layer) != 0;
     facts.ops = ops_of(layer);
+    facts.conv = layer == "Conv1d" || layer == "Conv2d" || layer == "Conv3d";
   }
   return known.emplace(type, facts).first->second;
 }
@@ -132,6 +134,7 @@ bool reads_parameters_repeatedly(const torch::nn::Module& module) {
 }
 
 int ops_before_parameters(const torch::nn::Module& module) {
+  if (!facts_of(module).conv) return 0;
   auto pads = [](const auto* conv) {
     return conv && !c10::holds_alternative<torch::enumtype::kZeros>(conv->options.padding_mode());
   };
