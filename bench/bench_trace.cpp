@@ -41,50 +41,43 @@ std::shared_ptr<tdfx::TensorDictSequential> chain(int64_t length) {
   return tdfx::bench::chain(length).pipeline;
 }
 
-void BM_TraceChain(benchmark::State& state) {
+/// The chain's input.
+tdfx::TensorDict chain_input() { return tdfx::TensorDict({{"h0", at::randn({16, 64})}}, {16}); }
+
+/// Reports CPU time per module of a chain of `length`, an inverted rate: printed with its unit,
+/// in seconds in JSON.
+void count_per_module(benchmark::State& state, int64_t length) {
+  state.counters["us_per_module"] = benchmark::Counter(
+      static_cast<double>(length),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+// Traces the chain of state.range(0) modules with `options` in each iteration; `show` also
+// builds the FX view (graph()), as printing the trace would.
+void trace_chain(benchmark::State& state, const tdfx::TraceOptions& options, bool show) {
   const int64_t length = state.range(0);
   const auto seq = chain(length);
-  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
+  const tdfx::TensorDict td = chain_input();
   for (auto _ : state) {
-    auto gm = tdfx::symbolic_trace(seq, td);
+    auto gm = tdfx::symbolic_trace(seq, td, options);
+    if (show) benchmark::DoNotOptimize(gm.graph().size());
     benchmark::DoNotOptimize(gm);
   }
   state.SetItemsProcessed(state.iterations() * length);
-  // CPU time per module, an inverted rate: printed with its unit, in seconds in JSON.
-  state.counters["us_per_module"] = benchmark::Counter(
-      static_cast<double>(length),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  count_per_module(state, length);
 }
+
+void BM_TraceChain(benchmark::State& state) { trace_chain(state, {}, false); }
 BENCHMARK(BM_TraceChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 // A trace that is then shown: symbolic_trace and the FX view it builds on first use (graph()).
-void BM_TraceChainShown(benchmark::State& state) {
-  const int64_t length = state.range(0);
-  const auto seq = chain(length);
-  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
-  for (auto _ : state) {
-    auto gm = tdfx::symbolic_trace(seq, td);
-    benchmark::DoNotOptimize(gm.graph().size());
-  }
-  state.counters["us_per_module"] = benchmark::Counter(
-      static_cast<double>(length),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
-}
+void BM_TraceChainShown(benchmark::State& state) { trace_chain(state, {}, true); }
 BENCHMARK(BM_TraceChainShown)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 void BM_TraceChainDynamic(benchmark::State& state) {
-  const int64_t length = state.range(0);
-  const auto seq = chain(length);
-  const tdfx::TensorDict td({{"h0", at::randn({16, 64})}}, {16});
   tdfx::TraceOptions options;
   options.dynamic_batch = true;
-  for (auto _ : state) {
-    auto gm = tdfx::symbolic_trace(seq, td, options);
-    benchmark::DoNotOptimize(gm);
-  }
-  state.counters["us_per_module"] = benchmark::Counter(
-      static_cast<double>(length),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  trace_chain(state, options, false);
 }
 BENCHMARK(BM_TraceChainDynamic)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
