@@ -107,15 +107,19 @@ bool reads_value(const c10::FunctionSchema& schema) {
   return !schema.returns().empty();
 }
 
+// True for a batch or instance norm, whose kernels update the running statistics (arguments 3
+// and 4) although the schema does not say so.
+bool updates_running_stats(const c10::FunctionSchema& schema) {
+  const std::string& name = schema.name();
+  return name == "aten::batch_norm" || name == "aten::instance_norm" ||
+         name == "aten::native_batch_norm" || name == "aten::_batch_norm_impl_index";
+}
+
 // True when the op writes its argument `i`: an in-place or out= argument (`Tensor(a!)`), or
-// the running statistics of a batch or instance norm, which their kernels update although
-// the schema does not say so.
-bool writes(const c10::FunctionSchema& schema, size_t i) {
+// a norm's running statistics. `norm` is updates_running_stats(schema), asked once per op.
+bool writes(const c10::FunctionSchema& schema, size_t i, bool norm) {
   const c10::AliasInfo* alias = schema.arguments()[i].alias_info();
   if (alias && alias->isWrite()) return true;
-  const std::string& name = schema.name();
-  const bool norm = name == "aten::batch_norm" || name == "aten::instance_norm" ||
-                    name == "aten::native_batch_norm" || name == "aten::_batch_norm_impl_index";
   return norm && (i == 3 || i == 4);
 }
 
@@ -279,7 +283,9 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
           op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
     }
     if (!it->second.node) {
-      Node* read = graph_.get_attr(it->second.path);
+      // Named from its path as it is (`_0_module_fc_weight`): the program pass names it again.
+      Node* read = graph_.create_node(OpCode::kGetAttr, Target(it->second.path), {}, {},
+                                      it->second.path);
       TensorMeta& meta = read->meta().tensor;
       meta.dtype = t.scalar_type();
       meta.shape = t.sizes().vec();
@@ -341,10 +347,11 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
 
   Args args;
   args.reserve(arity);
+  const bool norm = updates_running_stats(schema);
   for (size_t i = 0; i < arity; ++i) {
     const c10::IValue& value = stack[first + i];
     args.push_back(argument(value, schema.arguments()[i], op));
-    if (value.isTensor() && writes(schema, i)) save_before_write(value.toTensor());
+    if (value.isTensor() && writes(schema, i, norm)) save_before_write(value.toTensor());
   }
   run();
   ++op_count_;
