@@ -111,11 +111,9 @@ void refuse_untraceable_layers(const torch::nn::Module& inner,
     return dynamic_cast<const torch::nn::CrossMapLRN2dImpl*>(module) != nullptr;
   };
   // Paths are made only for the error: every TensorDictModule of a trace is checked.
-  const auto modules = inner.modules(true);
-  if (std::none_of(modules.begin(), modules.end(),
-                   [&](const auto& module) { return untraceable(module.get()); })) {
-    return;
-  }
+  bool any = false;
+  inner.apply([&](const torch::nn::Module& module) { any = any || untraceable(&module); });
+  if (!any) return;
   for (const auto& item : inner.named_modules("", true)) {
     if (!untraceable(item.value().get())) continue;
     std::string at = path;
