@@ -54,6 +54,13 @@ LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& opt
   }
 }
 
+Node* LiveNodes::first_user(const Node* node) const {
+  for (Node* user : node->users()) {
+    if (contains(user)) return user;
+  }
+  return nullptr;
+}
+
 std::vector<Node*> LiveNodes::users(const Node* node) const {
   std::vector<Node*> users;
   for (Node* user : node->users()) {

@@ -36,6 +36,8 @@ class LiveNodes {
   bool contains(const Node* node) const { return live_.get(node) != 0; }
   /// The users of `node` that live, in order.
   std::vector<Node*> users(const Node* node) const;
+  /// The first user of `node` that lives, or nullptr.
+  Node* first_user(const Node* node) const;
 
  private:
   NodeTable<char> live_;

@@ -109,7 +109,7 @@ std::string describe_module(const torch::nn::Module& module) {
   } release{outermost};
   module.pretty_print(out);
   std::string text = out.str();
-  if (text.rfind("torch::nn::", 0) == 0) text = text.substr(11);
+  if (text.rfind("torch::nn::", 0) == 0) text.erase(0, 11);
   return text;
 }
 

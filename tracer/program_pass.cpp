@@ -1,5 +1,6 @@
 #include "tdfx/tracer/program_pass.h"
 
+#include <algorithm>
 #include <set>
 #include <string_view>
 
@@ -32,6 +33,13 @@ void check_initialised(const PipelineRecording& recording, const LiveNodes& live
         "(register_buffer) or build it with a recorded factory (at::arange, at::full)",
         describe_call(recording, call), reader, root->target().op_name());
   };
+  // Most programs allocate nothing uninitialised: then nothing below can be found.
+  auto allocates = [&](const Node* node) {
+    return node->op() == OpCode::kCallFunction && node->target().is_aten() &&
+           allocations.count(node->target().op_name()) != 0;
+  };
+  const auto& nodes = recording.graph.nodes();
+  if (std::none_of(nodes.begin(), nodes.end(), allocates)) return;
   for (const Node* node : recording.graph.nodes()) {
     if (!live.contains(node)) continue;
     if (node->op() == OpCode::kOutput) {
@@ -134,9 +142,8 @@ FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
     }
     last_live = node;
     // A parameter belongs to the leaf call that first reads it.
-    const std::vector<Node*> users =
-        node->op() == OpCode::kGetAttr ? live.users(node) : std::vector<Node*>();
-    if (const LeafCall* leaf = leaves.find(users.empty() ? node : users.front())) {
+    Node* reader = node->op() == OpCode::kGetAttr ? live.first_user(node) : nullptr;
+    if (const LeafCall* leaf = leaves.find(reader ? reader : node)) {
       node->meta().td_module = recording.calls[leaf->call].td_path;
       node->meta().module_path = leaf->target;
       node->meta().module_type = leaf->module_type;

@@ -48,9 +48,8 @@ void TracedView::build() const {
   for (const Node* node : program_->nodes()) {
     if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
     // A parameter is shown as the leaf call that first reads it, if one does.
-    const std::vector<Node*> users =
-        node->op() == OpCode::kGetAttr ? s.live.users(node) : std::vector<Node*>();
-    const Node* owner = users.empty() ? node : users.front();
+    const Node* reader = node->op() == OpCode::kGetAttr ? s.live.first_user(node) : nullptr;
+    const Node* owner = reader ? reader : node;
     if (owner != node && !s.leaves.find(owner)) continue;
     auto origin = view.origin.find(owner);
     if (origin == view.origin.end()) continue;
