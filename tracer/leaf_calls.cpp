@@ -1,7 +1,6 @@
 #include "tdfx/tracer/leaf_calls.h"
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <set>
 #include <string_view>
@@ -306,16 +305,21 @@ class LeafCallFinder {
     return true;
   }
 
-  // The paths of the parameters of the module at `target` and its children.
-  std::vector<std::string> parameters_under(const std::string& target) const {
+  // The paths of the parameters of the module at `target` and its children: a range of the
+  // recording's sorted parameter paths.
+  struct PathRange {
+    using It = std::vector<std::string>::const_iterator;
+    It b, e;
+    It begin() const { return b; }
+    It end() const { return e; }
+  };
+  PathRange parameters_under(const std::string& target) const {
     const std::vector<std::string>& paths = recording_.parameter_paths;
     const std::string prefix = target + ".";
-    std::vector<std::string> under;
-    for (auto it = std::lower_bound(paths.begin(), paths.end(), prefix);
-         it != paths.end() && it->compare(0, prefix.size(), prefix) == 0; ++it) {
-      under.push_back(*it);
-    }
-    return under;
+    const auto first = std::lower_bound(paths.begin(), paths.end(), prefix);
+    auto last = first;
+    while (last != paths.end() && last->compare(0, prefix.size(), prefix) == 0) ++last;
+    return {first, last};
   }
 
   // The nodes just before nodes[first] that belong to the leaf call [first, last] although
@@ -378,25 +382,28 @@ class LeafCallFinder {
     for (const Node* node : leaf.nodes) members_.insert(node);
     seen_.clear();
     std::vector<Node*> ordered;
-    std::function<void(const Node*)> visit = [&](const Node* node) {
-      for (Node* input : node->input_nodes()) {
-        if (!seen_.insert(input)) continue;
-        if (std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end()) {
-          ordered.push_back(input);
-        } else if (members_.contains(input)) {
-          visit(input);
-        }
-      }
-    };
     const Node* last = leaf.nodes.back();
     while (item_source(*last) && members_.contains(item_source(*last))) last = item_source(*last);
-    visit(last);
+    visit_inputs(*last, leaf, ordered);
     for (Node* input : leaf.inputs) {
       if (std::find(ordered.begin(), ordered.end(), input) == ordered.end()) {
         ordered.push_back(input);
       }
     }
     leaf.inputs = std::move(ordered);
+  }
+
+  // order_as_called's walk: the inputs of `leaf` that `node` reads, directly or through the
+  // call's own nodes (members_), appended to `ordered` in the order they are taken.
+  void visit_inputs(const Node& node, const LeafCall& leaf, std::vector<Node*>& ordered) {
+    for (Node* input : node.input_nodes()) {
+      if (!seen_.insert(input)) continue;
+      if (std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end()) {
+        ordered.push_back(input);
+      } else if (members_.contains(input)) {
+        visit_inputs(*input, leaf, ordered);
+      }
+    }
   }
 
   // The nodes `leaf` reads from outside (parameters aside, params_) and those read after it.
