@@ -2,7 +2,8 @@
 
 /// \file
 /// Graph rewrites used by export. Each keeps the graph's invariants (Graph::lint holds after
-/// it when it held before); export_program's program lints the graph once, after all of them, as it compiles it.
+/// it when it held before); export_program's program lints the graph once, after all of them, as it
+/// compiles it.
 
 #include <torch/nn/module.h>
 

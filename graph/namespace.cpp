@@ -82,9 +82,7 @@ bool Namespace::is_reserved(const std::string& name) {
 std::string identifier_from(std::string_view raw) {
   // Most names are identifiers already. (ASCII tests, not the locale's: the same bytes are
   // legal in every locale, and these run for every node a pass makes.)
-  bool legal = !raw.empty() && !is_ascii_digit(raw[0]);
-  for (size_t i = 0; legal && i < raw.size(); ++i) legal = is_identifier_char(raw[i]);
-  if (legal) return std::string(raw);
+  if (is_python_identifier(raw)) return std::string(raw);
   // Runs of characters illegal in an identifier become one '_'.
   std::string candidate;
   candidate.reserve(raw.size() + 1);

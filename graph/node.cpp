@@ -160,8 +160,7 @@ void Node::remove_uses() {
   for (const auto& [key, arg] : kwargs_) visit_nodes(arg, remove);
 }
 
-void Node::check_arguments(const Graph* graph, Who who, const Args& args,
-                           const Kwargs& kwargs) {
+void Node::check_arguments(const Graph* graph, Who who, const Args& args, const Kwargs& kwargs) {
   auto check_node = [&](Node* n) {
     if (n == nullptr) fail<GraphError>("{}: an argument is a null Node*", who());
     if (n->home_ == nullptr) fail<GraphError>("{}: argument %{} was erased", who(), n->name());

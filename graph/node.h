@@ -259,8 +259,7 @@ class Node {
   static void check_target(OpCode op, const Target& target, Who who);
   // GraphError unless every node argument is a non-null node of `graph` and
   // every keyword name is an identifier given once; `who` starts the message.
-  static void check_arguments(const Graph* graph, Who who, const Args& args,
-                              const Kwargs& kwargs);
+  static void check_arguments(const Graph* graph, Who who, const Args& args, const Kwargs& kwargs);
 
   // The graph's home cell (Graph::home_), which holds the graph's address: a moved graph
   // updates the one cell, not every node. Null once erased.

@@ -80,10 +80,7 @@ const LayerFacts& facts_of(const torch::nn::Module& module) {
   constexpr std::string_view kNamespace = "torch::nn::";
   facts.torch_nn = name.rfind(kNamespace, 0) == 0;
   if (facts.torch_nn) {
-    // `torch::nn::LinearImpl` behind TORCH_MODULE(Linear): the user knows it as Linear.
-    std::string layer = name.substr(name.rfind("::") + 2);
-    if (layer.size() > 4 && layer.compare(layer.size() - 4, 4, "Impl") == 0)
-      layer.resize(layer.size() - 4);
+    const std::string layer = detail::short_type_of(name);
     facts.builtin_leaf = containers.count(layer) == 0;
     facts.reads_repeatedly = repeated.count(layer) != 0;
     facts.ops = ops_of(layer);

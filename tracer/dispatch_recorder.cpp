@@ -284,8 +284,8 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     if (!it->second.node) {
       // Named from its path as it is (`_0_module_fc_weight`): the program pass names it again.
-      Node* read = graph_.create_node(OpCode::kGetAttr, Target(it->second.path), {}, {},
-                                      it->second.path);
+      Node* read =
+          graph_.create_node(OpCode::kGetAttr, Target(it->second.path), {}, {}, it->second.path);
       TensorMeta& meta = read->meta().tensor;
       meta.dtype = t.scalar_type();
       meta.shape = t.sizes().vec();

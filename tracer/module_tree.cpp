@@ -113,17 +113,17 @@ std::string describe_module(const torch::nn::Module& module) {
   return text;
 }
 
-std::string short_type(const torch::nn::Module& module) {
-  std::string name = module.name();
-  const auto colon = name.rfind("::");
-  if (colon != std::string::npos) name = name.substr(colon + 2);
+std::string short_type(const torch::nn::Module& module) { return short_type_of(module.name()); }
+
+std::string short_type_of(std::string_view cpp_name) {
+  const auto colon = cpp_name.rfind("::");
+  if (colon != std::string_view::npos) cpp_name.remove_prefix(colon + 2);
   // `struct LinearImpl` behind TORCH_MODULE(Linear): the user knows it as Linear.
-  const std::string impl = "Impl";
-  if (name.size() > impl.size() &&
-      name.compare(name.size() - impl.size(), impl.size(), impl) == 0) {
-    name.resize(name.size() - impl.size());
+  constexpr std::string_view kImpl = "Impl";
+  if (cpp_name.size() > kImpl.size() && cpp_name.substr(cpp_name.size() - kImpl.size()) == kImpl) {
+    cpp_name.remove_suffix(kImpl.size());
   }
-  return name;
+  return std::string(cpp_name);
 }
 
 }  // namespace detail

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,9 @@ std::string layer_path(const TensorDictModule& module, const std::string& inner_
 std::string describe_module(const torch::nn::Module& module);
 /// The module's type as its user knows it: `Linear` for `torch::nn::LinearImpl`.
 std::string short_type(const torch::nn::Module& module);
+/// short_type of a C++ class name: its last component without a trailing `Impl`
+/// (`torch::nn::LinearImpl` → `Linear`).
+std::string short_type_of(std::string_view cpp_name);
 }  // namespace detail
 
 }  // namespace tdfx

@@ -40,7 +40,7 @@ void check_initialised(const PipelineRecording& recording, const LiveNodes& live
   };
   const auto& nodes = recording.graph.nodes();
   if (std::none_of(nodes.begin(), nodes.end(), allocates)) return;
-  for (const Node* node : recording.graph.nodes()) {
+  for (const Node* node : nodes) {
     if (!live.contains(node)) continue;
     if (node->op() == OpCode::kOutput) {
       const auto& results = node->args().at(0).as<ArgumentList>().items;
