@@ -290,7 +290,8 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   detail::PipelineRecording& recording = recorded.recording;
   const detail::LiveNodes live(recording, trace);
   const detail::StateUpdates updates(recording);
-  const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, trace);
+  const detail::LeafCalls leaves =
+      detail::find_leaf_calls(recording.graph, recording, live, updates, trace);
   if (recorded.divergence) {
     detail::refuse_divergence(
         recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, trace),

@@ -508,6 +508,12 @@ void GraphModule::compile(const Attributes& attributes) {
   plan_generation_ = graph_.generation();
 }
 
+void GraphModule::rename_nodes(const std::function<std::string(const Node&)>& hint_of) {
+  const bool current = graph_.generation() == plan_generation_;
+  graph_.rename_all(hint_of);
+  if (current) plan_generation_ = graph_.generation();
+}
+
 const detail::Plan& GraphModule::plan() const {
   // The plan points at the graph's nodes: after an edit some may be gone.
   if (graph_.generation() != plan_generation_) {

@@ -95,11 +95,11 @@ namespace {
 
 class LeafCallFinder {
  public:
-  LeafCallFinder(const PipelineRecording& recording, const LiveNodes& live,
+  LeafCallFinder(const Graph& graph, const PipelineRecording& recording, const LiveNodes& live,
                  const StateUpdates& updates, const TraceOptions& options)
       : recording_(recording), live_(live), updates_(updates), options_(options) {
     call_nodes_.resize(recording.calls.size());
-    for (Node* node : recording.graph.nodes()) {
+    for (Node* node : graph.nodes()) {
       if (node->op() == OpCode::kGetAttr) {
         const std::string& path = node->target().str();
         for (const std::string& alias : recording.state_paths.at(path)) {
@@ -110,7 +110,7 @@ class LeafCallFinder {
       const size_t call = recording.call_of(node);
       if (call < recording.calls.size() && live.contains(node)) call_nodes_[call].push_back(node);
     }
-    for (const Node* out : recording.graph.output_node()->input_nodes()) escaping_.insert(out);
+    for (const Node* out : graph.output_node()->input_nodes()) escaping_.insert(out);
     for (const RecordedCall& call : recording.calls) {
       for (const Node* out : call.outputs) {
         if (out) escaping_.insert(out);
@@ -462,9 +462,10 @@ class LeafCallFinder {
 
 }  // namespace
 
-LeafCalls find_leaf_calls(const PipelineRecording& recording, const LiveNodes& live,
-                          const StateUpdates& updates, const TraceOptions& options) {
-  return LeafCallFinder(recording, live, updates, options).find();
+LeafCalls find_leaf_calls(const Graph& graph, const PipelineRecording& recording,
+                          const LiveNodes& live, const StateUpdates& updates,
+                          const TraceOptions& options) {
+  return LeafCallFinder(graph, recording, live, updates, options).find();
 }
 
 }  // namespace tdfx::detail

@@ -108,8 +108,11 @@ class StateUpdates {
 /// inside another, each leaf's calls are found from its parameter reads (see the file
 /// comment). A leaf that outlines hides its children; one that does not (no call found) shows
 /// theirs. A run that would overlap an earlier call stays inline. None without
-/// TraceOptions::outline_leaves: every op then shows as itself.
-LeafCalls find_leaf_calls(const PipelineRecording& recording, const LiveNodes& live,
-                          const StateUpdates& updates, const TraceOptions& options);
+/// TraceOptions::outline_leaves: every op then shows as itself. `graph` holds the recording's
+/// nodes: `recording.graph`, or the program prune_program made of it (only dead nodes are gone,
+/// and the calls are found among the live ones).
+LeafCalls find_leaf_calls(const Graph& graph, const PipelineRecording& recording,
+                          const LiveNodes& live, const StateUpdates& updates,
+                          const TraceOptions& options);
 
 }  // namespace tdfx::detail

@@ -83,46 +83,31 @@ void check_initialised(const PipelineRecording& recording, const LiveNodes& live
   }
 }
 
-namespace {
+ProgramNames::ProgramNames(const PipelineRecording& recording)
+    : recording_(recording), scopes_(recording) {}
 
-// The name a node takes in the program: as the tensordict prototype tracer names it in the
-// TensorDictModule call that recorded it (name_scopes.h), a parameter by its path from the
-// wrapped module (`_0_weight`), a key read by its joined key. The graph makes it unique.
-class ProgramNames {
- public:
-  explicit ProgramNames(const PipelineRecording& recording)
-      : recording_(recording), scopes_(recording) {}
-
-  std::string operator()(const Node& node) {
-    switch (node.op()) {
-      case OpCode::kPlaceholder:
-        return node.name();
-      case OpCode::kGetAttr:
-        return scoped(node,
-                      recording_.relative_to_call(node.target().str(), recording_.call_of(&node)));
-      case OpCode::kCallFunction:
-        return scoped(node, node.target().is_getitem()
-                                ? "getitem"
-                                : fx_name(node.target(), node.args(), node.kwargs()));
-      default:
-        return "";
-    }
+std::string ProgramNames::operator()(const Node& node) {
+  switch (node.op()) {
+    case OpCode::kPlaceholder:
+      return node.name();
+    case OpCode::kGetAttr:
+      return scoped(node,
+                    recording_.relative_to_call(node.target().str(), recording_.call_of(&node)));
+    case OpCode::kCallFunction:
+      return scoped(node, node.target().is_getitem()
+                              ? "getitem"
+                              : fx_name(node.target(), node.args(), node.kwargs()));
+    default:
+      return "";
   }
+}
 
- private:
-  std::string scoped(const Node& node, const std::string& base) {
-    const size_t call = recording_.call_of(&node);
-    return call < recording_.calls.size() ? scopes_.node_name(call, base, node.op()) : base;
-  }
+std::string ProgramNames::scoped(const Node& node, const std::string& base) {
+  const size_t call = recording_.call_of(&node);
+  return call < recording_.calls.size() ? scopes_.node_name(call, base, node.op()) : base;
+}
 
-  const PipelineRecording& recording_;
-  NameScopes scopes_;
-};
-
-}  // namespace
-
-FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
-                         const LeafCalls& leaves) {
+FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live) {
   check_initialised(recording, live);
   FlatProgram out;
   for (const RecordedRead& read : recording.reads) out.input_keys.push_back(read.key);
@@ -141,15 +126,6 @@ FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
       continue;
     }
     last_live = node;
-    // A parameter belongs to the leaf call that first reads it.
-    Node* reader = node->op() == OpCode::kGetAttr ? live.first_user(node) : nullptr;
-    if (const LeafCall* leaf = leaves.find(reader ? reader : node)) {
-      node->meta().td_module = recording.calls[leaf->call].td_path;
-      node->meta().module_path = leaf->target;
-      node->meta().module_type = leaf->module_type;
-    } else if (node->op() != OpCode::kOutput) {
-      recording.give_module(node, node->meta());
-    }
   }
   for (RecordedRead& read : recording.reads) {
     auto it = read.after ? live_before.find(read.after) : live_before.end();
@@ -157,11 +133,34 @@ FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
   }
   // A dead node's users are dead and come after it: erased last first, none has users left.
   for (auto it = dead.rbegin(); it != dead.rend(); ++it) graph.erase_node(*it);
+  out.graph = std::move(graph);
+  return out;
+}
+
+void give_modules(const Graph& program, const PipelineRecording& recording, const LiveNodes& live,
+                  const LeafCalls& leaves) {
+  for (Node* node : program.nodes()) {
+    if (node->op() == OpCode::kOutput) continue;
+    // A parameter belongs to the leaf call that first reads it.
+    Node* reader = node->op() == OpCode::kGetAttr ? live.first_user(node) : nullptr;
+    if (const LeafCall* leaf = leaves.find(reader ? reader : node)) {
+      node->meta().td_module = recording.calls[leaf->call].td_path;
+      node->meta().module_path = leaf->target;
+      node->meta().module_type = leaf->module_type;
+    } else {
+      recording.give_module(node, node->meta());
+    }
+  }
+}
+
+FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
+                         const LeafCalls& leaves) {
+  FlatProgram out = prune_program(recording, live);
+  give_modules(out.graph, recording, live, leaves);
   // Named afresh: the recorder named each op as it ran, before anything was known to be dead,
   // and a pruned op leaves no gap in the names.
   ProgramNames name_of(recording);
-  graph.rename_all([&](const Node& node) { return name_of(node); });
-  out.graph = std::move(graph);
+  out.graph.rename_all([&](const Node& node) { return name_of(node); });
   return out;
 }
 

@@ -1,21 +1,25 @@
 #pragma once
 
 /// \file
-/// flat_program: the runnable program of a PipelineRecording, the form TDGraphModule runs and
-/// export_program saves — the recording's live nodes (leaf_calls.h) in the order they ran,
-/// named afresh as torch.export names them (`linear`, `relu_1`; placeholders by their joined
-/// key), so that a pruned op leaves no gap in the names. Each op's module is the leaf call it
-/// belongs to, else the TensorDictModule's wrapped module or the child of its Sequential.
+/// The runnable program of a PipelineRecording, the form TDGraphModule runs and export_program
+/// saves: the recording's live nodes (leaf_calls.h) in the order they ran, each with the module
+/// that ran it and named afresh as torch.export names them (`linear`, `relu_1`; placeholders by
+/// their joined key), so that a pruned op leaves no gap in the names. Each op's module is the
+/// leaf call it belongs to, else the TensorDictModule's wrapped module or the child of its
+/// Sequential.
 ///
-/// It rewrites the recording's graph in place and moves it out (no second graph is built: the
-/// program's nodes are the recording's live nodes), after it refuses a recording that reads
-/// memory nothing recorded wrote (check_initialised).
+/// Two steps: prune_program, which a trace needs to run (it refuses a recording that reads
+/// memory nothing recorded wrote, drops the dead nodes and moves the recording's graph out: no
+/// second graph is built), and give_modules with ProgramNames, which only what looks at the
+/// program needs (a trace runs them when its program or view is first looked at,
+/// detail::TracedView). flat_program does both.
 
 #include <unordered_map>
 #include <vector>
 
 #include "tdfx/graph/graph.h"
 #include "tdfx/tracer/leaf_calls.h"
+#include "tdfx/tracer/name_scopes.h"
 
 namespace tdfx::detail {
 
@@ -28,9 +32,36 @@ struct FlatProgram {
   std::vector<NestedKey> out_keys;
 };
 
-/// The program of `recording` (see the file comment); `recording.graph` is moved into it.
-/// The rest of `recording`, and `live`, `leaves` and the StateUpdates made from it, still
-/// describe the program's nodes: fx_view can be made from them and the program afterwards.
+/// The program of `recording` with its nodes as the recorder named them and without their
+/// modules; `recording.graph` is moved into it. The rest of `recording`, `live` and the
+/// StateUpdates made from it still describe the program's nodes: find_leaf_calls, give_modules,
+/// ProgramNames and fx_view can be run on the program afterwards.
+FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live);
+
+/// Writes each node's module into its meta (td_module, module_path, module_type): the leaf
+/// call it belongs to (a parameter: the one that first reads it), else what the recording says.
+void give_modules(const Graph& program, const PipelineRecording& recording, const LiveNodes& live,
+                  const LeafCalls& leaves);
+
+/// The name each program node takes, for Graph::rename_all: as the tensordict prototype tracer
+/// names it in the TensorDictModule call that recorded it (name_scopes.h), a parameter by its
+/// path from the wrapped module (`_0_weight`), a key read by its joined key. Ask in program
+/// order: the graph makes each unique.
+class ProgramNames {
+ public:
+  /// `recording` must outlive it.
+  explicit ProgramNames(const PipelineRecording& recording);
+  std::string operator()(const Node& node);
+
+ private:
+  std::string scoped(const Node& node, const std::string& base);
+
+  const PipelineRecording& recording_;
+  NameScopes scopes_;
+};
+
+/// prune_program, find_leaf_calls' `leaves` given to the nodes (give_modules), and the nodes
+/// named by ProgramNames.
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const LeafCalls& leaves);
 

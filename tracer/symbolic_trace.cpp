@@ -57,7 +57,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
           root_, std::move(program),
           // The view is kept alive by the runner for as long as errors may name its nodes.
           [view = view_](const Node& node) { return view->shown_as(node); }, attributes)) {
-  view_->made_into(runner_->graph());
+  view_->made_into(*runner_);
   note_input_meta();
   note_modes();
 }
@@ -70,6 +70,7 @@ const Graph& TDGraphModule::graph() const { return view_->graph(); }
 
 const Graph& TDGraphModule::program_graph() const {
   check_not_edited();
+  view_->name_program();
   return runner_->graph();
 }
 
@@ -281,20 +282,22 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::PipelineRecording& recording = recorded.recording;
   detail::LiveNodes live(recording, options);
   detail::StateUpdates updates(recording);
-  detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
   if (recorded.divergence) {
+    const detail::LeafCalls leaves =
+        detail::find_leaf_calls(recording.graph, recording, live, updates, options);
     detail::refuse_divergence(
         recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, options),
         module->describe());
   }
-  // The program is the recording's live nodes, rewritten in place; the view is made of the
-  // same nodes when first asked for (detail::TracedView).
-  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
+  // The program is the recording's live nodes, pruned in place, which runs as it is; its
+  // modules and names and the view are worked out from the same nodes when first asked for
+  // (detail::TracedView).
+  detail::FlatProgram program = detail::prune_program(recording, live);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<int64_t> batches = std::move(recorded.recorded);
   const GraphModule::Attributes attributes = std::move(recording.state);
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
-      std::move(recording), std::move(live), std::move(updates), std::move(leaves), options});
+      std::move(recording), std::move(live), std::move(updates), options});
   return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph), attributes,
                        std::move(program.input_keys), std::move(program.out_keys),
                        std::move(specialisation), std::move(batches));

@@ -3,10 +3,12 @@
 #include "tdfx/core/error.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/tracer/fx_view.h"
+#include "tdfx/tracer/program_pass.h"
 
 namespace tdfx::detail {
 
 TracedView::TracedView(Graph built) : graph_(std::move(built)) {
+  std::call_once(named_, [] {});
   std::call_once(built_, [] {});
   compiled_generation_ = graph_.generation();
   is_built_ = true;
@@ -36,21 +38,34 @@ bool TracedView::edited() const {
 
 void TracedView::mark_compiled() { compiled_generation_ = graph().generation(); }
 
+void TracedView::name_program() const {
+  std::call_once(named_, [this] {
+    if (!runner_) throw InternalError("TracedView: the program is asked for before it is made");
+    const Source& s = *source_;
+    const Graph& program = runner_->graph();
+    leaves_ = find_leaf_calls(program, s.recording, s.live, s.updates, s.options);
+    give_modules(program, s.recording, s.live, *leaves_);
+    ProgramNames name_of(s.recording);
+    runner_->rename_nodes([&](const Node& node) { return name_of(node); });
+  });
+}
+
 void TracedView::build() const {
-  if (!program_) throw InternalError("TracedView: the view is asked for before its program");
+  name_program();
   const Source& s = *source_;
-  FxView view = fx_view(*program_, s.recording, s.live, s.leaves, s.updates, s.options);
+  const Graph& program = runner_->graph();
+  FxView view = fx_view(program, s.recording, s.live, *leaves_, s.updates, s.options);
   // Each program node that the view shows otherwise (inside a leaf call, as a method, or by
   // another name) is described as its view node. The nodes of one leaf call come one after
   // another and share their view node: described once.
   const Node* last_shown = nullptr;
   const std::string* last_description = nullptr;
-  for (const Node* node : program_->nodes()) {
+  for (const Node* node : program.nodes()) {
     if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
     // A parameter is shown as the leaf call that first reads it, if one does.
     const Node* reader = node->op() == OpCode::kGetAttr ? s.live.first_user(node) : nullptr;
     const Node* owner = reader ? reader : node;
-    if (owner != node && !s.leaves.find(owner)) continue;
+    if (owner != node && !leaves_->find(owner)) continue;
     auto origin = view.origin.find(owner);
     if (origin == view.origin.end()) continue;
     const Node& printed = *origin->second;
@@ -68,6 +83,8 @@ void TracedView::build() const {
   graph_ = std::move(view.graph);
   compiled_generation_ = graph_.generation();
   source_.reset();
+  leaves_.reset();
+  runner_ = nullptr;
   is_built_.store(true, std::memory_order_release);
 }
 

@@ -1,11 +1,12 @@
 #pragma once
 
 /// \file
-/// TracedView: a trace's FX view (fx_view.h), made from the recording when first asked for.
-/// TDGraphModule runs the program (program_pass.h) and shows this view; a trace that is run or
-/// exported and never printed, drawn or edited never builds it. The program's errors name a
-/// node as the view prints it (`%fc = call_module[target=0.module.fc]`), which builds the view
-/// then.
+/// TracedView: what a trace works out only when it is first looked at. A trace runs its program
+/// as soon as it is pruned (program_pass.h); the program's nodes get their modules and
+/// torch.export names when the program is first asked for (named()), and the trace's FX view
+/// (fx_view.h) is made from the recording when it is first asked for (graph()). A trace that is
+/// only run does neither. The program's errors name a node as the view prints it
+/// (`%fc = call_module[target=0.module.fc]`), which makes both then.
 
 #include <atomic>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <unordered_map>
 
 #include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
 #include "tdfx/tracer/dispatch_trace.h"
 #include "tdfx/tracer/leaf_calls.h"
 #include "tdfx/tracer/trace_options.h"
@@ -23,25 +25,28 @@ namespace tdfx::detail {
 
 class TracedView {
  public:
-  /// What the view is made from: the recording whose graph flat_program made into a program,
-  /// and the passes' findings about it.
+  /// What the program's modules and names and the view are made from: the recording whose
+  /// graph prune_program made into the program, and the passes' findings about it.
   struct Source {
     PipelineRecording recording;
     LiveNodes live;
     StateUpdates updates;
-    LeafCalls leaves;
     TraceOptions options;
   };
 
-  /// A view to be made from `source` once made_into() names the program.
+  /// A view to be made from `source` once made_into() gives the program.
   explicit TracedView(Source source) : source_(std::move(source)) {}
-  /// A view already made.
+  /// A view already made, of a program already named.
   explicit TracedView(Graph built);
 
-  /// The program the recording became, where it stays until the view is built (the
-  /// TDGraphModule that holds both runs it). Call once, before any other member.
-  void made_into(const Graph& program) { program_ = &program; }
+  /// The runner of the program the recording became, where the program stays until it is
+  /// named (the TDGraphModule that holds both runs it; nothing else may rename its nodes).
+  /// Call once, before any other member.
+  void made_into(GraphModule& runner) { runner_ = &runner; }
 
+  /// Gives the program's nodes their modules and names (give_modules, ProgramNames) on the
+  /// first call (from any thread, once). Until then they carry the recorder's names.
+  void name_program() const;
   /// The view, built on the first call (from any thread, once).
   const Graph& graph() const;
   Graph& mutable_graph();
@@ -58,14 +63,18 @@ class TracedView {
  private:
   void build() const;
 
+  mutable std::once_flag named_;
   mutable std::once_flag built_;
   mutable std::atomic<bool> is_built_{false};
   /// Set until the view is built.
   mutable std::optional<Source> source_;
+  /// The program's leaf calls, found when it is named, until the view is built.
+  mutable std::optional<LeafCalls> leaves_;
   mutable Graph graph_;
   /// Program node → its description in the view (see shown_as).
   mutable std::unordered_map<const Node*, std::string> shown_;
-  const Graph* program_ = nullptr;
+  /// Set by made_into until the view is built.
+  mutable GraphModule* runner_ = nullptr;
   mutable uint64_t compiled_generation_ = 0;
 };
 

@@ -14,7 +14,8 @@ struct ViewedRecording {
   detail::FxView view(const TraceOptions& options) const {
     const detail::LiveNodes live(recording, options);
     const detail::StateUpdates updates(recording);
-    const detail::LeafCalls leaves = detail::find_leaf_calls(recording, live, updates, options);
+    const detail::LeafCalls leaves =
+        detail::find_leaf_calls(recording.graph, recording, live, updates, options);
     detail::FxView view =
         detail::fx_view(recording.graph, recording, live, leaves, updates, options);
     view.graph.lint();
