@@ -293,6 +293,7 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   const detail::LeafCalls leaves =
       detail::find_leaf_calls(recording.graph, recording, live, updates, trace);
   if (recorded.divergence) {
+    detail::describe_modules(recording);
     detail::refuse_divergence(
         recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, trace),
         module->describe());

@@ -239,16 +239,10 @@ size_t Graph::eliminate_dead_code() {
 
 void Graph::lint() const {
   NodeSet defined;  // the nodes before the one checked (the ownership check comes first)
-  std::vector<std::string_view> names;  // views of the names, sorted to find one used twice
-  names.reserve(nodes_.size());
   size_t edges = 0;         // (input, reader) pairs, each input once per reader
   size_t listed_users = 0;  // entries of all users sets
   for (const Node* node : nodes_) {
     if (node->owner() != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
-    if (!is_python_identifier(node->name_) || Namespace::is_reserved(node->name_)) {
-      fail<GraphError>("lint: %{} is not a legal node name", node->name_);
-    }
-    names.push_back(node->name_);
     if (node->op_ == OpCode::kOutput && std::next(node->position_) != nodes_.end()) {
       fail<GraphError>("lint: output node %{} is not the last node", node->name_);
     }
@@ -276,9 +270,6 @@ void Graph::lint() const {
     listed_users += node->users_.size();
     defined.insert(node);
   }
-  std::sort(names.begin(), names.end());
-  const auto twice = std::adjacent_find(names.begin(), names.end());
-  if (twice != names.end()) fail<GraphError>("lint: the name %{} is used twice", *twice);
   // Every edge is listed among its input's users, and a users set holds no node twice: when
   // the sets hold as many entries as there are edges, they list nothing else. Otherwise find
   // the user that does not read its node, to name it.

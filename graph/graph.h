@@ -140,10 +140,11 @@ class Graph {
   ///     before: %a = relu(%x); %b = neg(%x); return a      after: %a = relu(%x); return a
   size_t eliminate_dead_code();
 
-  /// Checks the invariants: ownership, unique legal names, args defined
-  /// before use, users equal to the readers, one output at the end, aten
-  /// targets with schemas, placeholder and call_method targets that are
-  /// identifiers. Throws GraphError naming the node.
+  /// Checks the invariants: ownership, args defined before use, users equal to
+  /// the readers, one output at the end, aten targets with schemas, placeholder
+  /// and call_method targets that are identifiers. Throws GraphError naming the
+  /// node. (Names are not checked: the graph hands every name out itself, unique
+  /// and legal, through create_node, rename and rename_all.)
   void lint() const;
 
   /// A stamp that changes with every edit: creating, erasing or renaming a

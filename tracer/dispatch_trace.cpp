@@ -99,7 +99,7 @@ class ProgramHook : public KeyAccessHook {
   void on_sequential_child(size_t index, const torch::nn::Module& child) override {
     if (!call_) return;
     out_.children.push_back(
-        {join_path(call_->inner_path, std::to_string(index)), describe_module(child)});
+        {join_path(call_->inner_path, std::to_string(index)), std::string(), &child});
     child_ = out_.children.size() - 1;
   }
 
@@ -235,7 +235,6 @@ class ProgramHook : public KeyAccessHook {
       call.module = td_module;
       call.td_path = place.path;
       call.inner_path = place.inner_path;
-      call.module_type = describe_module(*td_module->inner_ptr());
       call.levels = place.levels;
       planned_[td_module].calls.push_back(std::move(call));
     });

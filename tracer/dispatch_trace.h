@@ -34,7 +34,8 @@ struct RecordedCall {
   std::string td_path;
   /// Path of the wrapped module from the graph root ("0.module"), "" when it is the root.
   std::string inner_path;
-  /// The wrapped module as printed (`Linear(in_features=4, …)`).
+  /// The wrapped module as printed (`Linear(in_features=4, …)`): empty until give_modules
+  /// (program_pass.h) describes it.
   std::string module_type;
   /// For each enclosing TensorDictSequential, innermost first: its level and child index.
   std::vector<std::pair<int, int>> levels;
@@ -52,9 +53,11 @@ struct RecordedRead {
   const Node* after = nullptr;
 };
 
-/// A child of a wrapped torch::nn::Sequential: its path (`0.module.2`) and description.
+/// A child of a wrapped torch::nn::Sequential: its path (`0.module.2`) and description (empty
+/// until give_modules, program_pass.h, describes `module`).
 struct RecordedChild {
   std::string path, type;
+  const torch::nn::Module* module = nullptr;
 };
 
 /// What record_pipeline recorded.

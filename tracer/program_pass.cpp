@@ -137,8 +137,18 @@ FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live) {
   return out;
 }
 
-void give_modules(const Graph& program, const PipelineRecording& recording, const LiveNodes& live,
+void describe_modules(PipelineRecording& recording) {
+  for (RecordedCall& call : recording.calls) {
+    if (call.module_type.empty()) call.module_type = describe_module(*call.module->inner_ptr());
+  }
+  for (RecordedChild& child : recording.children) {
+    if (child.type.empty()) child.type = describe_module(*child.module);
+  }
+}
+
+void give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
                   const LeafCalls& leaves) {
+  describe_modules(recording);
   for (Node* node : program.nodes()) {
     if (node->op() == OpCode::kOutput) continue;
     // A parameter belongs to the leaf call that first reads it.

@@ -38,9 +38,15 @@ struct FlatProgram {
 /// ProgramNames and fx_view can be run on the program afterwards.
 FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live);
 
+/// Describes each call's wrapped module and each child of a wrapped Sequential
+/// (RecordedCall::module_type, RecordedChild::type), which the recorder leaves empty: only what
+/// shows the modules needs them.
+void describe_modules(PipelineRecording& recording);
+
 /// Writes each node's module into its meta (td_module, module_path, module_type): the leaf
-/// call it belongs to (a parameter: the one that first reads it), else what the recording says.
-void give_modules(const Graph& program, const PipelineRecording& recording, const LiveNodes& live,
+/// call it belongs to (a parameter: the one that first reads it), else what the recording says
+/// (after describe_modules).
+void give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
                   const LeafCalls& leaves);
 
 /// The name each program node takes, for Graph::rename_all: as the tensordict prototype tracer

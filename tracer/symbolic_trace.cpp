@@ -283,6 +283,7 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::LiveNodes live(recording, options);
   detail::StateUpdates updates(recording);
   if (recorded.divergence) {
+    detail::describe_modules(recording);
     const detail::LeafCalls leaves =
         detail::find_leaf_calls(recording.graph, recording, live, updates, options);
     detail::refuse_divergence(

@@ -41,7 +41,7 @@ void TracedView::mark_compiled() { compiled_generation_ = graph().generation(); 
 void TracedView::name_program() const {
   std::call_once(named_, [this] {
     if (!runner_) throw InternalError("TracedView: the program is asked for before it is made");
-    const Source& s = *source_;
+    Source& s = *source_;  // give_modules describes its modules
     const Graph& program = runner_->graph();
     leaves_ = find_leaf_calls(program, s.recording, s.live, s.updates, s.options);
     give_modules(program, s.recording, s.live, *leaves_);

@@ -4,6 +4,7 @@
 // symbolic_trace does not build (the flat one with method calls off, say).
 
 #include "tdfx/tracer/fx_view.h"
+#include "tdfx/tracer/program_pass.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 namespace tdfx::testing {
@@ -27,7 +28,9 @@ struct ViewedRecording {
 inline ViewedRecording record_for_view(const TensorDictModuleBasePtr& module,
                                        const TensorDict& input, const TraceOptions& options) {
   const auto [root, prefix] = detail::graph_root(module, options);
-  return {detail::record_pipeline(*module, input, prefix)};
+  ViewedRecording viewed{detail::record_pipeline(*module, input, prefix)};
+  detail::describe_modules(viewed.recording);
+  return viewed;
 }
 
 }  // namespace tdfx::testing
