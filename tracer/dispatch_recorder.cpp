@@ -179,12 +179,13 @@ void DispatchRecorder::bind_result(const at::Tensor& tensor, Node* node) {
   entry.node = node;
 }
 
-void DispatchRecorder::bind_state(const at::Tensor& tensor, std::string path) {
+const std::string& DispatchRecorder::bind_state(const at::Tensor& tensor, std::string path) {
   if (!tensor.defined()) throw InternalError("DispatchRecorder::bind_state: an undefined tensor");
   Followed& entry = followed_->try_emplace(tensor.unsafeGetTensorImpl(), tensor).first->second;
-  if (entry.state) return;  // shared by two modules: read at its first path
+  if (entry.state) return entry.path;  // shared by two modules: read at its first path
   entry.state = true;
   entry.path = std::move(path);
+  return entry.path;
 }
 
 void DispatchRecorder::save_before_write(const at::Tensor& tensor) {

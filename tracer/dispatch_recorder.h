@@ -84,8 +84,9 @@ class DispatchRecorder {
   /// Makes `tensor` a parameter or buffer, read by a get_attr node of `path` that is created
   /// where an op first reads it. An op that writes it (in place, or as batch_norm writes its
   /// running statistics) saves a copy of it first, so that restore_state() can put it back:
-  /// nothing is copied up front.
-  void bind_state(const at::Tensor& tensor, std::string path);
+  /// nothing is copied up front. Returns the path it is read by: `path`, or the first path
+  /// it was bound to (a layer shared by two modules).
+  const std::string& bind_state(const at::Tensor& tensor, std::string path);
   /// Writes back every state tensor the recording changed, as it was before its first write.
   void restore_state();
   /// The node whose value `tensor` now is, or nullptr when the recording does not follow it.

@@ -151,24 +151,35 @@ class ProgramHook : public KeyAccessHook {
   }
 
  private:
+  // In named_parameters(true) order, then named_buffers(true) order; each module's path is
+  // stripped once, not each of its tensors' paths.
   void bind_parameters_and_buffers() {
-    for (const auto& item : module_.named_parameters(true)) {
-      out_.parameter_paths.push_back(bind_state(item.key(), item.value()));
+    std::vector<std::pair<std::string, const torch::nn::Module*>> modules;
+    module_.apply([&](const std::string& name, const torch::nn::Module& module) {
+      modules.emplace_back(strip_path_prefix(name, strip_), &module);
+    });
+    for (const auto& [prefix, module] : modules) {
+      for (const auto& item : module->named_parameters(false)) {
+        out_.parameter_paths.push_back(bind_state(join_path(prefix, item.key()), item.value()));
+      }
     }
-    std::sort(out_.parameter_paths.begin(), out_.parameter_paths.end());
-    for (const auto& item : module_.named_buffers(true)) {
-      if (item.value().defined()) bind_state(item.key(), item.value());
+    for (const auto& [prefix, module] : modules) {
+      for (const auto& item : module->named_buffers(false)) {
+        if (item.value().defined()) bind_state(join_path(prefix, item.key()), item.value());
+      }
     }
   }
 
   // A tensor registered at several paths (a layer shared by two TensorDictModules) is read at
   // its first; the recording keeps them all.
   // Returns its path from the graph root.
-  std::string bind_state(const std::string& name, const at::Tensor& tensor) {
-    std::string path = strip_path_prefix(name, strip_);
-    auto [first, inserted] = first_path_.emplace(tensor.unsafeGetTensorImpl(), path);
-    if (inserted) recorder_.bind_state(tensor, path);
-    out_.state_paths[first->second].push_back(path);
+  std::string bind_state(std::string path, const at::Tensor& tensor) {
+    const std::string& first = recorder_.bind_state(tensor, path);
+    if (first != path) {
+      std::vector<std::string>& paths = out_.state_paths[first];
+      if (paths.empty()) paths.push_back(first);
+      paths.push_back(path);
+    }
     out_.state.emplace(path, tensor);
     return path;
   }
@@ -270,7 +281,6 @@ class ProgramHook : public KeyAccessHook {
     size_t next = 0;
   };
   std::unordered_map<const TensorDictModule*, Planned> planned_;
-  std::unordered_map<const c10::TensorImpl*, std::string> first_path_;
   std::map<NestedKey, at::Tensor> reads_;
   RecordedCall* call_ = nullptr;
   size_t call_index_ = 0;

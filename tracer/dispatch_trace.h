@@ -86,10 +86,11 @@ struct PipelineRecording {
   std::unordered_map<const Node*, std::vector<Node*>> items;
   /// Each parameter and buffer by each of its paths (from the graph root).
   GraphModule::Attributes state;
-  /// Every path of each parameter or buffer a get_attr reads, by the path it reads (its first):
-  /// a layer shared by two TensorDictModules has two.
+  /// For a parameter or buffer bound at several paths (a layer shared by two
+  /// TensorDictModules), every path, by the path its get_attr reads (the first, which comes
+  /// first). A tensor with one path has no entry.
   std::unordered_map<std::string, std::vector<std::string>> state_paths;
-  /// The path of every parameter (each path of a shared one), sorted: a module's are one range.
+  /// The path of every parameter (each path of a shared one), in named_parameters order.
   std::vector<std::string> parameter_paths;
   /// The example's batch size, when it has one.
   std::optional<int64_t> batch;

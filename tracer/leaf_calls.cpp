@@ -99,11 +99,16 @@ class LeafCallFinder {
                  const StateUpdates& updates, const TraceOptions& options)
       : recording_(recording), live_(live), updates_(updates), options_(options) {
     call_nodes_.resize(recording.calls.size());
+    parameter_paths_.assign(recording.parameter_paths.begin(), recording.parameter_paths.end());
+    std::sort(parameter_paths_.begin(), parameter_paths_.end());
     for (Node* node : graph.nodes()) {
       if (node->op() == OpCode::kGetAttr) {
         const std::string& path = node->target().str();
-        for (const std::string& alias : recording.state_paths.at(path)) {
-          state_by_path_[alias] = node;
+        auto aliases = recording.state_paths.find(path);
+        if (aliases == recording.state_paths.end()) {
+          state_by_path_[path] = node;
+        } else {
+          for (const std::string& alias : aliases->second) state_by_path_[alias] = node;
         }
         continue;
       }
@@ -187,7 +192,7 @@ class LeafCallFinder {
     // again starts the next call only once the call has read every parameter of the layer.
     std::vector<const Node*> required;
     if (reads_parameters_repeatedly(module)) {
-      for (const std::string& path : parameters_under(target)) {
+      for (const std::string_view path : parameters_under(target)) {
         auto it = state_by_path_.find(path);
         if (it != state_by_path_.end()) required.push_back(it->second);
       }
@@ -298,7 +303,7 @@ class LeafCallFinder {
     for (const Node* node : leaf.nodes) {
       for (Node* input : node->input_nodes()) read_.insert(updates_.state_of(input));
     }
-    for (const std::string& path : parameters_under(target)) {
+    for (const std::string_view path : parameters_under(target)) {
       auto it = state_by_path_.find(path);
       if (it == state_by_path_.end() || !read_.contains(it->second)) return false;
     }
@@ -306,19 +311,19 @@ class LeafCallFinder {
   }
 
   // The paths of the parameters of the module at `target` and its children: a range of the
-  // recording's sorted parameter paths.
+  // recording's parameter paths, sorted (parameter_paths_).
   struct PathRange {
-    using It = std::vector<std::string>::const_iterator;
+    using It = std::vector<std::string_view>::const_iterator;
     It b, e;
     It begin() const { return b; }
     It end() const { return e; }
   };
   PathRange parameters_under(const std::string& target) const {
-    const std::vector<std::string>& paths = recording_.parameter_paths;
+    const std::vector<std::string_view>& paths = parameter_paths_;
     const std::string prefix = target + ".";
-    const auto first = std::lower_bound(paths.begin(), paths.end(), prefix);
+    const auto first = std::lower_bound(paths.begin(), paths.end(), std::string_view(prefix));
     auto last = first;
-    while (last != paths.end() && last->compare(0, prefix.size(), prefix) == 0) ++last;
+    while (last != paths.end() && last->substr(0, prefix.size()) == prefix) ++last;
     return {first, last};
   }
 
@@ -456,7 +461,9 @@ class LeafCallFinder {
   /// call's nodes; a prelude's nodes kept; inputs visited.
   NodeSet params_, derived_, read_, members_, kept_, seen_;
   /// get_attr nodes by each path of their tensor, sorted so a module's are one range.
-  std::map<std::string, Node*> state_by_path_;
+  std::map<std::string, Node*, std::less<>> state_by_path_;
+  /// The recording's parameter paths, sorted: a module's are one range.
+  std::vector<std::string_view> parameter_paths_;
   LeafCalls out_;
 };
 
