@@ -96,8 +96,7 @@ size_t canonicalize_scalar_overloads(Graph& graph) {
   return rewrites;
 }
 
-std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
-                                                                 torch::nn::Module& root) {
+std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) {
   std::unordered_map<std::string, std::vector<Node*>> attributes;
   for (Node* node : graph.nodes()) {
     if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
@@ -107,11 +106,11 @@ std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
     first = node;
     break;
   }
-  std::vector<std::pair<std::string, std::string>> lifted;
-  auto lift = [&](const std::string& path, const at::Tensor& tensor, const char* prefix) {
+  std::vector<LiftedState> lifted;
+  auto lift = [&](const std::string& path, const at::Tensor& tensor, bool parameter) {
     auto it = attributes.find(path);
     if (it == attributes.end()) return;
-    std::string name = prefix + path;
+    std::string name = (parameter ? "p_" : "b_") + path;
     for (char& c : name) c = c == '.' ? '_' : c;
     Node* placeholder;
     {
@@ -126,10 +125,10 @@ std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
       graph.erase_node(node);
     }
     attributes.erase(it);
-    lifted.emplace_back(placeholder->name(), path);
+    lifted.push_back({placeholder->name(), path, tensor, parameter});
   };
-  for (const auto& item : root.named_parameters(true)) lift(item.key(), item.value(), "p_");
-  for (const auto& item : root.named_buffers(true)) lift(item.key(), item.value(), "b_");
+  for (const auto& item : root.named_parameters(true)) lift(item.key(), item.value(), true);
+  for (const auto& item : root.named_buffers(true)) lift(item.key(), item.value(), false);
   if (!attributes.empty()) {
     fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
                      attributes.begin()->second.front()->name(), attributes.begin()->first);

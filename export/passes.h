@@ -32,11 +32,18 @@ size_t fuse_linear(Graph& graph);
 /// (`aten.mul.Scalar(%x, %size)`) stays as it is. Returns the number of rewrites.
 size_t canonicalize_scalar_overloads(Graph& graph);
 
+/// A parameter or buffer lift_parameters made a placeholder of.
+struct LiftedState {
+  /// The placeholder's name (`p_0_module_weight`) and the tensor's path in the root.
+  std::string name, path;
+  at::Tensor tensor;
+  bool parameter = true;
+};
+
 /// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)
 /// or `b_<path>` (buffer) with dots as `_`, placed before the other
-/// placeholders, in `root`'s parameter then buffer order. Returns, in that
-/// order, (placeholder name, path) pairs. GraphError for a path `root` lacks.
-std::vector<std::pair<std::string, std::string>> lift_parameters(Graph& graph,
-                                                                 torch::nn::Module& root);
+/// placeholders, in `root`'s parameter then buffer order. Returns them in that
+/// order. GraphError for a path `root` lacks.
+std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root);
 
 }  // namespace tdfx

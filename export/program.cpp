@@ -218,18 +218,14 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
   fuse_linear(graph);
   canonicalize_scalar_overloads(graph);
   graph.eliminate_dead_code();
-  const std::vector<std::pair<std::string, std::string>> lifted = lift_parameters(graph, module);
-
   GraphSignature signature;
   std::map<std::string, at::Tensor> state;
-  auto parameters = module.named_parameters(true);
-  for (const auto& [name, path] : lifted) {
-    const auto* param = parameters.find(path);
-    const bool is_param = param != nullptr;
-    const at::Tensor tensor = is_param ? *param : *module.named_buffers(true).find(path);
-    signature.inputs.push_back(
-        {is_param ? InputKind::kParameter : InputKind::kBuffer, name, path, {}});
-    state[name] = tensor;
+  for (LiftedState& lifted : lift_parameters(graph, module)) {
+    signature.inputs.push_back({lifted.parameter ? InputKind::kParameter : InputKind::kBuffer,
+                                lifted.name,
+                                lifted.path,
+                                {}});
+    state[lifted.name] = std::move(lifted.tensor);
   }
   // User placeholders come in the order their keys were read; each is
   // called by its key's joined name, which need not be an identifier.
