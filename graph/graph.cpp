@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <new>
 #include <string_view>
 #include <unordered_set>
 
@@ -34,17 +36,60 @@ Graph::InsertGuard::InsertGuard(Graph& graph, Node* before)
 
 Graph::InsertGuard::~InsertGuard() { graph_.insert_before_ = previous_; }
 
+// Storage for kNodesPerBlock nodes, constructed in place one by one.
+struct Graph::NodeBlock {
+  static constexpr size_t kNodesPerBlock = 64;
+  alignas(Node) std::byte bytes[kNodesPerBlock * sizeof(Node)];
+};
+
 Graph::Graph() : generation_(next_generation()) {}
-Graph::~Graph() {
+Graph::~Graph() { destroy_nodes(); }
+
+void Graph::destroy_nodes() noexcept {
   // Drop every edge first so that destruction order does not matter.
-  for (auto& node : owned_) node->users_.clear();
+  for (Node* node : owned_) node->users_.clear();
+  for (Node* node : owned_) node->~Node();
+  owned_.clear();
+  blocks_.clear();
+  first_ = last_ = nullptr;
+  size_ = 0;
 }
+
+void* Graph::node_storage() {
+  const size_t slot = owned_.size() % NodeBlock::kNodesPerBlock;
+  if (blocks_.size() * NodeBlock::kNodesPerBlock == owned_.size()) {
+    blocks_.push_back(std::unique_ptr<NodeBlock>(new NodeBlock));  // left uninitialised
+  }
+  // Room to record the node, so that recording it cannot throw (grown geometrically).
+  if (owned_.size() == owned_.capacity()) owned_.reserve(std::max<size_t>(64, 2 * owned_.size()));
+  return blocks_.back()->bytes + slot * sizeof(Node);
+}
+
+void Graph::link_before(Node* node, Node* before) {
+  node->next_ = before;
+  node->prev_ = before ? before->prev_ : last_;
+  (node->prev_ ? node->prev_->next_ : first_) = node;
+  (before ? before->prev_ : last_) = node;
+  ++size_;
+}
+
+void Graph::unlink(Node* node) {
+  (node->prev_ ? node->prev_->next_ : first_) = node->next_;
+  (node->next_ ? node->next_->prev_ : last_) = node->prev_;
+  node->prev_ = nullptr;  // next_ stays: see Node::next_
+  --size_;
+}
+
 Graph::Graph(Graph&& other) noexcept : generation_(0) { *this = std::move(other); }
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this == &other) return *this;
-  nodes_ = std::move(other.nodes_);
+  destroy_nodes();
+  first_ = other.first_;
+  last_ = other.last_;
+  size_ = other.size_;
   owned_ = std::move(other.owned_);
+  blocks_ = std::move(other.blocks_);
   names_ = std::move(other.names_);
   insert_before_ = other.insert_before_;
   generation_ = other.generation_;
@@ -54,8 +99,10 @@ Graph& Graph::operator=(Graph&& other) noexcept {
   if (home_) *home_ = this;
   if (other.home_) *other.home_ = &other;
   other.insert_before_ = nullptr;
-  other.nodes_.clear();
+  other.first_ = other.last_ = nullptr;
+  other.size_ = 0;
   other.owned_.clear();
+  other.blocks_.clear();
   other.generation_ = next_generation();
   return *this;
 }
@@ -69,8 +116,8 @@ void Graph::bump_generation() { generation_ = next_generation(); }
 
 std::vector<Node*> Graph::node_list() const {
   std::vector<Node*> out;
-  out.reserve(nodes_.size());
-  for (Node* node : nodes_) out.push_back(node);
+  out.reserve(size_);
+  for (Node* node = first_; node; node = node->next_) out.push_back(node);
   return out;
 }
 
@@ -88,14 +135,12 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
   Node::check_target(op, target, [] { return std::string(); });
   const std::string name =
       names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
-  std::unique_ptr<Node> node(new Node(home(), name, op, std::move(target)));
-  Node* raw = node.get();
+  Node* raw = new (node_storage()) Node(home(), name, op, std::move(target));
+  raw->index_ = owned_.size();
+  owned_.push_back(raw);  // room was reserved: cannot throw
   // Appending goes before an existing output node, which stays last.
   Node* before = insert_before_ ? insert_before_ : output_node();
-  auto where = (before && op != OpCode::kOutput) ? before->position_ : nodes_.end();
-  raw->position_ = nodes_.insert(where, raw);
-  raw->index_ = owned_.size();
-  owned_.push_back(std::move(node));
+  link_before(raw, op != OpCode::kOutput ? before : nullptr);
   raw->args_ = std::move(args);
   raw->kwargs_ = std::move(kwargs);
   raw->add_uses();
@@ -131,8 +176,8 @@ Node* Graph::output(Argument result) {
 }
 
 Node* Graph::output_node() const {
-  if (nodes_.empty() || nodes_.back()->op_ != OpCode::kOutput) return nullptr;
-  return nodes_.back();
+  if (!last_ || last_->op_ != OpCode::kOutput) return nullptr;
+  return last_;
 }
 
 Graph::InsertGuard Graph::inserting_before(Node* node) {
@@ -142,8 +187,7 @@ Graph::InsertGuard Graph::inserting_before(Node* node) {
 
 Graph::InsertGuard Graph::inserting_after(Node* node) {
   if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
-  auto next = std::next(node->position_);
-  return InsertGuard(*this, next == nodes_.end() ? nullptr : *next);
+  return InsertGuard(*this, node->next_);
 }
 
 void Graph::erase_node(Node* node) {
@@ -156,7 +200,7 @@ void Graph::erase_node(Node* node) {
   }
   if (insert_before_ == node) insert_before_ = nullptr;
   node->remove_uses();
-  nodes_.erase(node->position_);
+  unlink(node);
   // The node stays allocated (owned_) as a handle that no longer belongs to a graph.
   node->home_ = nullptr;
   bump_generation();
@@ -168,7 +212,7 @@ void Graph::rename(Node* node, const std::string& name) {
     fail<GraphError>("cannot rename %{} to '{}': not a legal, unreserved identifier", node->name_,
                      name);
   }
-  for (const auto& other : nodes_) {
+  for (const auto& other : nodes()) {
     if (other->name_ == name) {
       fail<GraphError>("cannot rename %{} to '{}': the name is taken", node->name_, name);
     }
@@ -180,7 +224,7 @@ void Graph::rename(Node* node, const std::string& name) {
 
 void Graph::rename_all(const std::function<std::string(const Node&)>& hint_of) {
   Namespace fresh;
-  for (Node* node : nodes_) {
+  for (Node* node : nodes()) {
     const std::string hint = hint_of(*node);
     node->name_ = fresh.create_name(hint.empty() ? default_name(node->op_, node->target_) : hint);
   }
@@ -205,7 +249,7 @@ Argument Graph::graph_copy(const Graph& other, std::unordered_map<const Node*, N
     if (it == value_map.end()) throw InternalError("graph_copy: %" + n->name() + " not copied yet");
     return it->second;
   };
-  for (const auto& node : other.nodes_) {
+  for (const auto& node : other.nodes()) {
     if (node->op_ == OpCode::kOutput) {
       return map_nodes(node->args_.at(0), lookup);
     }
@@ -238,12 +282,12 @@ size_t Graph::eliminate_dead_code() {
 }
 
 void Graph::lint() const {
-  NodeSet defined;  // the nodes before the one checked (the ownership check comes first)
+  NodeSet defined;          // the nodes before the one checked (the ownership check comes first)
   size_t edges = 0;         // (input, reader) pairs, each input once per reader
   size_t listed_users = 0;  // entries of all users sets
-  for (const Node* node : nodes_) {
+  for (const Node* node : nodes()) {
     if (node->owner() != this) fail<GraphError>("lint: %{} is owned by another graph", node->name_);
-    if (node->op_ == OpCode::kOutput && std::next(node->position_) != nodes_.end()) {
+    if (node->op_ == OpCode::kOutput && node->next_ != nullptr) {
       fail<GraphError>("lint: output node %{} is not the last node", node->name_);
     }
     if (node->op_ == OpCode::kPlaceholder || node->op_ == OpCode::kCallMethod) {
@@ -274,7 +318,7 @@ void Graph::lint() const {
   // the sets hold as many entries as there are edges, they list nothing else. Otherwise find
   // the user that does not read its node, to name it.
   if (listed_users == edges) return;
-  for (const Node* node : nodes_) {
+  for (const Node* node : nodes()) {
     for (const Node* user : node->users_) {
       if (user->owner() != this || !user->input_nodes().contains(node)) {
         fail<GraphError>("lint: %{} lists %{} as a user, but %{} does not read it", node->name_,

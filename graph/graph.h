@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
-#include <list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -27,12 +26,8 @@ namespace tdfx {
 ///     std::cout << g;   // graph(): %x : [#users=1] = placeholder[target=x] ...
 class Graph {
  public:
-  /// The nodes in program order. The graph owns them elsewhere (owned_), so that a
-  /// node erased from this list stays a valid handle until the graph dies.
-  using NodeList = std::list<Node*>;
-
   /// Iterates the nodes as `Node*`, in program order: `for (Node* n : graph.nodes())`,
-  /// `for (auto& n : graph.nodes())` (a `Node* const&`).
+  /// `for (auto& n : graph.nodes())` (a `Node* const&`, valid until the iterator moves on).
   class Iterator {
    public:
     using iterator_category = std::forward_iterator_tag;
@@ -42,23 +37,23 @@ class Graph {
     using reference = Node* const&;
 
     Iterator() = default;
-    explicit Iterator(NodeList::const_iterator it) : it_(it) {}
-    reference operator*() const { return *it_; }
-    pointer operator->() const { return &*it_; }
+    explicit Iterator(Node* node) : node_(node) {}
+    reference operator*() const { return node_; }
+    pointer operator->() const { return &node_; }
     Iterator& operator++() {
-      ++it_;
+      node_ = node_->next_;
       return *this;
     }
     Iterator operator++(int) {
       Iterator before = *this;
-      ++it_;
+      node_ = node_->next_;
       return before;
     }
-    bool operator!=(const Iterator& other) const { return it_ != other.it_; }
-    bool operator==(const Iterator& other) const { return it_ == other.it_; }
+    bool operator!=(const Iterator& other) const { return node_ != other.node_; }
+    bool operator==(const Iterator& other) const { return node_ == other.node_; }
 
    private:
-    NodeList::const_iterator it_;
+    Node* node_ = nullptr;
   };
 
   /// A view of the nodes for range-for loops.
@@ -88,8 +83,8 @@ class Graph {
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
-  NodeRange nodes() const { return {Iterator(nodes_.begin()), Iterator(nodes_.end())}; }
-  size_t size() const { return nodes_.size(); }
+  NodeRange nodes() const { return {Iterator(first_), Iterator(nullptr)}; }
+  size_t size() const { return size_; }
   /// The nodes as a vector, for reverse walks and indexing.
   std::vector<Node*> node_list() const;
 
@@ -161,9 +156,24 @@ class Graph {
   uint64_t generation_;
   /// New nodes go before this one; nullptr appends.
   Node* insert_before_ = nullptr;
-  NodeList nodes_;
-  /// Every node created, erased ones included: Node* handles never dangle.
-  std::vector<std::unique_ptr<Node>> owned_;
+  /// The nodes in program order: a list linked through Node::prev_ and Node::next_.
+  Node* first_ = nullptr;
+  Node* last_ = nullptr;
+  size_t size_ = 0;
+  /// Every node created, erased ones included (Node* handles never dangle until the graph
+  /// dies), by Node::index(). They live in blocks_, in creation order: the nodes of a graph
+  /// built in program order lie one after another in memory, which a walk of a large graph
+  /// needs more than anything else (each node in a heap allocation of its own cost a cache
+  /// miss per node per pass).
+  std::vector<Node*> owned_;
+  struct NodeBlock;
+  std::vector<std::unique_ptr<NodeBlock>> blocks_;
+  /// Room for one more node, in the last block or a new one.
+  void* node_storage();
+  /// Destroys every node (the graph is empty afterwards, its blocks freed).
+  void destroy_nodes() noexcept;
+  void link_before(Node* node, Node* before);
+  void unlink(Node* node);
   /// A cell holding this graph's address, which its nodes point to (Node::owner()); made with
   /// the first node, and moved with the nodes.
   std::unique_ptr<Graph*> home_;

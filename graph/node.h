@@ -14,7 +14,6 @@
 #include <functional>
 #include <iosfwd>
 #include <iterator>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -273,7 +272,10 @@ class Node {
   OrderedNodeSet users_;
   NodeMeta meta_;
   std::shared_ptr<const Graph> body_;
-  std::list<Node*>::iterator position_;
+  // The graph's node order, linked through the nodes themselves: a walk touches only nodes.
+  // An erased node keeps `next_` (its last successor) and loses `prev_`.
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
 };
 
 /// Per-node facts of one graph's nodes, indexed by Node::index(): what a pass keeps for each

@@ -355,6 +355,43 @@ TEST_CASE("graph: a move hands the nodes to the new graph and leaves the old one
   b.lint();
 }
 
+TEST_CASE("graph: nodes inserted anywhere and erased keep program order across storage blocks") {
+  // Nodes live in blocks of 64, linked in program order: insert at the front, in the middle
+  // and before the output, erase some, move the graph, and the order is what was asked for.
+  Graph g;
+  Node* x = g.placeholder("x");
+  std::vector<Node*> chain;
+  Node* last = x;
+  for (int i = 0; i < 150; ++i) chain.push_back(last = g.call_function(relu(), {last}));
+  g.output(last);
+  Node* early;
+  {
+    auto guard = g.inserting_before(chain[0]);
+    early = g.placeholder("early");  // before the first op, after x
+  }
+  Node* middle;
+  {
+    auto guard = g.inserting_after(chain[99]);
+    middle = g.call_function(relu(), {chain[99]});
+  }
+  // Erase an op of the tail once its users read its input instead.
+  chain[120]->replace_all_uses_with(chain[119]);
+  g.erase_node(chain[120]);
+  Graph moved = std::move(g);
+  moved.lint();
+  std::vector<Node*> order = moved.node_list();
+  CHECK(order.size() == 1 + 1 + 150 + 1 + 1 - 1);
+  CHECK(moved.size() == order.size());
+  CHECK(order[0] == x);
+  CHECK(order[1] == early);
+  CHECK(order[2] == chain[0]);
+  CHECK(order[2 + 100] == middle);
+  CHECK(order.back() == moved.output_node());
+  CHECK(std::find(order.begin(), order.end(), chain[120]) == order.end());
+  CHECK(chain[120]->erased());
+  CHECK(chain[119]->index() == 119 + 1);  // indices count creation, not position
+}
+
 TEST_CASE("graph: rename checks the name") {
   Graph g;
   Node* x = g.placeholder("x");
