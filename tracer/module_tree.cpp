@@ -130,10 +130,15 @@ std::string short_type_of(std::string_view cpp_name) {
 
 namespace {
 
-/// Elements of `tensors` (parameters or buffers).
-int64_t elements(const std::vector<at::Tensor>& tensors) {
+/// Elements of the parameters (or the buffers) of `module` and its children, as
+/// parameters(true) would list them, without making the path of each.
+int64_t elements(const torch::nn::Module& module, bool parameters) {
   int64_t n = 0;
-  for (const at::Tensor& t : tensors) n += t.numel();
+  module.apply([&](const torch::nn::Module& m) {
+    for (const at::Tensor& t : parameters ? m.parameters(false) : m.buffers(false)) {
+      if (t.defined()) n += t.numel();
+    }
+  });
   return n;
 }
 
@@ -146,14 +151,14 @@ ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace
   if (const auto* seq = dynamic_cast<const TensorDictSequential*>(&module)) {
     box.type = "TensorDictSequential";
     box.sequential = true;
-    box.parameters = elements(seq->parameters(true));
-    box.buffers = elements(seq->buffers(true));
+    box.parameters = elements(*seq, true);
+    box.buffers = elements(*seq, false);
   } else if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
     const torch::nn::Module& inner = *td->inner_ptr();
     box.label = detail::describe_module(inner);
     box.type = detail::short_type(inner);
-    box.parameters = elements(inner.parameters(true));
-    box.buffers = elements(inner.buffers(true));
+    box.parameters = elements(inner, true);
+    box.buffers = elements(inner, false);
   } else {
     box.type = detail::short_type(module);
   }

@@ -84,9 +84,9 @@ void TDGraphModule::note_input_meta() {
 void TDGraphModule::note_modes() {
   if (!root_) return;
   // Paths are found only for an error (check_modes): a trace does not build one per module.
-  for (const auto& module : root_->modules(true)) {
+  root_->apply([this](const std::shared_ptr<torch::nn::Module>& module) {
     modes_.push_back({module, module->is_training()});
-  }
+  });
 }
 
 void TDGraphModule::check_modes() const {
