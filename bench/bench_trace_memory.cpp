@@ -10,8 +10,11 @@
 //   kept   symbolic_trace the chain and keep the traced module (the graph's memory: what the
 //          trace retains).
 // Each reports its peak resident size above the start (VmHWM − VmRSS at start); kept also
-// what the live heap grew by (mallinfo2), the traced module's own memory. Usage: bench_trace_memory
-// [N ...] (default 100 1000 10000).
+// what the live heap grew by (mallinfo2), the traced module's own memory. The eager and trace
+// children run twice more, warmed: their setup first runs the same on a chain of one module,
+// so that what a process pays once (LibTorch's first-use initialisation, the recorder's
+// dispatcher fallback registered on the first trace) is not in the figure. Usage:
+// bench_trace_memory [N ...] (default 100 1000 10000).
 #include <ATen/ops/randn.h>
 #include <malloc.h>
 #include <sys/wait.h>
@@ -87,8 +90,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
   if (sizes.empty()) sizes = {100, 1000, 10000};
-  std::printf("%8s %10s %10s %10s %s\n", "N", "eager MB", "trace MB", "graph MB",
-              "trace / (eager + graph)");
+  std::printf("%8s %10s %10s %10s %8s | warmed: %10s %10s %8s\n", "N", "eager MB", "trace MB",
+              "graph MB", "ratio", "eager MB", "trace MB", "ratio");
   for (const int64_t n : sizes) {
     std::shared_ptr<tdfx::TensorDictSequential> pipeline;
     tdfx::TensorDict input;
@@ -96,17 +99,32 @@ int main(int argc, char** argv) {
       pipeline = tdfx::bench::chain(n).pipeline;
       input = tdfx::TensorDict({{"h0", at::randn({16, 64})}}, {16});
     };
-    const auto eager = measure(setup, [&] {
+    auto eager_run = [&] {
       tdfx::TensorDict work(input);
       pipeline->forward(work);
-    });
-    const auto trace = measure(setup, [&] { tdfx::symbolic_trace(pipeline, input); });
+    };
+    auto trace_run = [&] { tdfx::symbolic_trace(pipeline, input); };
+    // The same on a chain of one module, then the chain of n set up.
+    auto warmed = [&](const std::function<void()>& run) {
+      return [&, run] {
+        pipeline = tdfx::bench::chain(1).pipeline;
+        input = tdfx::TensorDict({{"h0", at::randn({16, 64})}}, {16});
+        run();
+        setup();
+      };
+    };
+    const auto eager = measure(setup, eager_run);
+    const auto trace = measure(setup, trace_run);
     static std::optional<tdfx::TDGraphModule> kept_module;
     const auto kept =
         measure(setup, [&] { kept_module.emplace(tdfx::symbolic_trace(pipeline, input)); });
+    const auto warm_eager = measure(warmed(eager_run), eager_run);
+    const auto warm_trace = measure(warmed(trace_run), trace_run);
     const double graph = kept.second;
-    std::printf("%8lld %10.1f %10.1f %10.1f %.2f\n", static_cast<long long>(n), eager.first,
-                trace.first, graph, trace.first / (eager.first + graph));
+    std::printf("%8lld %10.1f %10.1f %10.1f %8.2f | warmed: %10.1f %10.1f %8.2f\n",
+                static_cast<long long>(n), eager.first, trace.first, graph,
+                trace.first / (eager.first + graph), warm_eager.first, warm_trace.first,
+                warm_trace.first / (warm_eager.first + graph));
   }
   return 0;
 }
