@@ -79,9 +79,11 @@ class TDGraphModule {
   const std::shared_ptr<TensorDictModuleBase>& pipeline() const { return pipeline_; }
   const std::string& root_prefix() const { return root_prefix_; }
   /// What runs: the flat op-level program graph (every leaf's ops inline, each input key a
-  /// placeholder in input_keys() order, aten calls only, named as torch.export names them),
-  /// derived from graph() by one pass, at the trace and at each recompile().
-  /// export_program(const TDGraphModule&) exports it.
+  /// placeholder in input_keys() order, aten calls only, named as torch.export names them).
+  /// A trace runs it as recorded and pruned; its nodes get their modules and names on the
+  /// first call of this (or of graph(), or when an error names a node), not before: a trace
+  /// that is only run never pays for them. Each recompile() lowers the edited graph() into a
+  /// new one. export_program(const TDGraphModule&) exports it.
   const Graph& program_graph() const;
   /// The forward code, byte-identical to torch.fx's `GraphModule.code`.
   std::string code() const;
