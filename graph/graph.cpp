@@ -223,13 +223,17 @@ void Graph::rename(Node* node, const std::string& name) {
 }
 
 void Graph::rename_all(const std::function<std::string(const Node&)>& hint_of) {
+  rename_keeping_generation(hint_of);
+  bump_generation();
+}
+
+void Graph::rename_keeping_generation(const std::function<std::string(const Node&)>& hint_of) {
   Namespace fresh;
   for (Node* node : nodes()) {
     const std::string hint = hint_of(*node);
     node->name_ = fresh.create_name(hint.empty() ? default_name(node->op_, node->target_) : hint);
   }
   names_ = std::move(fresh);
-  bump_generation();
 }
 
 Node* Graph::node_copy(const Node& node, const std::function<Node*(Node*)>& arg_map) {

@@ -151,6 +151,10 @@ class Graph {
 
  private:
   friend class Node;
+  friend class GraphModule;  // rename_nodes: see rename_keeping_generation
+  /// rename_all without a new generation(): for a graph compiled into a plan, which runs nodes,
+  /// not names, and which another thread may be running (it checks generation() each run).
+  void rename_keeping_generation(const std::function<std::string(const Node&)>& hint_of);
   /// Gives the graph a new generation(); every edit calls it.
   void bump_generation();
   uint64_t generation_;

@@ -509,9 +509,8 @@ void GraphModule::compile(const Attributes& attributes) {
 }
 
 void GraphModule::rename_nodes(const std::function<std::string(const Node&)>& hint_of) {
-  const bool current = graph_.generation() == plan_generation_;
-  graph_.rename_all(hint_of);
-  if (current) plan_generation_ = graph_.generation();
+  // The generation stays: a run on another thread checks it, and the plan is still the graph's.
+  graph_.rename_keeping_generation(hint_of);
 }
 
 const detail::Plan& GraphModule::plan() const {

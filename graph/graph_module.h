@@ -55,8 +55,9 @@ class GraphModule {
   Graph& mutable_graph() { return graph_; }
   /// Lints the graph and rebuilds the plan after edits.
   void recompile();
-  /// Renames every node (Graph::rename_all) without making the plan stale: the plan runs nodes,
-  /// not names. A trace names its program this way when it is first looked at.
+  /// Renames every node as Graph::rename_all does, but without making the plan stale (the plan
+  /// runs nodes, not names) and without a new generation, so that a run on another thread is
+  /// not refused meanwhile. A trace names its program this way when it is first looked at.
   void rename_nodes(const std::function<std::string(const Node&)>& hint_of);
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
   /// The compiled plan (internal: Interpreter walks it). GraphError when the graph was

@@ -232,6 +232,37 @@ TEST_CASE("trace: two threads trace different pipelines at the same time") {
   CHECK(nested_text == golden("nested_sequential.graph.txt"));
 }
 
+TEST_CASE("trace: a traced module runs on one thread while another first looks at its program") {
+  // The program is named, and given its modules, on the first look (program_graph(), graph()),
+  // in place, while it may be running: runs are neither refused as after an edit nor changed.
+  const auto pipeline = seed_sequential();
+  const TensorDict input = seed_sequential_input();
+  const std::string expected_program = to_string(symbolic_trace(pipeline, input).program_graph());
+  const std::vector<at::Tensor> expected = symbolic_trace(pipeline, input).run(input);
+  for (int round = 0; round < 10; ++round) {
+    const TDGraphModule traced = symbolic_trace(pipeline, input);
+    std::string error;
+    bool same = true;
+    std::thread runner([&] {
+      try {
+        for (int i = 0; i < 50; ++i) {
+          const std::vector<at::Tensor> out = traced.run(input);
+          for (size_t k = 0; k < out.size(); ++k) same = same && out[k].equal(expected[k]);
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    const std::string program = to_string(traced.program_graph());
+    const std::string view = to_string(traced.graph());
+    runner.join();
+    CHECK(error.empty());
+    CHECK(same);
+    CHECK(program == expected_program);
+    CHECK(view == golden("seed_sequential.graph.txt"));
+  }
+}
+
 TEST_CASE("trace: the samples print the golden graph and code and report bit-identical outputs") {
   // Each sample's whole output: the golden graph and code, then its verdict on each out key.
   struct Sample {
