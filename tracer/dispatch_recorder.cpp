@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <deque>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -144,9 +145,56 @@ struct DispatchRecorder::Followed {
   bool saved = false;
 };
 
+// The tensors a recording follows, by their TensorImpl's address: an open-addressing table of
+// (address, entry index) over a deque of entries. A lookup probes one flat array instead of
+// chasing a hash node per tensor (a recording looks up every tensor argument of every op), and
+// the entries keep their addresses (nothing is removed while a recording lasts).
+class DispatchRecorder::FollowedTable {
+ public:
+  Followed* find(const c10::TensorImpl* key) {
+    if (slots_.empty()) return nullptr;
+    const Slot& slot = slots_[slot_of(key)];
+    return slot.key ? &entries_[slot.index] : nullptr;
+  }
+  // The entry of `tensor`, made (following it) when there is none.
+  Followed& get_or_add(const at::Tensor& tensor) {
+    const c10::TensorImpl* key = tensor.unsafeGetTensorImpl();
+    if ((entries_.size() + 1) * 2 > slots_.size()) grow();
+    Slot& slot = slots_[slot_of(key)];
+    if (slot.key) return entries_[slot.index];
+    entries_.emplace_back(tensor);
+    slot = {key, entries_.size() - 1};
+    return entries_.back();
+  }
+
+ private:
+  struct Slot {
+    const c10::TensorImpl* key = nullptr;
+    size_t index = 0;
+  };
+  // The slot holding `key`, or the empty slot where it would go.
+  size_t slot_of(const c10::TensorImpl* key) const {
+    const size_t mask = slots_.size() - 1;
+    // Addresses are 16-byte aligned: mix the bits above before masking.
+    size_t i = (reinterpret_cast<uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull >> 20 & mask;
+    while (slots_[i].key && slots_[i].key != key) i = (i + 1) & mask;
+    return i;
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    for (const Slot& slot : old) {
+      if (slot.key) slots_[slot_of(slot.key)] = slot;
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::deque<Followed> entries_;
+};
+
 DispatchRecorder::DispatchRecorder(Graph& graph)
     : graph_(graph),
-      followed_(std::make_unique<std::unordered_map<const c10::TensorImpl*, Followed>>()),
+      followed_(std::make_unique<FollowedTable>()),
       targets_(std::make_unique<std::unordered_map<const void*, Target>>()) {}
 
 DispatchRecorder::~DispatchRecorder() = default;
@@ -175,13 +223,12 @@ void DispatchRecorder::bind(const at::Tensor& tensor, Node* node) {
 }
 
 void DispatchRecorder::bind_result(const at::Tensor& tensor, Node* node) {
-  Followed& entry = followed_->try_emplace(tensor.unsafeGetTensorImpl(), tensor).first->second;
-  entry.node = node;
+  followed_->get_or_add(tensor).node = node;
 }
 
 const std::string& DispatchRecorder::bind_state(const at::Tensor& tensor, std::string path) {
   if (!tensor.defined()) throw InternalError("DispatchRecorder::bind_state: an undefined tensor");
-  Followed& entry = followed_->try_emplace(tensor.unsafeGetTensorImpl(), tensor).first->second;
+  Followed& entry = followed_->get_or_add(tensor);
   if (entry.state) return entry.path;  // shared by two modules: read at its first path
   entry.state = true;
   entry.path = std::move(path);
@@ -189,9 +236,9 @@ const std::string& DispatchRecorder::bind_state(const at::Tensor& tensor, std::s
 }
 
 void DispatchRecorder::save_before_write(const at::Tensor& tensor) {
-  auto it = followed_->find(tensor.unsafeGetTensorImpl());
-  if (it == followed_->end() || !it->second.state || it->second.saved) return;
-  it->second.saved = true;
+  Followed* entry = followed_->find(tensor.unsafeGetTensorImpl());
+  if (!entry || !entry->state || entry->saved) return;
+  entry->saved = true;
   saved_.emplace_back(tensor, tensor.detach().clone());
 }
 
@@ -243,9 +290,8 @@ Node* DispatchRecorder::created(Node* node) {
 
 Node* DispatchRecorder::node_of(const at::Tensor& tensor) const {
   if (!tensor.defined()) return nullptr;
-  auto it = followed_->find(tensor.unsafeGetTensorImpl());
-  if (it == followed_->end()) return nullptr;
-  return it->second.node;
+  Followed* entry = followed_->find(tensor.unsafeGetTensorImpl());
+  return entry ? entry->node : nullptr;
 }
 
 const Target& DispatchRecorder::target_of(const c10::OperatorHandle& op) {
@@ -269,8 +315,8 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
       if (t.scalar_type() == at::kBool) return t.item<bool>();
       return t.item<int64_t>();
     }
-    auto it = followed_->find(t.unsafeGetTensorImpl());
-    if (it == followed_->end() || (!it->second.node && !it->second.state)) {
+    Followed* entry = followed_->find(t.unsafeGetTensorImpl());
+    if (!entry || (!entry->node && !entry->state)) {
       if (subject) {
         fail<TraceError>(
             "{}: the module uses a tensor the trace does not follow ({} {}, not a parameter, a "
@@ -283,17 +329,16 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
           "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
           op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
     }
-    if (!it->second.node) {
+    if (!entry->node) {
       // Named from its path as it is (`_0_module_fc_weight`): the program pass names it again.
-      Node* read =
-          graph_.create_node(OpCode::kGetAttr, Target(it->second.path), {}, {}, it->second.path);
+      Node* read = graph_.create_node(OpCode::kGetAttr, Target(entry->path), {}, {}, entry->path);
       TensorMeta& meta = read->meta().tensor;
       meta.dtype = t.scalar_type();
       meta.shape = t.sizes().vec();
       meta.device = t.device();
-      it->second.node = created(read);
+      entry->node = created(read);
     }
-    return it->second.node;
+    return entry->node;
   };
   if (value.isTensor()) return tensor_argument(value.toTensor());
   if (auto constant = constant_argument(value, formal.real_type())) return *constant;

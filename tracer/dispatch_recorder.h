@@ -124,6 +124,7 @@ class DispatchRecorder {
 
  private:
   struct Followed;
+  class FollowedTable;
   Argument argument(const c10::IValue& value, const c10::Argument& formal,
                     const c10::OperatorHandle& op);
   Node* created(Node* node);
@@ -133,7 +134,7 @@ class DispatchRecorder {
   std::string numbered(const std::string& base);
 
   Graph& graph_;
-  std::unique_ptr<std::unordered_map<const c10::TensorImpl*, Followed>> followed_;
+  std::unique_ptr<FollowedTable> followed_;
   std::unique_ptr<std::unordered_map<const void*, Target>> targets_;
   std::vector<ValueReadCall> value_reads_;
   /// How many ops were named from each base name.
