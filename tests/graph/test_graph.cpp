@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <list>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -390,6 +392,41 @@ TEST_CASE("graph: nodes inserted anywhere and erased keep program order across s
   CHECK(std::find(order.begin(), order.end(), chain[120]) == order.end());
   CHECK(chain[120]->erased());
   CHECK(chain[119]->index() == 119 + 1);  // indices count creation, not position
+}
+
+TEST_CASE("graph: random inserts and erases keep the order a plain list of the same edits keeps") {
+  // A model check of the node list: the same random edits on the graph and on a std::list of
+  // the nodes, compared after each, across several storage blocks and a move.
+  std::mt19937 random(20261205);
+  Graph g;
+  std::list<Node*> model;
+  Node* x = g.placeholder("x");
+  model.push_back(x);
+  auto pick = [&](size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(random); };
+  for (int step = 0; step < 600; ++step) {
+    const size_t choice = pick(10);
+    if (choice < 6 || model.size() < 3) {
+      // A relu of x, before a random node (or at the end).
+      const size_t at = pick(model.size() + 1);
+      if (at == 0) continue;  // nothing goes before the placeholder that it reads
+      auto where = std::next(model.begin(), static_cast<std::ptrdiff_t>(at));
+      Node* before = where == model.end() ? nullptr : *where;
+      auto guard = before ? g.inserting_before(before) : Graph::InsertGuard(g, nullptr);
+      model.insert(where, g.call_function(relu(), {x}));
+    } else {
+      // Erase a random op (none reads another).
+      auto it = std::next(model.begin(), static_cast<std::ptrdiff_t>(1 + pick(model.size() - 1)));
+      g.erase_node(*it);
+      model.erase(it);
+    }
+    REQUIRE(g.size() == model.size());
+    REQUIRE(g.node_list() == std::vector<Node*>(model.begin(), model.end()));
+  }
+  Graph moved = std::move(g);
+  moved.output(*moved.node_list().rbegin());
+  model.push_back(moved.output_node());
+  CHECK(moved.node_list() == std::vector<Node*>(model.begin(), model.end()));
+  moved.lint();
 }
 
 TEST_CASE("graph: rename checks the name") {
