@@ -3,7 +3,7 @@
 /// \file
 /// TracedView: what a trace works out only when it is first looked at. A trace runs its program
 /// as soon as it is pruned (program_pass.h); the program's nodes get their modules and
-/// torch.export names when the program is first asked for (named()), and the trace's FX view
+/// torch.export names when the program is first asked for (name_program()), and the FX view
 /// (fx_view.h) is made from the recording when it is first asked for (graph()). A trace that is
 /// only run does neither. The program's errors name a node as the view prints it
 /// (`%fc = call_module[target=0.module.fc]`), which makes both then.
