@@ -9,7 +9,6 @@
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
 #include "tdfx/tracer/dynamic_batch.h"
-#include "tdfx/tracer/fx_view.h"
 #include "tdfx/tracer/program_pass.h"
 
 namespace tdfx {
@@ -286,15 +285,10 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   detail::PipelineRecording& recording = recorded.recording;
   const detail::LiveNodes live(recording, trace);
   const detail::StateUpdates updates(recording);
-  const detail::LeafCalls leaves =
-      detail::find_leaf_calls(recording.graph, recording, live, updates, trace);
   if (recorded.divergence) {
-    detail::describe_modules(recording);
-    detail::refuse_divergence(
-        recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, trace),
-        module->describe());
+    detail::refuse_divergence(recorded, live, updates, trace, module->describe());
   }
-  detail::FlatProgram program = detail::flat_program(recording, live, leaves);
+  detail::FlatProgram program = detail::flat_program(recording, live, updates, trace);
   return export_program_graph(std::move(program.graph), "", *module, program.input_keys,
                               program.out_keys, detail::specialisation_of(recorded));
 }

@@ -8,6 +8,7 @@
 
 #include "tdfx/core/error.h"
 #include "tdfx/tracer/leaf_calls.h"
+#include "tdfx/tracer/program_pass.h"
 
 namespace tdfx::detail {
 namespace {
@@ -295,8 +296,13 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
   return out;
 }
 
-void refuse_divergence(const ContractRecording& recorded, const FxView& view,
+void refuse_divergence(ContractRecording& recorded, const LiveNodes& live,
+                       const StateUpdates& updates, const TraceOptions& options,
                        const std::string& subject) {
+  PipelineRecording& recording = recorded.recording;
+  describe_modules(recording);
+  const LeafCalls leaves = find_leaf_calls(recording.graph, recording, live, updates, options);
+  const FxView view = fx_view(recording.graph, recording, live, leaves, updates, options);
   const BatchDivergence& divergence = *recorded.divergence;
   // The printed node of the first op that differs, or of the next op that has one (a
   // parameter read folds into the op reading it).

@@ -77,9 +77,11 @@ std::optional<BatchDivergence> generalise_batch(PipelineRecording& traced, int64
                                                 const std::vector<PipelineRecording>& probes,
                                                 const std::vector<int64_t>& probe_batches);
 
-/// TraceError for a dynamic trace whose recordings part, naming the node of `view` the
-/// divergent op became (`%relu`, module `1`) and the batches it was recorded at.
-[[noreturn]] void refuse_divergence(const ContractRecording& recorded, const FxView& view,
+/// TraceError for a dynamic trace whose recordings part, naming the node of its FX view the
+/// divergent op became (`%relu`, module `1`) and the batches it was recorded at. The view is
+/// made from `recorded`'s recording (unpruned), with `live` and `updates` made from it.
+[[noreturn]] void refuse_divergence(ContractRecording& recorded, const LiveNodes& live,
+                                    const StateUpdates& updates, const TraceOptions& options,
                                     const std::string& subject);
 
 /// What a graph built from `recorded` promises about the batch: a static trace of an example

@@ -164,8 +164,10 @@ void give_modules(const Graph& program, PipelineRecording& recording, const Live
 }
 
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
-                         const LeafCalls& leaves) {
+                         const StateUpdates& updates, const TraceOptions& options) {
   FlatProgram out = prune_program(recording, live);
+  // Found on the pruned program, as a trace finds them when first looked at.
+  const LeafCalls leaves = find_leaf_calls(out.graph, recording, live, updates, options);
   give_modules(out.graph, recording, live, leaves);
   // Named afresh: the recorder named each op as it ran, before anything was known to be dead,
   // and a pruned op leaves no gap in the names.

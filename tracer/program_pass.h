@@ -66,10 +66,11 @@ class ProgramNames {
   NameScopes scopes_;
 };
 
-/// prune_program, find_leaf_calls' `leaves` given to the nodes (give_modules), and the nodes
-/// named by ProgramNames.
+/// prune_program; then the leaf calls found on the pruned program (find_leaf_calls, with
+/// `updates` and `options`) given to its nodes (give_modules), and the nodes named by
+/// ProgramNames: what a trace does in two steps, at once.
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
-                         const LeafCalls& leaves);
+                         const StateUpdates& updates, const TraceOptions& options);
 
 /// TraceError when a live node reads a tensor the recording saw only allocated (`empty`,
 /// `empty_like` and kin) and no recorded op wrote: its values were written outside the

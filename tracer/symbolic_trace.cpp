@@ -11,7 +11,6 @@
 #include "tdfx/graph/passes.h"
 #include "tdfx/graph/schema_arguments.h"
 #include "tdfx/tracer/dynamic_batch.h"
-#include "tdfx/tracer/fx_view.h"
 #include "tdfx/tracer/lower_view.h"
 #include "tdfx/tracer/program_pass.h"
 #include "tdfx/tracer/state_restore.h"
@@ -283,12 +282,7 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::LiveNodes live(recording, options);
   detail::StateUpdates updates(recording);
   if (recorded.divergence) {
-    detail::describe_modules(recording);
-    const detail::LeafCalls leaves =
-        detail::find_leaf_calls(recording.graph, recording, live, updates, options);
-    detail::refuse_divergence(
-        recorded, detail::fx_view(recording.graph, recording, live, leaves, updates, options),
-        module->describe());
+    detail::refuse_divergence(recorded, live, updates, options, module->describe());
   }
   // The program is the recording's live nodes, pruned in place, which runs as it is; its
   // modules and names and the view are worked out from the same nodes when first asked for
