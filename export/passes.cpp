@@ -4,6 +4,7 @@
 
 #include "tdfx/core/error.h"
 #include "tdfx/graph/schema_arguments.h"
+#include "tdfx/tracer/module_state.h"
 
 namespace tdfx {
 namespace {
@@ -127,8 +128,8 @@ std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) 
     attributes.erase(it);
     lifted.push_back({placeholder->name(), path, tensor, parameter});
   };
-  for (const auto& item : root.named_parameters(true)) lift(item.key(), item.value(), true);
-  for (const auto& item : root.named_buffers(true)) lift(item.key(), item.value(), false);
+  detail::for_each_state(root, [&](const std::string& path, const at::Tensor& tensor,
+                                   bool is_parameter) { lift(path, tensor, is_parameter); });
   if (!attributes.empty()) {
     fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
                      attributes.begin()->second.front()->name(), attributes.begin()->first);

@@ -17,6 +17,7 @@
 #include "tdfx/tracer/batch_check.h"
 #include "tdfx/tracer/builtin_layers.h"
 #include "tdfx/tracer/dispatch_recorder.h"
+#include "tdfx/tracer/module_state.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/state_restore.h"
 
@@ -151,23 +152,14 @@ class ProgramHook : public KeyAccessHook {
   }
 
  private:
-  // In named_parameters(true) order, then named_buffers(true) order; each module's path is
-  // stripped once, not each of its tensors' paths.
   void bind_parameters_and_buffers() {
-    std::vector<std::pair<std::string, const torch::nn::Module*>> modules;
-    module_.apply([&](const std::string& name, const torch::nn::Module& module) {
-      modules.emplace_back(strip_path_prefix(name, strip_), &module);
-    });
-    for (const auto& [prefix, module] : modules) {
-      for (const auto& item : module->named_parameters(false)) {
-        out_.parameter_paths.push_back(bind_state(join_path(prefix, item.key()), item.value()));
-      }
-    }
-    for (const auto& [prefix, module] : modules) {
-      for (const auto& item : module->named_buffers(false)) {
-        if (item.value().defined()) bind_state(join_path(prefix, item.key()), item.value());
-      }
-    }
+    for_each_state(
+        module_,
+        [&](std::string path, const at::Tensor& tensor, bool is_parameter) {
+          std::string bound = bind_state(std::move(path), tensor);
+          if (is_parameter) out_.parameter_paths.push_back(std::move(bound));
+        },
+        strip_);
   }
 
   // A tensor registered at several paths (a layer shared by two TensorDictModules) is read at
