@@ -128,8 +128,7 @@ std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) 
     attributes.erase(it);
     lifted.push_back({placeholder->name(), path, tensor, parameter});
   };
-  detail::for_each_state(root, [&](const std::string& path, const at::Tensor& tensor,
-                                   bool is_parameter) { lift(path, tensor, is_parameter); });
+  detail::for_each_state(root, lift);
   if (!attributes.empty()) {
     fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
                      attributes.begin()->second.front()->name(), attributes.begin()->first);

@@ -146,9 +146,10 @@ void describe_modules(PipelineRecording& recording) {
   }
 }
 
-void give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
-                  const LeafCalls& leaves) {
+LeafCalls give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
+                       const StateUpdates& updates, const TraceOptions& options) {
   describe_modules(recording);
+  LeafCalls leaves = find_leaf_calls(program, recording, live, updates, options);
   for (Node* node : program.nodes()) {
     if (node->op() == OpCode::kOutput) continue;
     // A parameter belongs to the leaf call that first reads it.
@@ -161,14 +162,13 @@ void give_modules(const Graph& program, PipelineRecording& recording, const Live
       recording.give_module(node, node->meta());
     }
   }
+  return leaves;
 }
 
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options) {
   FlatProgram out = prune_program(recording, live);
-  // Found on the pruned program, as a trace finds them when first looked at.
-  const LeafCalls leaves = find_leaf_calls(out.graph, recording, live, updates, options);
-  give_modules(out.graph, recording, live, leaves);
+  give_modules(out.graph, recording, live, updates, options);
   // Named afresh: the recorder named each op as it ran, before anything was known to be dead,
   // and a pruned op leaves no gap in the names.
   ProgramNames name_of(recording);

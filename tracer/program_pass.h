@@ -43,11 +43,13 @@ FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live);
 /// shows the modules needs them.
 void describe_modules(PipelineRecording& recording);
 
-/// Writes each node's module into its meta (td_module, module_path, module_type): the leaf
-/// call it belongs to (a parameter: the one that first reads it), else what the recording says
-/// (after describe_modules).
-void give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
-                  const LeafCalls& leaves);
+/// Finds the leaf calls of `program` (find_leaf_calls: the pruned program, so both a trace
+/// and export find them on the live nodes alone) and writes each node's module into its meta
+/// (td_module, module_path, module_type): the leaf call it belongs to (a parameter: the one
+/// that first reads it), else what the recording says (after describe_modules). Returns the
+/// leaf calls, which the FX view is made with.
+LeafCalls give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
+                       const StateUpdates& updates, const TraceOptions& options);
 
 /// The name each program node takes, for Graph::rename_all: as the tensordict prototype tracer
 /// names it in the TensorDictModule call that recorded it (name_scopes.h), a parameter by its
@@ -66,9 +68,8 @@ class ProgramNames {
   NameScopes scopes_;
 };
 
-/// prune_program; then the leaf calls found on the pruned program (find_leaf_calls, with
-/// `updates` and `options`) given to its nodes (give_modules), and the nodes named by
-/// ProgramNames: what a trace does in two steps, at once.
+/// prune_program, give_modules and the nodes named by ProgramNames: what a trace does in two
+/// steps (the second when first looked at), at once.
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options);
 

@@ -43,8 +43,7 @@ void TracedView::name_program() const {
     if (!runner_) throw InternalError("TracedView: the program is asked for before it is made");
     Source& s = *source_;  // give_modules describes its modules
     const Graph& program = runner_->graph();
-    leaves_ = find_leaf_calls(program, s.recording, s.live, s.updates, s.options);
-    give_modules(program, s.recording, s.live, *leaves_);
+    leaves_ = give_modules(program, s.recording, s.live, s.updates, s.options);
     ProgramNames name_of(s.recording);
     runner_->rename_nodes([&](const Node& node) { return name_of(node); });
   });
