@@ -5,6 +5,7 @@
 // "h{i}" and writing "h{i+1}", on a 16×64 input. Goal: linear in N ("us_per_module" stays
 // flat), and at most 2× BM_EagerChain/N, measured beside it in the same run.
 // BM_TraceChainShown/N: the trace and its FX view, built when first shown (graph()).
+// BM_TraceChainThenRun/N: the trace and its first run, which compiles its plan.
 // BM_TraceChainDynamic/N: the same with TraceOptions::dynamic_batch (four recordings).
 //
 // BM_EagerChain/N: the same chain run eagerly.
@@ -52,32 +53,46 @@ void count_per_module(benchmark::State& state, int64_t length) {
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
-// Traces the chain of state.range(0) modules with `options` in each iteration; `show` also
-// builds the FX view (graph()), as printing the trace would.
-void trace_chain(benchmark::State& state, const tdfx::TraceOptions& options, bool show) {
+// What trace_chain does with each trace besides making it.
+enum class AfterTrace { kNothing, kShow, kRun };
+
+// Traces the chain of state.range(0) modules with `options` in each iteration; kShow also
+// builds the FX view (graph()), as printing the trace would; kRun runs the traced module once
+// (its first run compiles its plan).
+void trace_chain(benchmark::State& state, const tdfx::TraceOptions& options, AfterTrace after) {
   const int64_t length = state.range(0);
   const auto seq = chain(length);
   const tdfx::TensorDict td = chain_input();
   for (auto _ : state) {
     auto gm = tdfx::symbolic_trace(seq, td, options);
-    if (show) benchmark::DoNotOptimize(gm.graph().size());
+    if (after == AfterTrace::kShow) benchmark::DoNotOptimize(gm.graph().size());
+    if (after == AfterTrace::kRun) {
+      tdfx::TensorDict work(td);
+      gm.forward(work);
+      benchmark::DoNotOptimize(work);
+    }
     benchmark::DoNotOptimize(gm);
   }
   state.SetItemsProcessed(state.iterations() * length);
   count_per_module(state, length);
 }
 
-void BM_TraceChain(benchmark::State& state) { trace_chain(state, {}, false); }
+void BM_TraceChain(benchmark::State& state) { trace_chain(state, {}, AfterTrace::kNothing); }
 BENCHMARK(BM_TraceChain)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 // A trace that is then shown: symbolic_trace and the FX view it builds on first use (graph()).
-void BM_TraceChainShown(benchmark::State& state) { trace_chain(state, {}, true); }
+void BM_TraceChainShown(benchmark::State& state) { trace_chain(state, {}, AfterTrace::kShow); }
 BENCHMARK(BM_TraceChainShown)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
+
+// A trace that is then run once, its plan compiled on that first run: compare with two eager
+// forwards (BM_EagerChain).
+void BM_TraceChainThenRun(benchmark::State& state) { trace_chain(state, {}, AfterTrace::kRun); }
+BENCHMARK(BM_TraceChainThenRun)->Arg(100)->Arg(1000)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 void BM_TraceChainDynamic(benchmark::State& state) {
   tdfx::TraceOptions options;
   options.dynamic_batch = true;
-  trace_chain(state, options, false);
+  trace_chain(state, options, AfterTrace::kNothing);
 }
 BENCHMARK(BM_TraceChainDynamic)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 

@@ -3,6 +3,8 @@
 #include <ATen/ScalarOps.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -487,29 +489,54 @@ GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
   recompile();
 }
 
+namespace detail {
+
+// What a GraphModule compiles on its first run, once however many threads start it. The
+// mutex also keeps rename_nodes (a trace naming its program on first look, maybe on another
+// thread) from renaming nodes while the compile reads them.
+struct DeferredCompile {
+  std::mutex mutex;
+  std::atomic<bool> done{false};
+  GraphModule::Attributes attributes;
+};
+
+}  // namespace detail
+
 GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                         std::function<std::string(const Node&)> shown_as,
-                         const Attributes& attributes)
-    : root_(std::move(root)), graph_(std::move(graph)), shown_as_(std::move(shown_as)) {
-  compile(attributes);
+                         std::function<std::string(const Node&)> shown_as, Attributes attributes)
+    : root_(std::move(root)),
+      graph_(std::move(graph)),
+      shown_as_(std::move(shown_as)),
+      deferred_(std::make_unique<detail::DeferredCompile>()) {
+  deferred_->attributes = std::move(attributes);
+  plan_generation_ = graph_.generation();  // an edit before the first run makes it refuse
 }
 
 GraphModule::~GraphModule() = default;
 GraphModule::GraphModule(GraphModule&&) noexcept = default;
 GraphModule& GraphModule::operator=(GraphModule&&) noexcept = default;
 
-void GraphModule::recompile() { compile(root_ ? attributes_of(*root_) : AttributeMap{}); }
+void GraphModule::recompile() {
+  deferred_.reset();
+  compile(root_ ? attributes_of(*root_) : AttributeMap{});
+}
 
-void GraphModule::compile(const Attributes& attributes) {
+std::shared_ptr<const detail::Plan> GraphModule::build_plan(const Attributes& attributes) const {
   graph_.lint();
   auto plan = Compiler(root_, attributes, "").compile(graph_);
   plan->shown_as = shown_as_;
-  plan_ = std::move(plan);
+  return plan;
+}
+
+void GraphModule::compile(const Attributes& attributes) {
+  plan_ = build_plan(attributes);
   plan_generation_ = graph_.generation();
 }
 
 void GraphModule::rename_nodes(const std::function<std::string(const Node&)>& hint_of) {
   // The generation stays: a run on another thread checks it, and the plan is still the graph's.
+  std::unique_lock<std::mutex> compiling;
+  if (deferred_) compiling = std::unique_lock<std::mutex>(deferred_->mutex);
   graph_.rename_keeping_generation(hint_of);
 }
 
@@ -517,6 +544,15 @@ const detail::Plan& GraphModule::plan() const {
   // The plan points at the graph's nodes: after an edit some may be gone.
   if (graph_.generation() != plan_generation_) {
     fail<GraphError>("the graph was edited after compile; call recompile()");
+  }
+  if (deferred_ && !deferred_->done.load(std::memory_order_acquire)) {
+    // A compile that throws leaves `done` unset: the next run tries again, with the same error.
+    std::lock_guard<std::mutex> lock(deferred_->mutex);
+    if (!deferred_->done.load(std::memory_order_relaxed)) {
+      plan_ = build_plan(deferred_->attributes);
+      deferred_->attributes.clear();
+      deferred_->done.store(true, std::memory_order_release);
+    }
   }
   return *plan_;
 }

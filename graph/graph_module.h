@@ -24,7 +24,8 @@ namespace tdfx {
 
 namespace detail {
 struct Plan;
-}
+struct DeferredCompile;
+}  // namespace detail
 
 /// A graph together with the module its get_attr and call_module nodes refer
 /// to. `forward` runs the graph, not the module's own forward.
@@ -42,10 +43,13 @@ class GraphModule {
               std::function<std::string(const Node&)> shown_as = {});
   /// Every parameter and buffer of a root by its path.
   using Attributes = std::unordered_map<std::string, at::Tensor>;
-  /// As above, compiled with `attributes`, which hold every parameter and buffer of `root`
-  /// by path (a trace has them): the first compile does not gather them again.
+  /// As above, but the graph is linted and compiled when it is first run (plan()), with
+  /// `attributes`, which hold every parameter and buffer of `root` by path (a trace has them):
+  /// a trace that is only looked at never compiles, and the first compile does not gather the
+  /// attributes again. Concurrent first runs compile once. An edit before the first run makes
+  /// runs refuse until recompile(), as after any compile.
   GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-              std::function<std::string(const Node&)> shown_as, const Attributes& attributes);
+              std::function<std::string(const Node&)> shown_as, Attributes attributes);
   ~GraphModule();
   GraphModule(GraphModule&&) noexcept;
   GraphModule& operator=(GraphModule&&) noexcept;
@@ -78,10 +82,15 @@ class GraphModule {
  private:
   std::shared_ptr<torch::nn::Module> root_;
   Graph graph_;
-  /// Shared with Interpreter runs, which keep the plan they started with alive.
-  std::shared_ptr<const detail::Plan> plan_;
+  /// Shared with Interpreter runs, which keep the plan they started with alive. Mutable: a
+  /// deferred compile sets it on the first run, under deferred_'s mutex.
+  mutable std::shared_ptr<const detail::Plan> plan_;
   uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
   std::function<std::string(const Node&)> shown_as_;
+  /// Set until the first run of a GraphModule built to compile then (the constructor with
+  /// attributes); recompile() clears it.
+  std::unique_ptr<detail::DeferredCompile> deferred_;
+  std::shared_ptr<const detail::Plan> build_plan(const Attributes& attributes) const;
   void compile(const Attributes& attributes);
 };
 

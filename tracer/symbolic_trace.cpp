@@ -40,7 +40,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
 TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                              std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                              std::shared_ptr<detail::TracedView> view, Graph program,
-                             const GraphModule::Attributes& attributes,
+                             GraphModule::Attributes attributes,
                              std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
                              std::optional<BatchSpecialisation> specialisation,
                              std::vector<int64_t> recorded_batches)
@@ -55,7 +55,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       runner_(std::make_unique<GraphModule>(
           root_, std::move(program),
           // The view is kept alive by the runner for as long as errors may name its nodes.
-          [view = view_](const Node& node) { return view->shown_as(node); }, attributes)) {
+          [view = view_](const Node& node) { return view->shown_as(node); }, std::move(attributes))) {
   view_->made_into(*runner_);
   note_input_meta();
   note_modes();
@@ -290,10 +290,10 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::FlatProgram program = detail::prune_program(recording, live);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<int64_t> batches = std::move(recorded.recorded);
-  const GraphModule::Attributes attributes = std::move(recording.state);
+  GraphModule::Attributes attributes = std::move(recording.state);
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
       std::move(recording), std::move(live), std::move(updates), options});
-  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph), attributes,
+  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph), std::move(attributes),
                        std::move(program.input_keys), std::move(program.out_keys),
                        std::move(specialisation), std::move(batches));
 }

@@ -49,7 +49,7 @@ class TDGraphModule {
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                 std::shared_ptr<detail::TracedView> view, Graph program,
-                const GraphModule::Attributes& attributes, std::vector<NestedKey> input_keys,
+                GraphModule::Attributes attributes, std::vector<NestedKey> input_keys,
                 std::vector<NestedKey> out_keys, std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
   TDGraphModule(TDGraphModule&&) noexcept;

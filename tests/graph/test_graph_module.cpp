@@ -154,6 +154,44 @@ TEST_CASE("graph module: unresolvable targets are rejected at compile time") {
                        GraphError);
 }
 
+TEST_CASE("graph module: given its attributes, a module compiles on its first run") {
+  // The constructor a trace uses: nothing is checked until the plan is first needed, then the
+  // same errors as a compile at construction, on every run until the graph is mended.
+  auto root = make_root();
+  GraphModule::Attributes attributes;
+  for (const auto& item : root->named_parameters(true)) attributes[item.key()] = item.value();
+  const auto xs = at::randn({2, 4});
+  auto& linear = *root->named_modules()["0.module.fc1"]->as<torch::nn::LinearImpl>();
+  {
+    Graph g;
+    Node* x = g.placeholder("x");
+    Node* w = g.get_attr("0.module.fc1.weight");
+    g.output(g.call_function(Target::aten("aten::mm"), {x, g.call_function(
+                                                             Target::aten("aten::t"), {w})}));
+    const GraphModule gm(root, std::move(g), {}, attributes);
+    CHECK(at::equal(gm.run({xs})[0].toTensor(), at::mm(xs, linear.weight.t())));
+    CHECK(at::equal(gm.run({xs})[0].toTensor(), at::mm(xs, linear.weight.t())));
+  }
+  {
+    Graph g;
+    Node* missing = g.get_attr("missing.weight");
+    g.output(missing);
+    GraphModule gm(root, std::move(g), {}, attributes);  // not refused yet
+    for (int run = 0; run < 2; ++run) {
+      CHECK_THROWS_WITH_AS(gm.run({}), doctest::Contains("missing.weight"), GraphError);
+    }
+    // An edit before the first successful compile is refused as after any compile.
+    Graph& graph = gm.mutable_graph();
+    Node* w = graph.get_attr("0.module.fc1.weight");
+    graph.output_node()->set_args({w});
+    graph.erase_node(missing);
+    CHECK_THROWS_WITH_AS(gm.run({}), "the graph was edited after compile; call recompile()",
+                         GraphError);
+    gm.recompile();
+    CHECK(gm.run({})[0].toTensor().is_same(linear.weight));
+  }
+}
+
 TEST_CASE("graph module: recompile after an edit runs the edited graph") {
   Graph g;
   Node* x = g.placeholder("x");

@@ -232,32 +232,38 @@ TEST_CASE("trace: two threads trace different pipelines at the same time") {
   CHECK(nested_text == golden("nested_sequential.graph.txt"));
 }
 
-TEST_CASE("trace: a traced module runs on one thread while another first looks at its program") {
-  // The program is named, and given its modules, on the first look (program_graph(), graph()),
-  // in place, while it may be running: runs are neither refused as after an edit nor changed.
+TEST_CASE("trace: a traced module runs on two threads while a third first looks at its program") {
+  // A trace's plan is compiled on its first run and its program named, and given its modules,
+  // on the first look (program_graph(), graph()), in place: two threads start running at once
+  // while the program is looked at; runs are neither refused as after an edit nor changed.
   const auto pipeline = seed_sequential();
   const TensorDict input = seed_sequential_input();
   const std::string expected_program = to_string(symbolic_trace(pipeline, input).program_graph());
   const std::vector<at::Tensor> expected = symbolic_trace(pipeline, input).run(input);
   for (int round = 0; round < 10; ++round) {
     const TDGraphModule traced = symbolic_trace(pipeline, input);
-    std::string error;
-    bool same = true;
-    std::thread runner([&] {
-      try {
-        for (int i = 0; i < 50; ++i) {
-          const std::vector<at::Tensor> out = traced.run(input);
-          for (size_t k = 0; k < out.size(); ++k) same = same && out[k].equal(expected[k]);
+    std::string errors[2];
+    bool same[2] = {true, true};
+    std::vector<std::thread> runners;
+    for (int r = 0; r < 2; ++r) {
+      runners.emplace_back([&, r] {
+        try {
+          for (int i = 0; i < 25; ++i) {
+            const std::vector<at::Tensor> out = traced.run(input);
+            for (size_t k = 0; k < out.size(); ++k) same[r] = same[r] && out[k].equal(expected[k]);
+          }
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
         }
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    });
+      });
+    }
     const std::string program = to_string(traced.program_graph());
     const std::string view = to_string(traced.graph());
-    runner.join();
-    CHECK(error.empty());
-    CHECK(same);
+    for (std::thread& runner : runners) runner.join();
+    CHECK(errors[0].empty());
+    CHECK(errors[1].empty());
+    CHECK(same[0]);
+    CHECK(same[1]);
     CHECK(program == expected_program);
     CHECK(view == golden("seed_sequential.graph.txt"));
   }
