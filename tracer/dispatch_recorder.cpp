@@ -209,6 +209,7 @@ void DispatchRecorder::record(const std::function<void()>& fn) {
     ~Restore() { active_recorder = previous; }
   } restore{previous};
   c10::impl::IncludeDispatchKeyGuard mode(kRecorderKey);
+  grad_mode_ = c10::GradMode::is_enabled();
   fn();
 }
 
@@ -372,6 +373,9 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
   const size_t arity = schema.arguments().size();
   if (stack.size() < arity) throw InternalError("the recorder's fallback got a short stack");
   const size_t first = stack.size() - arity;
+  if (c10::GradMode::is_enabled() != grad_mode_ && grad_mode_changed_at_.empty()) {
+    grad_mode_changed_at_ = op.operator_name().name;
+  }
 
   if (reads_value(schema)) {
     // Its result is a C++ value: not a node. Noted when it reads a followed tensor.

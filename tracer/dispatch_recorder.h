@@ -114,6 +114,10 @@ class DispatchRecorder {
 
   /// The ops that turned a followed tensor into a C++ value, in order.
   const std::vector<ValueReadCall>& value_reads() const { return value_reads_; }
+  /// The first op recorded while autograd's grad mode was not what it was when record()
+  /// began (a NoGradGuard, AutoGradMode or InferenceMode inside the code), "" when none was:
+  /// the graph does not hold grad mode, so its runs would not switch it.
+  const std::string& grad_mode_changed_at() const { return grad_mode_changed_at_; }
   /// The number of ops recorded.
   size_t op_count() const { return op_count_; }
 
@@ -141,6 +145,9 @@ class DispatchRecorder {
   std::unordered_map<std::string, int64_t> name_uses_;
   /// State tensors written during the recording, with their values before the first write.
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+  /// Autograd's grad mode when record() began, and grad_mode_changed_at().
+  bool grad_mode_ = true;
+  std::string grad_mode_changed_at_;
   Node* first_ = nullptr;
   Node* last_ = nullptr;
   size_t op_count_ = 0;

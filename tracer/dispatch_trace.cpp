@@ -143,6 +143,7 @@ class ProgramHook : public KeyAccessHook {
                        library_message(e));
     }
     refuse_value_reads(module, reads);
+    refuse_grad_mode_change(module);
     call_ = &out_.calls[index];  // the vector may not grow during a call, but be sure
     for (const at::Tensor& t : outputs) call_->outputs.push_back(recorder_.node_of(t));
     call_ = nullptr;
@@ -174,6 +175,22 @@ class ProgramHook : public KeyAccessHook {
     }
     out_.state.emplace(path, tensor);
     return path;
+  }
+
+  // Ops run under another grad mode than the trace's (`{ torch::NoGradGuard g; ... }` in a
+  // forward, as for a target network) would be run under the caller's by the program: their
+  // results would carry gradients the module's do not, and an in-place update of a parameter
+  // there would fail. Refused until the graph holds grad mode.
+  void refuse_grad_mode_change(const TensorDictModule& module) {
+    const std::string& op = recorder_.grad_mode_changed_at();
+    if (op.empty()) return;
+    fail<TraceError>(
+        "{}: its forward switches autograd's grad mode (a NoGradGuard, AutoGradMode or "
+        "InferenceMode around {}), which the traced program would not: its runs would compute "
+        "gradients where the module computes none. Call .detach() on what such a block "
+        "computes instead, and update parameters in place (weight clipping) outside the "
+        "traced forward",
+        module.describe(), op);
   }
 
   // A value read by the module's own code is refused (torch.fx refuses control flow on traced

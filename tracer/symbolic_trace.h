@@ -127,8 +127,8 @@ class TDGraphModule {
   std::vector<NestedKey> input_keys_;
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<int64_t> recorded_batches_;
-  /// What runs: program_graph() compiled, so a call builds no dictionary and runs one flat
-  /// plan.
+  /// What runs: program_graph(), compiled on the first run, so a call builds no dictionary
+  /// and runs one flat plan.
   std::unique_ptr<GraphModule> runner_;
   /// What each input key was traced with (runner_'s placeholders): a run checks its inputs
   /// against it (detail::check_input_shape).

@@ -240,6 +240,30 @@ struct SignGateImpl : nn::Module {
 };
 TORCH_MODULE(SignGate);
 
+/// A temporal-difference error against a target network, the target computed without
+/// gradients: under a NoGradGuard, an InferenceMode, or (kDetach) by detaching its result.
+enum class TargetBlock { kNoGradGuard, kInferenceMode, kDetach };
+struct TdErrorImpl : nn::Module {
+  explicit TdErrorImpl(TargetBlock block) : block(block) {}
+  nn::Linear online = register_module("online", nn::Linear(4, 1));
+  nn::Linear target = register_module("target", nn::Linear(4, 1));
+  TargetBlock block;
+  at::Tensor forward(const at::Tensor& x) {
+    at::Tensor t;
+    if (block == TargetBlock::kNoGradGuard) {
+      torch::NoGradGuard no_grad;
+      t = target(x) * 0.99;
+    } else if (block == TargetBlock::kInferenceMode) {
+      c10::InferenceMode inference;
+      t = target(x) * 0.99;
+    } else {
+      t = target(x).detach() * 0.99;
+    }
+    return (online(x) - t).pow(2);
+  }
+};
+TORCH_MODULE(TdError);
+
 /// A free function, passed to make_td_module as a function pointer.
 at::Tensor squash(const at::Tensor& x) { return torch::tanh(x) * 2; }
 
@@ -329,4 +353,38 @@ TEST_CASE("user pipelines: a branch on a tensor's value is a TraceError") {
       "traced variables cannot be used as inputs to control flow, and the graph would keep only "
       "what this trace saw. Compute it with tensor ops instead (at::where for a branch)",
       TraceError);
+}
+
+TEST_CASE("user pipelines: a block that switches grad mode in a forward is a TraceError") {
+  // The program does not hold grad mode: its runs would train the target network.
+  for (TargetBlock block : {TargetBlock::kNoGradGuard, TargetBlock::kInferenceMode}) {
+    auto pipeline = make_td_module(TdError(block), {"x"}, {"loss"});
+    CHECK_THROWS_WITH_AS(
+        symbolic_trace(pipeline, normal("x", {4})(kTracedBatch)),
+        "TensorDictModule(module=(anonymous namespace)::TdErrorImpl, in_keys=['x'], "
+        "out_keys=['loss']): its forward switches autograd's grad mode (a NoGradGuard, "
+        "AutoGradMode or InferenceMode around aten::t), which the traced program would not: its "
+        "runs would compute gradients where the module computes none. Call .detach() on what "
+        "such a block computes instead, and update parameters in place (weight clipping) "
+        "outside the traced forward",
+        TraceError);
+  }
+  // Detached instead, the target gets no gradient, traced as eager.
+  TdError module(TargetBlock::kDetach);
+  auto pipeline = make_td_module(module, {"x"}, {"loss"});
+  const TensorDict input = normal("x", {4})(kTracedBatch);
+  const TDGraphModule traced = symbolic_trace(pipeline, input);
+  TensorDict work(input);
+  traced.forward(work).get("loss").sum().backward();
+  CHECK(!module->target->weight.grad().defined());
+  REQUIRE(module->online->weight.grad().defined());
+  const at::Tensor traced_grad = module->online->weight.grad().clone();
+  module->online->weight.mutable_grad().reset();
+  TensorDict eager(input);
+  pipeline->forward(eager).get("loss").sum().backward();
+  CHECK(module->online->weight.grad().equal(traced_grad));
+  // Traced under a NoGradGuard of the caller's, a guard inside switches nothing.
+  torch::NoGradGuard no_grad;
+  auto guarded = make_td_module(TdError(TargetBlock::kNoGradGuard), {"x"}, {"loss"});
+  CHECK_NOTHROW(symbolic_trace(guarded, input));
 }
