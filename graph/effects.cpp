@@ -2,6 +2,9 @@
 
 #include <set>
 #include <string_view>
+#include <unordered_map>
+
+#include "tdfx/graph/graph.h"
 
 namespace tdfx {
 namespace {
@@ -29,6 +32,15 @@ bool arg_is_none(const Node& node, size_t i) {
   return !arg || arg->is<None>();
 }
 
+// Training-mode normalisation with running statistics (arguments 3 and 4) writes them,
+// although its schema does not say so.
+bool writes_running_stats(const Node& node) {
+  const std::string& name = node.target().op_name();
+  const bool norm = name == "batch_norm" || name == "instance_norm" ||
+                    name == "native_batch_norm" || name == "_batch_norm_impl_index";
+  return norm && !arg_is_none(node, 3) && arg_is_true(node, 5);
+}
+
 // The rule for one aten call, written as a function or as a method (whose first argument is
 // `self`, so the argument positions are the same).
 bool aten_call_has_effect(const Node& node) {
@@ -49,10 +61,7 @@ bool aten_call_has_effect(const Node& node) {
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
     if (type->kind() == c10::TypeKind::GeneratorType) return true;
   }
-  // Training-mode normalisation with running statistics writes them.
-  const bool norm = name == "batch_norm" || name == "instance_norm" ||
-                    name == "native_batch_norm" || name == "_batch_norm_impl_index";
-  return norm && !arg_is_none(node, 3) && arg_is_true(node, 5);
+  return writes_running_stats(node);
 }
 
 }  // namespace
@@ -72,6 +81,57 @@ bool has_effect(const Node& node) {
     default:
       return false;
   }
+}
+
+std::vector<bool> inputs_written(const Graph& graph) {
+  // The placeholders each node's value may be (a view of), by placeholder index.
+  std::unordered_map<const Node*, std::vector<size_t>> roots;
+  std::vector<bool> written;
+  auto roots_of = [&](const Argument& arg) {
+    std::vector<size_t> found;
+    for_each_node(arg, [&](Node* n) {
+      auto it = roots.find(n);
+      if (it != roots.end()) found.insert(found.end(), it->second.begin(), it->second.end());
+    });
+    return found;
+  };
+  for (const Node* node : graph.nodes()) {
+    if (node->op() == OpCode::kPlaceholder) {
+      roots[node] = {written.size()};
+      written.push_back(false);
+      continue;
+    }
+    if (node->target().is_getitem()) {
+      if (!node->args().empty()) {
+        std::vector<size_t> found = roots_of(node->args()[0]);
+        if (!found.empty()) roots[node] = std::move(found);
+      }
+      continue;
+    }
+    const bool aten = (node->op() == OpCode::kCallFunction && node->target().is_aten()) ||
+                      (node->op() == OpCode::kCallMethod && node->target().has_operator());
+    if (!aten) continue;
+    const c10::FunctionSchema& schema = node->target().schema();
+    const auto& formals = schema.arguments();
+    const bool norm_writes = writes_running_stats(*node);
+    std::vector<size_t> aliased;  // what a result aliasing an argument may be
+    for (size_t i = 0; i < formals.size(); ++i) {
+      const Argument* arg = argument_at(*node, i);
+      if (!arg) continue;
+      const c10::AliasInfo* alias = formals[i].alias_info();
+      const bool writes = (alias && alias->isWrite()) || (norm_writes && (i == 3 || i == 4));
+      if (!alias && !writes) continue;
+      const std::vector<size_t> found = roots_of(*arg);
+      if (writes) {
+        for (const size_t root : found) written[root] = true;
+      }
+      if (alias) aliased.insert(aliased.end(), found.begin(), found.end());
+    }
+    bool result_aliases = false;
+    for (const c10::Argument& ret : schema.returns()) result_aliases |= ret.alias_info() != nullptr;
+    if (result_aliases && !aliased.empty()) roots[node] = std::move(aliased);
+  }
+  return written;
 }
 
 }  // namespace tdfx

@@ -3,11 +3,15 @@
 /// \file
 /// The one rule of what a node does besides giving its result, which every pass that removes
 /// or reorders nodes asks: Graph::eliminate_dead_code, and the tracer's liveness
-/// (tracer/leaf_calls.h).
+/// (tracer/leaf_calls.h); and which inputs a graph writes into (inputs_written).
+
+#include <vector>
 
 #include "tdfx/graph/node.h"
 
 namespace tdfx {
+
+class Graph;
 
 /// True for a node that must stay even when nothing uses its results: an aten call, as a
 /// function or as a method (`%add_ = call_method[target=add_]`), that mutates a tensor or
@@ -21,5 +25,12 @@ namespace tdfx {
 ///     has_effect(dropout(x, 0.5, /*train=*/true))  // true: draws a mask
 ///     has_effect(relu(x))                          // false
 bool has_effect(const Node& node);
+
+/// For each placeholder of `graph`, in order: whether the graph writes into the tensor it is
+/// given, directly or through a view of it (`x.add_(1)`, `x.view({-1}).zero_()`, an `out=`
+/// argument, a training-mode batch norm's running statistics), as the aten schemas' alias
+/// annotations say. A result that may alias an argument (`view`, `split`, an in-place op's
+/// `self`) is taken as a view of it; a getitem of a list of views, as a view too.
+std::vector<bool> inputs_written(const Graph& graph);
 
 }  // namespace tdfx

@@ -89,7 +89,8 @@ class ProgramHook : public KeyAccessHook {
     meta.device = copy.device();
     recorder_.bind(copy, input);
     // Keys are read just before the call that reads them.
-    out_.reads.push_back({input, key, out_.calls.size(), recorder_.last_node()});
+    out_.reads.push_back(
+        {input, key, out_.calls.size(), recorder_.last_node(), copy.is_contiguous()});
     reads_.emplace(key, copy);
     return copy;
   }

@@ -51,6 +51,9 @@ struct RecordedRead {
   size_t call = 0;
   /// The last node recorded before the read, nullptr when none was.
   const Node* after = nullptr;
+  /// Whether the tensor the recording read was contiguous: `contiguous()` of a contiguous
+  /// tensor never dispatches, so the recording holds no copy where the code asked for one.
+  bool contiguous = true;
 };
 
 /// A child of a wrapped torch::nn::Sequential: its path (`0.module.2`) and description (empty

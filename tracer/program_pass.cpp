@@ -110,7 +110,10 @@ std::string ProgramNames::scoped(const Node& node, const std::string& base) {
 FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live) {
   check_initialised(recording, live);
   FlatProgram out;
-  for (const RecordedRead& read : recording.reads) out.input_keys.push_back(read.key);
+  for (const RecordedRead& read : recording.reads) {
+    out.input_keys.push_back(read.key);
+    out.input_contiguous.push_back(read.contiguous);
+  }
   out.out_keys = recording.out_keys;
   Graph& graph = recording.graph;
   std::vector<Node*> dead;

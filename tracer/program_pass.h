@@ -28,6 +28,8 @@ struct FlatProgram {
   Graph graph;
   /// The key each placeholder reads, in order.
   std::vector<NestedKey> input_keys;
+  /// Whether each was contiguous when recorded (RecordedRead::contiguous).
+  std::vector<bool> input_contiguous;
   /// The key each output is written to, in order.
   std::vector<NestedKey> out_keys;
 };

@@ -1,10 +1,12 @@
 #include "tdfx/tracer/symbolic_trace.h"
 
+#include <algorithm>
 #include <optional>
 #include <ostream>
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/error.h"
+#include "tdfx/graph/effects.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/interpreter.h"
 #include "tdfx/graph/namespace.h"
@@ -41,7 +43,8 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                              std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                              std::shared_ptr<detail::TracedView> view, Graph program,
                              GraphModule::Attributes attributes,
-                             std::vector<NestedKey> input_keys, std::vector<NestedKey> out_keys,
+                             std::vector<NestedKey> input_keys, std::vector<bool> input_contiguous,
+                             std::vector<NestedKey> out_keys,
                              std::optional<BatchSpecialisation> specialisation,
                              std::vector<int64_t> recorded_batches)
     : pipeline_(std::move(pipeline)),
@@ -50,6 +53,7 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       view_(std::move(view)),
       out_keys_(std::move(out_keys)),
       input_keys_(std::move(input_keys)),
+      input_contiguous_(std::move(input_contiguous)),
       specialisation_(std::move(specialisation)),
       recorded_batches_(std::move(recorded_batches)),
       runner_(std::make_unique<GraphModule>(
@@ -182,6 +186,15 @@ void TDGraphModule::recompile() {
   }
   std::vector<NestedKey> input_keys = input_keys_;
   runner_ = std::make_unique<GraphModule>(root_, detail::lower_view(view, root_, input_keys));
+  // The edit may read other keys: each keeps what was recorded of it.
+  std::vector<bool> contiguous;
+  for (const NestedKey& key : input_keys) {
+    auto it = std::find(input_keys_.begin(), input_keys_.end(), key);
+    const auto at = static_cast<size_t>(it - input_keys_.begin());
+    contiguous.push_back(at < input_contiguous_.size() && input_contiguous_[at]);
+  }
+  input_contiguous_ = std::move(contiguous);
+  std::atomic_store(&inputs_written_, std::shared_ptr<const std::vector<bool>>());
   input_keys_ = std::move(input_keys);
   note_input_meta();
   std::atomic_store(&printed_, std::shared_ptr<const GraphModule>());
@@ -236,6 +249,22 @@ std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) cons
     if (batch) specialisation_->check(*batch);
   }
   detail::check_inputs(input_meta_, tensors_in, [this](size_t i) { return input_keys_[i].repr(); });
+  for (size_t i = 0; i < tensors_in.size() && i < input_contiguous_.size(); ++i) {
+    if (!input_contiguous_[i] || tensors_in[i].is_contiguous()) continue;
+    const std::vector<bool>& written =
+        made_once(inputs_written_, [this] {
+          return std::make_shared<const std::vector<bool>>(inputs_written(runner_->graph()));
+        });
+    if (i < written.size() && written[i]) {
+      fail<ShapeError>(
+          "input {} is not contiguous, and was when traced; the program writes into it, so it "
+          "cannot be copied contiguous first as a contiguous() in the module would have copied "
+          "it (which a recording cannot see for a contiguous tensor): pass {}.contiguous(), or "
+          "trace with a non-contiguous example",
+          input_keys_[i].repr(), input_keys_[i].repr());
+    }
+    tensors_in[i] = tensors_in[i].contiguous();
+  }
   return tensors_in;
 }
 
@@ -294,7 +323,8 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
       std::move(recording), std::move(live), std::move(updates), options});
   return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph), std::move(attributes),
-                       std::move(program.input_keys), std::move(program.out_keys),
+                       std::move(program.input_keys), std::move(program.input_contiguous),
+                       std::move(program.out_keys),
                        std::move(specialisation), std::move(batches));
 }
 

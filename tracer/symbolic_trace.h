@@ -45,12 +45,14 @@ class TDGraphModule {
                 std::vector<int64_t> recorded_batches);
   /// As above, with the printed graph made from the trace's recording when first asked for
   /// (symbolic_trace): `program` is the one `view` was recorded as, and its errors name a
-  /// node as the view prints it; `attributes` are root's parameters and buffers by path.
+  /// node as the view prints it; `attributes` are root's parameters and buffers by path;
+  /// `input_contiguous` says which inputs were contiguous when recorded (see run()).
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                 std::shared_ptr<detail::TracedView> view, Graph program,
                 GraphModule::Attributes attributes, std::vector<NestedKey> input_keys,
-                std::vector<NestedKey> out_keys, std::optional<BatchSpecialisation> specialisation,
+                std::vector<bool> input_contiguous, std::vector<NestedKey> out_keys,
+                std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
   TDGraphModule(TDGraphModule&&) noexcept;
   TDGraphModule& operator=(TDGraphModule&&) noexcept;
@@ -112,7 +114,11 @@ class TDGraphModule {
   TensorDict& forward(TensorDict& td) const;
   /// Runs the graph on `td`'s keys and writes the out keys into `tensordict_out`.
   TensorDict& forward(const TensorDict& td, TensorDict& tensordict_out) const;
-  /// Runs the graph; returns one tensor per out key.
+  /// Runs the graph; returns one tensor per out key. An input that was contiguous when traced
+  /// and is not now is copied contiguous first, as a `contiguous()` in the module would have
+  /// copied it (which the recording could not see: it does not dispatch for a contiguous
+  /// tensor); ShapeError instead when the program writes into that input (inputs_written),
+  /// where a copy would leave the caller's tensor unwritten.
   std::vector<at::Tensor> run(const TensorDict& td) const;
 
  private:
@@ -125,6 +131,12 @@ class TDGraphModule {
   /// modules(), described on first use (set atomically, as printed_).
   mutable std::shared_ptr<const std::vector<ModuleBox>> modules_;
   std::vector<NestedKey> input_keys_;
+  /// Which inputs were contiguous when recorded; empty when not known (all taken as they
+  /// come).
+  std::vector<bool> input_contiguous_;
+  /// inputs_written(program_graph()), worked out the first time an input needs a copy (set
+  /// atomically, as printed_; recompile() clears it).
+  mutable std::shared_ptr<const std::vector<bool>> inputs_written_;
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<int64_t> recorded_batches_;
   /// What runs: program_graph(), compiled on the first run, so a call builds no dictionary

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tdfx/core/error.h"
+#include "tdfx/graph/effects.h"
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/graph/namespace.h"
@@ -290,6 +291,34 @@ TEST_CASE("graph: eliminate_dead_code keeps in-place methods and effects passed 
   std::vector<std::string> names;
   for (Node* n : g.nodes()) names.push_back(n->name());
   CHECK(names == std::vector<std::string>{"x", "calls", "add_", "dropout", "output"});
+}
+
+TEST_CASE("graph: inputs_written follows views, lists of views, out= and running statistics") {
+  Graph g;
+  Node* a = g.placeholder("a");  // written through a view
+  Node* b = g.placeholder("b");  // only read
+  Node* c = g.placeholder("c");  // written through an item of split
+  Node* d = g.placeholder("d");  // an out= argument
+  Node* e = g.placeholder("e");  // running mean of a training-mode batch norm
+  Node* f = g.placeholder("f");  // running mean of an eval-mode one: read only
+  Node* h = g.placeholder("h");  // in place as a method
+  Node* v = g.call_method(Target::method(Target::aten("aten::view")), {a, list({int64_t{-1}})});
+  g.call_method(Target::method(Target::aten("aten::zero_")), {v});
+  Node* r = g.call_function(Target::aten("aten::relu"), {b});
+  Node* parts = g.call_function(Target::aten("aten::split.Tensor"), {c, int64_t{1}});
+  Node* part = g.call_function(Target::getitem(), {parts, int64_t{0}});
+  g.call_function(Target::aten("aten::mul_.Scalar"), {part, 2.0});
+  g.call_function(Target::aten("aten::mul.out"), {r, r}, {{"out", d}});
+  g.call_function(Target::aten("aten::batch_norm"),
+                  {r, None{}, None{}, e, None{}, true, 0.1, 1e-5, false});
+  g.call_function(Target::aten("aten::batch_norm"),
+                  {r, None{}, None{}, f, None{}, false, 0.1, 1e-5, false});
+  g.call_method(Target::method(Target::aten("aten::add_.Scalar")), {h, int64_t{1}});
+  // A result that does not alias its argument is no view of it: writing it writes no input.
+  Node* copy = g.call_function(Target::aten("aten::mul.Scalar"), {b, 2.0});
+  g.call_function(Target::aten("aten::add_.Scalar"), {copy, int64_t{1}});
+  g.output(r);
+  CHECK(inputs_written(g) == std::vector<bool>{true, false, true, true, true, false, true});
 }
 
 TEST_CASE("graph: rename_all names every node afresh, in order, from its hint") {

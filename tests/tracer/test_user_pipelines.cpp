@@ -388,3 +388,62 @@ TEST_CASE("user pipelines: a block that switches grad mode in a forward is a Tra
   auto guarded = make_td_module(TdError(TargetBlock::kNoGradGuard), {"x"}, {"loss"});
   CHECK_NOTHROW(symbolic_trace(guarded, input));
 }
+
+TEST_CASE("user pipelines: an input contiguous when traced and not when run") {
+  // contiguous() of a contiguous tensor does not dispatch: the recording holds no copy.
+  const at::Tensor traced_x = at::randn({kTracedBatch, 3, 2});
+  const TensorDict example({{"x", traced_x}}, {kTracedBatch});
+  const at::Tensor strided = at::randn({kTracedBatch, 2, 3}).transpose(1, 2);
+  REQUIRE(!strided.is_contiguous());
+  {
+    // Made contiguous first, as the module's contiguous() would: the view works as in eager.
+    auto flatten = make_td_module(
+        [](const at::Tensor& x) { return x.contiguous().view({x.size(0), -1}) + 1; }, {"x"},
+        {"y"});
+    const TDGraphModule traced = symbolic_trace(flatten, example);
+    TensorDict input({{"x", strided}}, {kTracedBatch});
+    const at::Tensor before = strided.clone();
+    CHECK(traced.run(input)[0].equal(strided.contiguous().view({kTracedBatch, -1}) + 1));
+    CHECK(strided.equal(before));
+  }
+  {
+    // Written in place after contiguous(): a copy would leave the caller's tensor unwritten
+    // where the module writes it, and running it as it is would write it where the module
+    // writes a copy; the recording cannot tell which, so the run is refused.
+    auto bump = make_td_module(
+        [](const at::Tensor& x) {
+          at::Tensor y = x.contiguous();
+          y.add_(1);
+          return y * 2;
+        },
+        {"x"}, {"y"});
+    const TDGraphModule traced = symbolic_trace(bump, example);
+    TensorDict input({{"x", strided}}, {kTracedBatch});
+    CHECK_THROWS_WITH_AS(traced.run(input),
+                         "input 'x' is not contiguous, and was when traced; the program writes "
+                         "into it, so it cannot be copied contiguous first as a contiguous() in "
+                         "the module would have copied it (which a recording cannot see for a "
+                         "contiguous tensor): pass 'x'.contiguous(), or trace with a "
+                         "non-contiguous example",
+                         ShapeError);
+    const at::Tensor x = at::randn({kTracedBatch, 3, 2});
+    TensorDict contiguous_input({{"x", x.clone()}}, {kTracedBatch});
+    CHECK(traced.run(contiguous_input)[0].equal((x + 1) * 2));
+  }
+  {
+    // Traced with a non-contiguous example, contiguous() is recorded: inputs run as they come.
+    auto bump = make_td_module(
+        [](const at::Tensor& x) {
+          at::Tensor y = x.contiguous();
+          y.add_(1);
+          return y * 2;
+        },
+        {"x"}, {"y"});
+    const TDGraphModule traced =
+        symbolic_trace(bump, TensorDict({{"x", strided.clone()}}, {kTracedBatch}));
+    const at::Tensor before = strided.clone();
+    TensorDict input({{"x", strided}}, {kTracedBatch});
+    CHECK(traced.run(input)[0].equal((before + 1) * 2));
+    CHECK(strided.equal(before));
+  }
+}
