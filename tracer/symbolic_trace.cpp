@@ -92,10 +92,31 @@ void TDGraphModule::note_modes() {
   });
 }
 
+namespace {
+
+// LibTorch's layers whose forward depends on the mode: what an error about a changed mode
+// names first.
+bool acts_by_mode(const torch::nn::Module& module) {
+  const std::string& name = module.name();
+  for (const char* kind : {"Dropout", "BatchNorm", "InstanceNorm", "RReLU"}) {
+    if (name.find(kind) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void TDGraphModule::check_modes() const {
-  // Innermost first: train() on a model changes every module, and its Dropout says most.
-  for (auto mode = modes_.rbegin(); mode != modes_.rend(); ++mode) {
-    if (mode->module->is_training() == mode->training) continue;
+  // train() or eval() on a model changes each of its modules: the error names a changed layer
+  // that acts by its mode (a Dropout, a BatchNorm), else the outermost changed module.
+  const TracedMode* changed = nullptr;
+  for (const TracedMode& mode : modes_) {
+    if (mode.module->is_training() == mode.training) continue;
+    if (!changed || acts_by_mode(*mode.module)) changed = &mode;
+    if (acts_by_mode(*mode.module)) break;
+  }
+  if (changed) {
+    const TracedMode* mode = changed;
     std::string path;
     for (const auto& item : root_->named_modules("", true)) {
       if (item.value() == mode->module) {

@@ -269,4 +269,22 @@ TEST_CASE("pipelines: a run after train() or eval() changed a module's mode is r
                        RunError);
   net->eval();
   testing::check_runs_like_eager(module, gm, input);
+
+  // The error names the layer that acts by its mode, wherever it is; without one, the
+  // outermost module that changed.
+  torch::nn::Sequential dropout_first(torch::nn::Dropout(0.5), torch::nn::Linear(3, 3));
+  dropout_first->eval();
+  auto first = make_td_module(dropout_first, {"x"}, {"y"});
+  const TDGraphModule traced_first = symbolic_trace(first, input);
+  dropout_first->train();
+  CHECK_THROWS_WITH_AS(traced_first.run(input),
+                       doctest::Contains("module '0' was in eval mode when traced"), RunError);
+  torch::nn::Sequential linears(torch::nn::Linear(3, 3), torch::nn::Linear(3, 3));
+  linears->eval();
+  auto plain = make_td_module(linears, {"x"}, {"y"});
+  const TDGraphModule traced_plain = symbolic_trace(plain, input);
+  linears->train();
+  CHECK_THROWS_WITH_AS(traced_plain.run(input),
+                       doctest::Contains("the traced module was in eval mode when traced"),
+                       RunError);
 }
