@@ -629,7 +629,9 @@ Table parameter_grad_table(const GradReport& report, size_t width) {
   for (const ParameterGrad& entry : report.parameters) {
     const TensorStats& s = entry.grad;
     table.add_row({entry.name, shape_text(s.shape), table_number(s.norm),
-                   table_number(entry.value_norm), table_number(entry.ratio),
+                   table_number(entry.value_norm),
+                   // No ratio to a zero value (a bias initialised to 0): left blank, not "nan".
+                   entry.value_norm == 0 ? std::string() : table_number(entry.ratio),
                    std::to_string(s.nan_count), std::to_string(s.inf_count), zeros(s)});
   }
   for (const std::string& name : report.parameters_without_gradient) {

@@ -154,8 +154,8 @@ GradReport grad_stats(const Debuggee& debuggee, const Loss& loss = Loss::sum(),
 /// Node gradients as a table at most `width` wide: node, dtype, shape, norm, min, max, mean,
 /// nan, inf, zeros; then the nodes without a gradient, reading "no gradient".
 Table grad_table(const GradReport& report, size_t width = kTerminalWidth);
-/// Parameter gradients as a table: parameter, shape, grad norm, value norm, ratio, nan, inf,
-/// zeros; then the parameters without a gradient, reading "no gradient".
+/// Parameter gradients as a table: parameter, shape, grad norm, value norm, ratio (blank for a
+/// zero value), nan, inf, zeros; then the parameters without a gradient, reading "no gradient".
 Table parameter_grad_table(const GradReport& report, size_t width = kTerminalWidth);
 
 /// The gradient flow as a table at most `width` wide: module, type, parameter gradient norm,

@@ -526,6 +526,29 @@ TEST_CASE("gradients: the parameter table at its default width tells every param
   CHECK(shown.size() == 14);
 }
 
+TEST_CASE("gradients: a parameter whose value is zero has no ratio in the table, not nan") {
+  torch::nn::Linear linear(4, 2);
+  {
+    torch::NoGradGuard no_grad;
+    linear->bias.zero_();  // as a bias is often initialised
+  }
+  auto pipeline = make_td_module(linear, {"x"}, {"y"});
+  const TensorDict td({{"x", at::randn({3, 4})}}, {3});
+  const GradReport report = grad_stats(debuggee(symbolic_trace(pipeline, td), td));
+  REQUIRE(report.parameters.size() == 2);
+  const std::string table = parameter_grad_table(report).str();
+  CHECK(table.find("nan ") == table.find("nan  inf"));  // only the header's "nan" column
+  std::istringstream lines(table);
+  std::string header, weight, bias;
+  std::getline(lines, header);
+  std::getline(lines, weight);
+  std::getline(lines, bias);
+  CHECK(bias.rfind("module.bias", 0) == 0);
+  // The ratio column is blank: its header's end holds spaces in the bias row.
+  const size_t ratio_end = header.find("ratio") + std::string("ratio").size();
+  CHECK(bias.substr(header.find("ratio"), ratio_end - header.find("ratio")) == "     ");
+}
+
 namespace {
 
 /// A PPO-style encoder: a transformer layer over the observation sequence, a GRU carrying a
