@@ -202,12 +202,16 @@ DispatchRecorder::~DispatchRecorder() = default;
 void DispatchRecorder::record(const std::function<void()>& fn) {
   const std::string& problem = register_fallback();
   if (!problem.empty()) fail<TraceError>("{}", problem);
-  DispatchRecorder* previous = active_recorder;
+  if (active_recorder != nullptr) {
+    fail<TraceError>(
+        "a trace was started while another trace records on this thread (code being traced "
+        "called symbolic_trace or export_program): the outer trace would not see the ops the "
+        "inner one records. Trace each pipeline on its own, outside the other's forward");
+  }
   active_recorder = this;
   struct Restore {
-    DispatchRecorder* previous;
-    ~Restore() { active_recorder = previous; }
-  } restore{previous};
+    ~Restore() { active_recorder = nullptr; }
+  } restore;
   c10::impl::IncludeDispatchKeyGuard mode(kRecorderKey);
   grad_mode_ = c10::GradMode::is_enabled();
   fn();

@@ -59,7 +59,8 @@ struct ValueReadCall {
 };
 
 /// Records aten ops into a Graph it does not own. One recorder records on one thread at a
-/// time; recorders nest (the innermost records). Not copyable.
+/// time, and one at a time on a thread: a recording does not start inside another (code being
+/// traced that traces). Not copyable.
 class DispatchRecorder {
  public:
   /// Records into `graph` (new nodes go at its insert point, before its output node).
@@ -72,6 +73,8 @@ class DispatchRecorder {
   /// becomes a node. TraceError when an op reads a tensor the recording does not follow (a
   /// tensor captured from outside, not bound), naming the op and the argument; TraceError when
   /// the dispatch key the recorder needs is held by another library in this process.
+  /// TraceError when another recording is under way on this thread (a forward being traced
+  /// calls symbolic_trace): the outer one would not see the ops the inner one records.
   /// Exceptions of `fn` pass through.
   void record(const std::function<void()>& fn);
 

@@ -42,9 +42,8 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
 TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                              std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                              std::shared_ptr<detail::TracedView> view, Graph program,
-                             GraphModule::Attributes attributes,
-                             std::vector<NestedKey> input_keys, std::vector<bool> input_contiguous,
-                             std::vector<NestedKey> out_keys,
+                             GraphModule::Attributes attributes, std::vector<NestedKey> input_keys,
+                             std::vector<bool> input_contiguous, std::vector<NestedKey> out_keys,
                              std::optional<BatchSpecialisation> specialisation,
                              std::vector<int64_t> recorded_batches)
     : pipeline_(std::move(pipeline)),
@@ -59,7 +58,8 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       runner_(std::make_unique<GraphModule>(
           root_, std::move(program),
           // The view is kept alive by the runner for as long as errors may name its nodes.
-          [view = view_](const Node& node) { return view->shown_as(node); }, std::move(attributes))) {
+          [view = view_](const Node& node) { return view->shown_as(node); },
+          std::move(attributes))) {
   view_->made_into(*runner_);
   note_input_meta();
   note_modes();
@@ -272,10 +272,9 @@ std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) cons
   detail::check_inputs(input_meta_, tensors_in, [this](size_t i) { return input_keys_[i].repr(); });
   for (size_t i = 0; i < tensors_in.size() && i < input_contiguous_.size(); ++i) {
     if (!input_contiguous_[i] || tensors_in[i].is_contiguous()) continue;
-    const std::vector<bool>& written =
-        made_once(inputs_written_, [this] {
-          return std::make_shared<const std::vector<bool>>(inputs_written(runner_->graph()));
-        });
+    const std::vector<bool>& written = made_once(inputs_written_, [this] {
+      return std::make_shared<const std::vector<bool>>(inputs_written(runner_->graph()));
+    });
     if (i < written.size() && written[i]) {
       fail<ShapeError>(
           "input {} is not contiguous, and was when traced; the program writes into it, so it "
@@ -343,9 +342,9 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   GraphModule::Attributes attributes = std::move(recording.state);
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
       std::move(recording), std::move(live), std::move(updates), options});
-  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph), std::move(attributes),
-                       std::move(program.input_keys), std::move(program.input_contiguous),
-                       std::move(program.out_keys),
+  return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph),
+                       std::move(attributes), std::move(program.input_keys),
+                       std::move(program.input_contiguous), std::move(program.out_keys),
                        std::move(specialisation), std::move(batches));
 }
 

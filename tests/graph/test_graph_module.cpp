@@ -166,8 +166,8 @@ TEST_CASE("graph module: given its attributes, a module compiles on its first ru
     Graph g;
     Node* x = g.placeholder("x");
     Node* w = g.get_attr("0.module.fc1.weight");
-    g.output(g.call_function(Target::aten("aten::mm"), {x, g.call_function(
-                                                             Target::aten("aten::t"), {w})}));
+    g.output(g.call_function(Target::aten("aten::mm"),
+                             {x, g.call_function(Target::aten("aten::t"), {w})}));
     const GraphModule gm(root, std::move(g), {}, attributes);
     CHECK(at::equal(gm.run({xs})[0].toTensor(), at::mm(xs, linear.weight.t())));
     CHECK(at::equal(gm.run({xs})[0].toTensor(), at::mm(xs, linear.weight.t())));

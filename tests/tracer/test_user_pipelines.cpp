@@ -398,8 +398,10 @@ TEST_CASE("user pipelines: an input contiguous when traced and not when run") {
   {
     // Made contiguous first, as the module's contiguous() would: the view works as in eager.
     auto flatten = make_td_module(
-        [](const at::Tensor& x) { return x.contiguous().view({x.size(0), -1}) + 1; }, {"x"},
-        {"y"});
+        [](const at::Tensor& x) {
+          return x.contiguous().view({x.size(0), -1}) + 1;
+        },
+        {"x"}, {"y"});
     const TDGraphModule traced = symbolic_trace(flatten, example);
     TensorDict input({{"x", strided}}, {kTracedBatch});
     const at::Tensor before = strided.clone();
@@ -446,4 +448,21 @@ TEST_CASE("user pipelines: an input contiguous when traced and not when run") {
     CHECK(traced.run(input)[0].equal((before + 1) * 2));
     CHECK(strided.equal(before));
   }
+}
+
+TEST_CASE("user pipelines: a trace inside a forward being traced is refused") {
+  auto inner = make_td_module(nn::Linear(4, 4), {"x"}, {"h"});
+  const TensorDict input = normal("x", {4})(kTracedBatch);
+  auto tracing = make_td_module(
+      [&](const at::Tensor& x) {
+        return symbolic_trace(inner, TensorDict({{"x", x}}, {x.size(0)}))
+            .run(TensorDict({{"x", x}}, {x.size(0)}))[0];
+      },
+      {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(symbolic_trace(tracing, input),
+                       "a trace was started while another trace records on this thread (code "
+                       "being traced called symbolic_trace or export_program): the outer trace "
+                       "would not see the ops the inner one records. Trace each pipeline on its "
+                       "own, outside the other's forward",
+                       TraceError);
 }
