@@ -228,6 +228,11 @@ class ProgramHook : public KeyAccessHook {
   // need no guard.
   void guard_layer_read(ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
     read.layer = builtin_layer_on_stack();
+    // A layer's forward compiled into the caller's binary (a template base's, as BatchNorm1d's)
+    // has no frame name to find; but a TensorDictModule wrapping a built-in layer runs only it.
+    if (read.layer.empty() && call_ && is_builtin_leaf(*call_->module->inner_ptr())) {
+      read.layer = short_type(*call_->module->inner_ptr());
+    }
     if (read.layer.empty() || read.op != "aten::equal" || tensors.size() != 2) return;
     const at::Tensor& a = tensors[0];
     const at::Tensor& b = tensors[1];

@@ -5,6 +5,7 @@
 // TraceError refusing one), and its diagram's DOT text and SVG.
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/embedding.h>
@@ -465,4 +466,20 @@ TEST_CASE("user pipelines: a trace inside a forward being traced is refused") {
                        "would not see the ops the inner one records. Trace each pipeline on its "
                        "own, outside the other's forward",
                        TraceError);
+}
+
+TEST_CASE("user pipelines: a value read in a wrapped layer's forward names the layer") {
+  // BatchNorm1d's forward is its template base's, compiled into this binary, where no frame
+  // name tells it; with a cumulative average (no momentum) in training it reads
+  // num_batches_tracked as a double.
+  nn::BatchNorm1d norm(nn::BatchNorm1dOptions(4).momentum(c10::nullopt));
+  auto pipeline = make_td_module(norm, {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(
+      symbolic_trace(pipeline, normal("x", {4})(kTracedBatch)),
+      "TensorDictModule(module=torch::nn::BatchNorm1d(4, eps=1e-05, momentum=None, affine=true, "
+      "track_running_stats=true), in_keys=['x'], out_keys=['y']): LibTorch's 'module' "
+      "(BatchNorm1d) turns a traced tensor into a C++ value (aten::item) in its forward; tdfx "
+      "guards only the query/key/value comparisons of attention. Call its ops in a module of "
+      "your own instead",
+      TraceError);
 }
