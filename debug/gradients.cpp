@@ -376,12 +376,16 @@ GradFlow make_flow(const Debuggee& debuggee, const GradReport& report, const Nod
   flow.limits = limits;
   flow.output_grad_norm = output_grad_norm;
 
-  // The TensorDictModules in pipeline order, each with its nodes, then the modules inside.
+  // The TensorDictModules in pipeline order, each with its nodes, then the modules inside. A
+  // pipeline that is one TensorDictModule is the root (path ""), every node but the output
+  // in it.
+  bool sequential = false;
+  for (const Node* node : graph.nodes()) sequential |= !node->meta().td_module.empty();
   std::vector<FlowGroup> groups;
   std::map<std::string, size_t> td_index;
   for (const Node* node : graph.nodes()) {
     const std::string& td = node->meta().td_module;
-    if (td.empty()) continue;
+    if (td.empty() && (sequential || node->op() == OpCode::kOutput)) continue;
     auto [it, added] = td_index.emplace(td, groups.size());
     if (added) {
       FlowGroup group;
@@ -428,6 +432,7 @@ GradFlow make_flow(const Debuggee& debuggee, const GradReport& report, const Nod
       debuggee.parameter_prefix.empty() ? "" : debuggee.parameter_prefix + ".";
   std::unordered_map<std::string, std::vector<const ParameterGrad*>> under;
   for (const ParameterGrad& parameter : report.parameters) {
+    under[""].push_back(&parameter);  // the root's
     std::string name = parameter.name;
     if (!prefix.empty() && name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
     for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
@@ -517,7 +522,7 @@ Table flow_table(const GradFlow& flow, size_t width) {
       ratio = *f.parameter_grad_norm / *f.parameter_norm;
     }
     table.add_row(
-        {(f.inner ? "  " : "") + f.path, f.type, number(f.parameter_grad_norm), number(ratio),
+        {(f.inner ? "  " : "") + (f.path.empty() ? std::string("(root)") : f.path), f.type, number(f.parameter_grad_norm), number(ratio),
          number(f.output_grad_norm), number(f.scale),
          f.mark == ModuleFlow::Mark::kNone && !f.parameter_grad_norm && !f.output_grad_norm
              ? std::string(kNoGradient)

@@ -94,7 +94,9 @@ struct FlowLimits {
 /// `0.module.fc1`, or a child of a wrapped Sequential, `1.module.2`).
 struct ModuleFlow {
   enum class Mark { kNone, kVanishing, kExploding, kNonFinite, kOrigin };
-  /// Its path (`0` for a TensorDictModule, `0.module.fc1` for a module inside it).
+  /// Its path (`0` for a TensorDictModule, `0.module.fc1` for a module inside it); "" for a
+  /// pipeline that is one TensorDictModule (flow_table shows it as `(root)`), whose inner
+  /// modules' paths start at the module it wraps (`fc1`).
   std::string path;
   /// Its type as its nodes' meta records it (`Linear`), "" when unknown.
   std::string type;

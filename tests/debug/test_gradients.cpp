@@ -612,3 +612,23 @@ TEST_CASE("gradients: a PPO policy with attention, a GRU and nested keys, a loss
   CHECK(found->node == "_0_attention");
   CHECK(found->nonfinite_users == std::vector<std::string>{"_0_gru"});
 }
+
+TEST_CASE("gradients: the flow of a pipeline that is one TensorDictModule has its rows") {
+  at::manual_seed(3);
+  auto pipeline = make_td_module(Mlp(), {"x"}, {"h"});
+  const TensorDict input({{"x", at::randn({4, 8})}}, {4});
+  const GradFlow flow = grad_stats(debuggee(symbolic_trace(pipeline, input), input)).flow;
+  std::vector<std::string> paths;
+  for (const ModuleFlow& f : flow.modules) paths.push_back(f.path);
+  CHECK(paths == std::vector<std::string>{"", "fc1", "fc2"});
+  REQUIRE(flow.modules[0].parameter_grad_norm);
+  REQUIRE(flow.modules[1].parameter_grad_norm);
+  REQUIRE(flow.modules[2].parameter_grad_norm);
+  // The root's parameters are its modules' together.
+  CHECK(*flow.modules[0].parameter_grad_norm ==
+        doctest::Approx(std::hypot(*flow.modules[1].parameter_grad_norm,
+                                   *flow.modules[2].parameter_grad_norm)));
+  const std::string table = flow_table(flow, 100).str();
+  CHECK(table.find("\n(root)") != std::string::npos);
+  CHECK(table.find("\n  fc1") != std::string::npos);
+}
