@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <torch/nn/module.h>
 
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/graph/interpreter.h"
@@ -29,6 +30,26 @@ void count(const c10::IValue& value, Counts& counts) {
   } else if (value.isList()) {
     for (const auto& item : value.toListRef()) count(item, counts);
   }
+}
+
+// The first parameter or buffer the body of call_module `node` reads that holds NaN or Inf,
+// by its path from `root`, or "": a call's node reads its layer's weights inside its body,
+// where they are no input of the node.
+std::string nonfinite_state_read(const Node& node, const torch::nn::Module* root) {
+  if (node.op() != OpCode::kCallModule || !node.body() || !root) return "";
+  const auto parameters = root->named_parameters(true);
+  const auto buffers = root->named_buffers(true);
+  for (const Node* inner : node.body()->nodes()) {
+    if (inner->op() != OpCode::kGetAttr) continue;
+    const std::string path = node.target().str() + "." + inner->target().str();
+    const at::Tensor* tensor = parameters.find(path);
+    if (!tensor) tensor = buffers.find(path);
+    if (!tensor) continue;
+    Counts counts;
+    count(*tensor, counts);
+    if (!counts.finite()) return path;
+  }
+  return "";
 }
 
 class Finder : public Interpreter {
@@ -64,6 +85,7 @@ std::string NonFinite::str() const {
   out += fmt::format("  node:   {}\n", description);
   if (!td_module.empty()) out += fmt::format("  in:     TensorDictModule {}\n", td_module);
   if (!module_path.empty()) out += fmt::format("  module: {}\n", module_path);
+  if (!state.empty()) out += fmt::format("  reads:  {}, which holds NaN or Inf\n", state);
   if (key) out += fmt::format("  feeds:  {}\n", key->repr());
   if (!code_line.empty()) out += fmt::format("  code:   {}\n", code_line);
   if (row_count > 0) {
@@ -88,6 +110,7 @@ std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee) {
   out.description = describe(node);
   out.module_path = node.meta().module_path;
   out.td_module = node.meta().td_module;
+  out.state = nonfinite_state_read(node, debuggee.module->root().get());
   out.key = key_fed(debuggee, node);
   out.code_line = code_line(debuggee.code, node);
   out.nan_count = finder.origin_counts.nan;

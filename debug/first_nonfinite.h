@@ -24,6 +24,10 @@ struct NonFinite {
   /// TensorDictModule call it belongs to ("0"; "" outside any).
   std::string module_path;
   std::string td_module;
+  /// For the call of a layer (a call_module node of a traced module's view): the parameter
+  /// or buffer its body reads that holds NaN or Inf, by its path from the graph's root
+  /// (`0.module.bias`), where the call's own inputs are finite; "" otherwise.
+  std::string state;
   /// The first output key its value flows into, when it reaches one.
   std::optional<NestedKey> key;
   /// Its line of printed code.
@@ -45,7 +49,8 @@ struct NonFinite {
 /// Runs `debuggee` once and returns the first node, in program order, whose value (a
 /// tensor, or any tensor of a tuple or list) holds NaN or Inf while every tensor it reads is
 /// finite; nullopt when every value is finite. A placeholder or parameter that holds NaN is
-/// itself the origin.
+/// itself the origin; where a layer's call is one node (a traced module's view), that node is,
+/// and NonFinite::state names the parameter or buffer inside it that holds NaN or Inf.
 std::optional<NonFinite> first_nonfinite(const Debuggee& debuggee);
 
 }  // namespace tdfx

@@ -186,6 +186,29 @@ TEST_CASE("debug: a NaN in an input is found where the pipeline reads it") {
   CHECK(found->key == NestedKey("h"));
 }
 
+TEST_CASE("debug: a NaN in a layer's parameter is named where the layer's call is one node") {
+  torch::nn::Linear first(3, 3), second(3, 2);
+  auto module = make_td_sequential(
+      {make_td_module(first, {"x"}, {"h"}), make_td_module(second, {"h"}, {"y"})});
+  const TensorDict input({{"x", at::randn({4, 3})}}, {4});
+  const TDGraphModule gm = symbolic_trace(module, input);
+  {
+    torch::NoGradGuard no_grad;
+    second->bias[1] = NAN;
+  }
+  const auto found = first_nonfinite(debuggee(gm, input));
+  REQUIRE(found.has_value());
+  CHECK(found->node == "_1_linear_1");
+  CHECK(found->state == "1.module.bias");
+  CHECK(found->str().find("  reads:  1.module.bias, which holds NaN or Inf\n") != std::string::npos);
+  // Where the layer's ops are nodes of their own, the parameter is the origin itself.
+  const ExportedProgram program = export_program(gm);
+  const auto exported = first_nonfinite(debuggee(program, {input.get("x")}));
+  REQUIRE(exported.has_value());
+  CHECK(exported->node == "p_module_1_module_bias");
+  CHECK(exported->state.empty());
+}
+
 TEST_CASE("debug: the first non-finite node of an exported program") {
   auto module = log_pipeline();
   const ExportedProgram program =
