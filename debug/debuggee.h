@@ -43,8 +43,9 @@ struct Debuggee {
 /// see the same state: its buffers (a traced module's, an exported program's buffer inputs)
 /// are saved when the run starts and put back when it ends, as is the default generator's
 /// state, so that a layer in training mode (BatchNorm's running statistics) changes nothing
-/// for the next run and a Dropout draws the same mask in each. tdfx::Error for a Debuggee
-/// made without debuggee() (no graph).
+/// for the next run and a Dropout draws the same mask in each. The module's own buffers and
+/// the generator are written: not for a module another thread uses meanwhile. tdfx::Error
+/// for a Debuggee made without debuggee() (no graph).
 class DebugRun {
  public:
   explicit DebugRun(const Debuggee& debuggee);
