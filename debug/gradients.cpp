@@ -522,8 +522,8 @@ Table flow_table(const GradFlow& flow, size_t width) {
       ratio = *f.parameter_grad_norm / *f.parameter_norm;
     }
     table.add_row(
-        {(f.inner ? "  " : "") + (f.path.empty() ? std::string("(root)") : f.path), f.type, number(f.parameter_grad_norm), number(ratio),
-         number(f.output_grad_norm), number(f.scale),
+        {(f.inner ? "  " : "") + (f.path.empty() ? std::string("(root)") : f.path), f.type,
+         number(f.parameter_grad_norm), number(ratio), number(f.output_grad_norm), number(f.scale),
          f.mark == ModuleFlow::Mark::kNone && !f.parameter_grad_norm && !f.output_grad_norm
              ? std::string(kNoGradient)
              : std::string(to_string(f.mark))});

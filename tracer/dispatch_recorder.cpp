@@ -166,6 +166,19 @@ class DispatchRecorder::FollowedTable {
     slot = {key, entries_.size() - 1};
     return entries_.back();
   }
+  // The path of a parameter or buffer whose storage `tensor` shares, or "": a tensor made from
+  // it without dispatching (`weight.data()`). Walks every entry: for errors only.
+  std::string state_sharing_storage(const at::Tensor& tensor) const {
+    if (!tensor.has_storage()) return "";
+    for (const Followed& entry : entries_) {
+      if (!entry.state) continue;
+      const c10::intrusive_ptr<c10::TensorImpl> state = entry.weak.lock();
+      if (state && state->has_storage() && state->storage().is_alias_of(tensor.storage())) {
+        return entry.path;
+      }
+    }
+    return "";
+  }
 
  private:
   struct Slot {
@@ -322,6 +335,17 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     Followed* entry = followed_->find(t.unsafeGetTensorImpl());
     if (!entry || (!entry->node && !entry->state)) {
+      const std::string state = followed_->state_sharing_storage(t);
+      if (!state.empty()) {
+        fail<TraceError>(
+            "{}: the module uses a tensor the trace does not follow ({} {}) that shares the "
+            "storage of '{}': its .data(), or a tensor made from it without an op the "
+            "dispatcher sees, which the graph cannot tell from a copy. Use '{}' itself (or its "
+            "detach()), and update parameters in place (weight clipping) outside the traced "
+            "forward",
+            subject ? subject() : op.operator_name().name, dtype_name(t.scalar_type()), shape_of(t),
+            state, state);
+      }
       if (subject) {
         fail<TraceError>(
             "{}: the module uses a tensor the trace does not follow ({} {}, not a parameter, a "

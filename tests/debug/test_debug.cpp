@@ -200,7 +200,8 @@ TEST_CASE("debug: a NaN in a layer's parameter is named where the layer's call i
   REQUIRE(found.has_value());
   CHECK(found->node == "_1_linear_1");
   CHECK(found->state == "1.module.bias");
-  CHECK(found->str().find("  reads:  1.module.bias, which holds NaN or Inf\n") != std::string::npos);
+  CHECK(found->str().find("  reads:  1.module.bias, which holds NaN or Inf\n") !=
+        std::string::npos);
   // Where the layer's ops are nodes of their own, the parameter is the origin itself.
   const ExportedProgram program = export_program(gm);
   const auto exported = first_nonfinite(debuggee(program, {input.get("x")}));

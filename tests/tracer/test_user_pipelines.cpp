@@ -483,3 +483,19 @@ TEST_CASE("user pipelines: a value read in a wrapped layer's forward names the l
       "your own instead",
       TraceError);
 }
+
+TEST_CASE("user pipelines: a parameter's .data() read in a forward is named as the parameter's") {
+  struct ClipImpl : nn::Module {
+    nn::Linear linear = register_module("linear", nn::Linear(4, 4));
+    at::Tensor forward(const at::Tensor& x) {
+      linear->weight.data().clamp_(-0.1, 0.1);  // weight clipping, as written in Python
+      return linear(x);
+    }
+  };
+  auto pipeline = make_td_module(std::make_shared<ClipImpl>(), {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(symbolic_trace(pipeline, normal("x", {4})(kTracedBatch)),
+                       doctest::Contains("that shares the storage of 'linear.weight': its "
+                                         ".data(), or a tensor made from it without an op the "
+                                         "dispatcher sees"),
+                       TraceError);
+}
