@@ -32,6 +32,7 @@ struct LayerFacts {
   bool builtin_leaf = false;
   bool reads_repeatedly = false;
   bool conv = false;  // Conv1d, Conv2d or Conv3d
+  size_t tensor_arguments = 1;
   const std::vector<std::string>* ops = nullptr;
 };
 
@@ -85,6 +86,13 @@ const LayerFacts& facts_of(const torch::nn::Module& module) {
     facts.reads_repeatedly = repeated.count(layer) != 0;
     facts.ops = ops_of(layer);
     facts.conv = layer == "Conv1d" || layer == "Conv2d" || layer == "Conv3d";
+    // The tensors each forward takes before its optional ones.
+    static const std::unordered_map<std::string, size_t> several = {
+        {"MultiheadAttention", 3},      {"Bilinear", 2},           {"Transformer", 2},
+        {"TransformerDecoderLayer", 2}, {"TransformerDecoder", 2}, {"CosineSimilarity", 2},
+        {"PairwiseDistance", 2}};
+    auto arguments = several.find(layer);
+    if (arguments != several.end()) facts.tensor_arguments = arguments->second;
   }
   return known.emplace(type, facts).first->second;
 }
@@ -126,6 +134,10 @@ void refuse_untraceable_layers(const torch::nn::Module& inner,
 
 bool reads_parameters_repeatedly(const torch::nn::Module& module) {
   return facts_of(module).reads_repeatedly;
+}
+
+size_t tensor_arguments(const torch::nn::Module& module) {
+  return facts_of(module).tensor_arguments;
 }
 
 int ops_before_parameters(const torch::nn::Module& module) {

@@ -52,6 +52,11 @@ void refuse_untraceable_layers(const torch::nn::Module& inner,
 /// (its packed in_proj_weight, once each for query, key and value) and the transformer layers.
 bool reads_parameters_repeatedly(const torch::nn::Module& module);
 
+/// How many tensors the forward of the built-in layer `module` takes before its optional
+/// ones: 3 for MultiheadAttention (query, key, value), 2 for Bilinear and the transformer
+/// decoders, 1 for other layers and for modules that are not torch::nn's.
+size_t tensor_arguments(const torch::nn::Module& module);
+
 /// How many ops the leaf `module` runs on its input before it reads a parameter: 1 for a Conv
 /// whose padding mode is not zeros (it pads its input first, `_pad_enum`), else 0.
 int ops_before_parameters(const torch::nn::Module& module);

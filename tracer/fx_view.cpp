@@ -269,6 +269,13 @@ class Builder {
     env_[read.input] = created;
   }
 
+  // How many arguments the call of `leaf` passes: a built-in layer whose forward takes several
+  // tensors, all given one value, gets it in each place; otherwise one per input.
+  static size_t repeated_inputs(const LeafCall& leaf) {
+    if (leaf.inputs.size() != 1 || !leaf.module) return leaf.inputs.size();
+    return std::max<size_t>(1, tensor_arguments(*leaf.module));
+  }
+
   void emit_leaf_call(const LeafCall& leaf) {
     current_call_ = leaf.call;
     // The body: the leaf's ops on its own placeholders and parameters.
@@ -279,6 +286,11 @@ class Builder {
       sub.body_ = true;
       sub.method_calls_ = false;
       for (Node* input : leaf.inputs) sub.env_[input] = sub.out_.graph.placeholder("input");
+      // One value given in each place (self-attention's attn(x, x, x)): the recording sees it
+      // once; the call passes it as often as the layer's forward takes tensors.
+      for (size_t i = leaf.inputs.size(); i < repeated_inputs(leaf); ++i) {
+        sub.out_.graph.placeholder("input");
+      }
       sub.param_prefix_ = leaf.target + ".";
       const std::unordered_set<const Node*> members(leaf.nodes.begin(), leaf.nodes.end());
       sub.scope_ = &members;
@@ -291,6 +303,9 @@ class Builder {
     }
     Args args;
     for (Node* input : leaf.inputs) args.emplace_back(lookup(input));
+    for (size_t i = leaf.inputs.size(); i < repeated_inputs(leaf); ++i) {
+      args.emplace_back(lookup(leaf.inputs.front()));
+    }
     Node* node = create(OpCode::kCallModule, Target(leaf.target), std::move(args), leaf.call,
                         leaf.base_name);
     node->set_body(body);

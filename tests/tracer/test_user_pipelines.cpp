@@ -499,3 +499,34 @@ TEST_CASE("user pipelines: a parameter's .data() read in a forward is named as t
                                          "dispatcher sees"),
                        TraceError);
 }
+
+TEST_CASE("user pipelines: a layer given one value in each place is called with it in each") {
+  // torch.fx prints self.attn(x, x, x): the recording sees one input, the call passes three.
+  struct SelfAttentionImpl : nn::Module {
+    nn::MultiheadAttention attn =
+        register_module("attn", nn::MultiheadAttention(nn::MultiheadAttentionOptions(4, 2)));
+    nn::Bilinear bl = register_module("bl", nn::Bilinear(4, 4, 3));
+    at::Tensor forward(const at::Tensor& x) {
+      const at::Tensor sequence = x.unsqueeze(0);
+      const at::Tensor attended = std::get<0>(attn(sequence, sequence, sequence)).squeeze(0);
+      return bl(attended, attended);
+    }
+  };
+  auto pipeline = make_td_module(std::make_shared<SelfAttentionImpl>(), {"x"}, {"y"});
+  const TensorDict input = normal("x", {4})(kTracedBatch);
+  const TDGraphModule traced = symbolic_trace(pipeline, input);
+  const std::string code = traced.code();
+  CHECK(code.find("self.attn(unsqueeze, unsqueeze, unsqueeze)") != std::string::npos);
+  CHECK(code.find("self.bl(squeeze, squeeze)") != std::string::npos);
+  // The view runs as printed, the program as recorded: both as eager.
+  TensorDict eager(input);
+  pipeline->forward(eager);
+  CHECK(traced.run(input)[0].equal(eager.get("y")));
+  const auto view_out = traced.graph_module().run(traced.graph_inputs(input));
+  CHECK(view_out[0].toTensor().equal(eager.get("y")));
+  // Lowered again from the view (an edit's recompile), it inlines each call as printed.
+  TDGraphModule edited = symbolic_trace(pipeline, input);
+  edited.mutable_graph();
+  edited.recompile();
+  CHECK(edited.run(input)[0].equal(eager.get("y")));
+}
