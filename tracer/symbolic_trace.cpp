@@ -279,9 +279,9 @@ std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) cons
       fail<ShapeError>(
           "input {} is not contiguous, and was when traced; the program writes into it, so it "
           "cannot be copied contiguous first as a contiguous() in the module would have copied "
-          "it (which a recording cannot see for a contiguous tensor): pass {}.contiguous(), or "
-          "trace with a non-contiguous example",
-          input_keys_[i].repr(), input_keys_[i].repr());
+          "it (which a recording cannot see for a contiguous tensor): make it contiguous before "
+          "the call, or trace with a non-contiguous example",
+          input_keys_[i].repr());
     }
     tensors_in[i] = tensors_in[i].contiguous();
   }

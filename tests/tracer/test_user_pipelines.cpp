@@ -409,25 +409,26 @@ TEST_CASE("user pipelines: an input contiguous when traced and not when run") {
     CHECK(traced.run(input)[0].equal(strided.contiguous().view({kTracedBatch, -1}) + 1));
     CHECK(strided.equal(before));
   }
+  // Written in place after contiguous().
+  auto bump = make_td_module(
+      [](const at::Tensor& x) {
+        at::Tensor y = x.contiguous();
+        y.add_(1);
+        return y * 2;
+      },
+      {"x"}, {"y"});
   {
-    // Written in place after contiguous(): a copy would leave the caller's tensor unwritten
-    // where the module writes it, and running it as it is would write it where the module
-    // writes a copy; the recording cannot tell which, so the run is refused.
-    auto bump = make_td_module(
-        [](const at::Tensor& x) {
-          at::Tensor y = x.contiguous();
-          y.add_(1);
-          return y * 2;
-        },
-        {"x"}, {"y"});
+    // A copy would leave the caller's tensor unwritten where the module writes it, and running
+    // it as it is would write it where the module writes a copy; the recording cannot tell
+    // which, so the run is refused.
     const TDGraphModule traced = symbolic_trace(bump, example);
     TensorDict input({{"x", strided}}, {kTracedBatch});
     CHECK_THROWS_WITH_AS(traced.run(input),
                          "input 'x' is not contiguous, and was when traced; the program writes "
                          "into it, so it cannot be copied contiguous first as a contiguous() in "
                          "the module would have copied it (which a recording cannot see for a "
-                         "contiguous tensor): pass 'x'.contiguous(), or trace with a "
-                         "non-contiguous example",
+                         "contiguous tensor): make it contiguous before the call, or trace "
+                         "with a non-contiguous example",
                          ShapeError);
     const at::Tensor x = at::randn({kTracedBatch, 3, 2});
     TensorDict contiguous_input({{"x", x.clone()}}, {kTracedBatch});
@@ -435,13 +436,6 @@ TEST_CASE("user pipelines: an input contiguous when traced and not when run") {
   }
   {
     // Traced with a non-contiguous example, contiguous() is recorded: inputs run as they come.
-    auto bump = make_td_module(
-        [](const at::Tensor& x) {
-          at::Tensor y = x.contiguous();
-          y.add_(1);
-          return y * 2;
-        },
-        {"x"}, {"y"});
     const TDGraphModule traced =
         symbolic_trace(bump, TensorDict({{"x", strided.clone()}}, {kTracedBatch}));
     const at::Tensor before = strided.clone();
