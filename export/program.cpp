@@ -8,6 +8,7 @@
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
+#include "tdfx/graph/effects.h"
 #include "tdfx/tracer/dynamic_batch.h"
 #include "tdfx/tracer/program_pass.h"
 
@@ -65,8 +66,17 @@ std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tens
     if (const auto batch = detail::input_batch(args)) specialisation_->check(*batch);
   }
   detail::check_inputs(input_meta_, args, [this](size_t i) { return user_inputs_[i]; });
+  std::vector<at::Tensor> user(args);
+  // The archive does not say which inputs the trace saw contiguous: all are taken as such.
+  detail::contiguous_as_traced(
+      user, {},
+      [this](size_t i) {
+        const std::vector<bool> written = inputs_written(runner_->graph());
+        return state_.size() + i < written.size() && written[state_.size() + i];
+      },
+      [this](size_t i) { return user_inputs_[i]; });
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());
-  inputs.insert(inputs.end(), args.begin(), args.end());
+  inputs.insert(inputs.end(), user.begin(), user.end());
   return inputs;
 }
 

@@ -67,9 +67,11 @@ class ExportedModule {
                  std::vector<TensorMeta> input_meta = {}, uint64_t memory_budget = 0);
   /// Positional user inputs, in signature order; returns one tensor per output.
   /// ShapeError when the program is specialised to another batch size, or an input's
-  /// dimensions differ from the traced ones but for those that follow the batch. With a
-  /// memory budget (a loaded program's), a RunError naming the node that would allocate past
-  /// it, before it allocates.
+  /// dimensions differ from the traced ones but for those that follow the batch. A
+  /// non-contiguous input is copied contiguous first (detail::contiguous_as_traced), or
+  /// refused with a ShapeError when the program writes into it. With a memory budget (a
+  /// loaded program's), a RunError naming the node that would allocate past it, before it
+  /// allocates.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   /// User inputs by name (`{{"x", x}}`); every user input must be given once.
   std::vector<at::Tensor> operator()(

@@ -76,6 +76,26 @@ void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const 
       name, fmt::format("{}", fmt::join(input.sizes(), ", ")), expected);
 }
 
+void contiguous_as_traced(std::vector<at::Tensor>& inputs,
+                          const std::vector<bool>& traced_contiguous,
+                          const std::function<bool(size_t)>& written,
+                          const std::function<std::string(size_t)>& name) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool was_contiguous =
+        traced_contiguous.empty() || (i < traced_contiguous.size() && traced_contiguous[i]);
+    if (!was_contiguous || !inputs[i].defined() || inputs[i].is_contiguous()) continue;
+    if (written(i)) {
+      fail<ShapeError>(
+          "input {} is not contiguous, and was when traced; the program writes into it, so it "
+          "cannot be copied contiguous first as a contiguous() in the module would have copied "
+          "it (which a recording cannot see for a contiguous tensor): make it contiguous before "
+          "the call, or trace with a non-contiguous example",
+          name(i));
+    }
+    inputs[i] = inputs[i].contiguous();
+  }
+}
+
 void check_inputs(const std::vector<TensorMeta>& traced, const std::vector<at::Tensor>& inputs,
                   const std::function<std::string(size_t)>& name) {
   // The first batch dimension seen: its size, and the input and dimension it is in.

@@ -53,6 +53,18 @@ void check_input_shape(const TensorMeta& traced, const at::Tensor& input, const 
 void check_inputs(const std::vector<TensorMeta>& traced, const std::vector<at::Tensor>& inputs,
                   const std::function<std::string(size_t)>& name);
 
+/// Makes each of `inputs` that is not contiguous but was when traced (`traced_contiguous[i]`;
+/// every input when `traced_contiguous` is empty, as for a loaded program, whose archive does
+/// not say) contiguous, as a `contiguous()` in the traced code would have: that call does not
+/// dispatch for a contiguous tensor, so the recording holds no copy. ShapeError naming input i
+/// (`name(i)`) instead when `written(i)`: the program writes into it, and a copy would leave the
+/// caller's tensor unwritten where the code may have written it. `written` is asked only for
+/// an input that needs the copy.
+void contiguous_as_traced(std::vector<at::Tensor>& inputs,
+                          const std::vector<bool>& traced_contiguous,
+                          const std::function<bool(size_t)>& written,
+                          const std::function<std::string(size_t)>& name);
+
 /// `example` at batch `to`: every tensor whose leading size is `batch` gets rows 0, 1, ...
 /// of its own, repeated as often as needed (row r is row r % batch), and a declared batch
 /// dimension becomes `to`. The tensors a dynamic trace probes the module with.

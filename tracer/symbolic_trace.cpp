@@ -270,20 +270,17 @@ std::vector<at::Tensor> TDGraphModule::checked_inputs(const TensorDict& td) cons
     if (batch) specialisation_->check(*batch);
   }
   detail::check_inputs(input_meta_, tensors_in, [this](size_t i) { return input_keys_[i].repr(); });
-  for (size_t i = 0; i < tensors_in.size() && i < input_contiguous_.size(); ++i) {
-    if (!input_contiguous_[i] || tensors_in[i].is_contiguous()) continue;
-    const std::vector<bool>& written = made_once(inputs_written_, [this] {
-      return std::make_shared<const std::vector<bool>>(inputs_written(runner_->graph()));
-    });
-    if (i < written.size() && written[i]) {
-      fail<ShapeError>(
-          "input {} is not contiguous, and was when traced; the program writes into it, so it "
-          "cannot be copied contiguous first as a contiguous() in the module would have copied "
-          "it (which a recording cannot see for a contiguous tensor): make it contiguous before "
-          "the call, or trace with a non-contiguous example",
-          input_keys_[i].repr());
-    }
-    tensors_in[i] = tensors_in[i].contiguous();
+  // Empty for a module symbolic_trace did not make: its inputs are taken as they come.
+  if (!input_contiguous_.empty()) {
+    detail::contiguous_as_traced(
+        tensors_in, input_contiguous_,
+        [this](size_t i) {
+          const std::vector<bool>& written = made_once(inputs_written_, [this] {
+            return std::make_shared<const std::vector<bool>>(inputs_written(runner_->graph()));
+          });
+          return i < written.size() && written[i];
+        },
+        [this](size_t i) { return input_keys_[i].repr(); });
   }
   return tensors_in;
 }

@@ -180,6 +180,36 @@ TEST_CASE("export: an input key called self is renamed in the signature, as a Py
   CHECK(program.module()({{"self", at::ones({4, 3})}})[0].equal(at::full({4, 3}, 2.0)));
 }
 
+TEST_CASE("export: a non-contiguous input is copied contiguous first, or refused if written") {
+  // contiguous() of a contiguous example records nothing, and the archive does not say what
+  // the trace saw: every input is taken as contiguous when traced (README, the recorder).
+  const at::Tensor x = at::randn({4, 3, 2});
+  const at::Tensor strided = at::randn({4, 2, 3}).transpose(1, 2);
+  auto flatten = make_td_module(
+      [](const at::Tensor& t) {
+        return t.contiguous().view({t.size(0), -1}) + 1;
+      },
+      {"x"}, {"y"});
+  const ExportedProgram flat = export_program(flatten, {{"x", x}});
+  const at::Tensor expected = strided.contiguous().view({4, -1}) + 1;
+  CHECK(flat.module()({strided})[0].equal(expected));
+  const testing::ScratchDir dir("tdfx_export_contiguous");
+  save(flat, (dir / "flat.pt2").string());
+  CHECK(load((dir / "flat.pt2").string()).module()({strided})[0].equal(expected));
+  auto bump = make_td_module(
+      [](const at::Tensor& t) {
+        at::Tensor y = t.contiguous();
+        y.add_(1);
+        return y * 2;
+      },
+      {"x"}, {"y"});
+  const ExportedProgram written = export_program(bump, {{"x", x.clone()}});
+  CHECK_THROWS_WITH_AS(written.module()({strided}),
+                       doctest::Contains("input x is not contiguous, and was when traced; the "
+                                         "program writes into it"),
+                       ShapeError);
+}
+
 TEST_CASE("export: threads export, save, load and run programs at once") {
   // Each thread exports its own model, writes and reads its archive, and runs the loaded
   // program under its memory budget (a per-thread allocator check): results as eager's.
