@@ -189,8 +189,9 @@ class ProgramHook : public KeyAccessHook {
         "{}: its forward switches autograd's grad mode (a NoGradGuard, AutoGradMode or "
         "InferenceMode around {}), which the traced program would not: its runs would compute "
         "gradients where the module computes none. Call .detach() on what such a block "
-        "computes instead, and update parameters in place (weight clipping) outside the "
-        "traced forward",
+        "computes instead, update parameters in place (weight clipping) outside the traced "
+        "forward, and for a forward that computes no gradients at all, switch the mode around "
+        "the traced module's call instead",
         module.describe(), op);
   }
 

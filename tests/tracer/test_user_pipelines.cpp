@@ -366,8 +366,9 @@ TEST_CASE("user pipelines: a block that switches grad mode in a forward is a Tra
         "out_keys=['loss']): its forward switches autograd's grad mode (a NoGradGuard, "
         "AutoGradMode or InferenceMode around aten::t), which the traced program would not: its "
         "runs would compute gradients where the module computes none. Call .detach() on what "
-        "such a block computes instead, and update parameters in place (weight clipping) "
-        "outside the traced forward",
+        "such a block computes instead, update parameters in place (weight clipping) outside "
+        "the traced forward, and for a forward that computes no gradients at all, switch the "
+        "mode around the traced module's call instead",
         TraceError);
   }
   // Detached instead, the target gets no gradient, traced as eager.
@@ -384,10 +385,16 @@ TEST_CASE("user pipelines: a block that switches grad mode in a forward is a Tra
   TensorDict eager(input);
   pipeline->forward(eager).get("loss").sum().backward();
   CHECK(module->online->weight.grad().equal(traced_grad));
-  // Traced under a NoGradGuard of the caller's, a guard inside switches nothing.
-  torch::NoGradGuard no_grad;
-  auto guarded = make_td_module(TdError(TargetBlock::kNoGradGuard), {"x"}, {"loss"});
-  CHECK_NOTHROW(symbolic_trace(guarded, input));
+  {
+    // Traced under a NoGradGuard of the caller's, a guard inside switches nothing.
+    torch::NoGradGuard no_grad;
+    auto guarded = make_td_module(TdError(TargetBlock::kNoGradGuard), {"x"}, {"loss"});
+    CHECK_NOTHROW(symbolic_trace(guarded, input));
+  }
+  // A traced module run under InferenceMode (acting, no gradients) computes as eager does.
+  c10::InferenceMode inference;
+  TensorDict acting(input);
+  CHECK(traced.forward(acting).get("loss").equal(eager.get("loss")));
 }
 
 TEST_CASE("user pipelines: an input contiguous when traced and not when run") {
