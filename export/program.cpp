@@ -68,11 +68,12 @@ std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tens
   detail::check_inputs(input_meta_, args, [this](size_t i) { return user_inputs_[i]; });
   std::vector<at::Tensor> user(args);
   // The archive does not say which inputs the trace saw contiguous: all are taken as such.
+  std::optional<std::vector<bool>> written;  // worked out for the first input that needs it
   detail::contiguous_as_traced(
       user, {},
-      [this](size_t i) {
-        const std::vector<bool> written = inputs_written(runner_->graph());
-        return state_.size() + i < written.size() && written[state_.size() + i];
+      [&](size_t i) {
+        if (!written) written = inputs_written(runner_->graph());
+        return state_.size() + i < written->size() && (*written)[state_.size() + i];
       },
       [this](size_t i) { return user_inputs_[i]; });
   std::vector<c10::IValue> inputs(state_.begin(), state_.end());

@@ -87,10 +87,11 @@ const LayerFacts& facts_of(const torch::nn::Module& module) {
     facts.ops = ops_of(layer);
     facts.conv = layer == "Conv1d" || layer == "Conv2d" || layer == "Conv3d";
     // The tensors each forward takes before its optional ones.
-    static const std::unordered_map<std::string, size_t> several = {
-        {"MultiheadAttention", 3},      {"Bilinear", 2},           {"Transformer", 2},
-        {"TransformerDecoderLayer", 2}, {"TransformerDecoder", 2}, {"CosineSimilarity", 2},
-        {"PairwiseDistance", 2}};
+    static const std::unordered_map<std::string, size_t> several = {{"MultiheadAttention", 3},
+                                                                    {"Bilinear", 2},
+                                                                    {"Transformer", 2},
+                                                                    {"TransformerDecoderLayer", 2},
+                                                                    {"TransformerDecoder", 2}};
     auto arguments = several.find(layer);
     if (arguments != several.end()) facts.tensor_arguments = arguments->second;
   }

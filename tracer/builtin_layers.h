@@ -53,8 +53,9 @@ void refuse_untraceable_layers(const torch::nn::Module& inner,
 bool reads_parameters_repeatedly(const torch::nn::Module& module);
 
 /// How many tensors the forward of the built-in layer `module` takes before its optional
-/// ones: 3 for MultiheadAttention (query, key, value), 2 for Bilinear and the transformer
-/// decoders, 1 for other layers and for modules that are not torch::nn's.
+/// ones, for the layers with parameters that take several: 3 for MultiheadAttention (query,
+/// key, value), 2 for Bilinear, Transformer and the transformer decoders; 1 for other layers
+/// and for modules that are not torch::nn's.
 size_t tensor_arguments(const torch::nn::Module& module);
 
 /// How many ops the leaf `module` runs on its input before it reads a parameter: 1 for a Conv
