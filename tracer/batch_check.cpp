@@ -92,7 +92,10 @@ void contiguous_as_traced(std::vector<at::Tensor>& inputs,
           "the call, or trace with a non-contiguous example",
           name(i));
     }
-    inputs[i] = inputs[i].contiguous();
+    // Under a loaded program's memory budget a stride-0 view may not fit laid out.
+    rethrow_foreign_as<RunError>(
+        fmt::format("input {}, copied contiguous as it was when traced", name(i)),
+        [&] { inputs[i] = inputs[i].contiguous(); });
   }
 }
 

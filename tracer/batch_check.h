@@ -59,7 +59,8 @@ void check_inputs(const std::vector<TensorMeta>& traced, const std::vector<at::T
 /// dispatch for a contiguous tensor, so the recording holds no copy. ShapeError naming input i
 /// (`name(i)`) instead when `written(i)`: the program writes into it, and a copy would leave the
 /// caller's tensor unwritten where the code may have written it. `written` is asked only for
-/// an input that needs the copy.
+/// an input that needs the copy. RunError naming the input when the copy fails (a memory
+/// budget it does not fit).
 void contiguous_as_traced(std::vector<at::Tensor>& inputs,
                           const std::vector<bool>& traced_contiguous,
                           const std::function<bool(size_t)>& written,

@@ -196,6 +196,16 @@ TEST_CASE("export: a non-contiguous input is copied contiguous first, or refused
   const testing::ScratchDir dir("tdfx_export_contiguous");
   save(flat, (dir / "flat.pt2").string());
   CHECK(load((dir / "flat.pt2").string()).module()({strided})[0].equal(expected));
+  // A stride-0 view laid out past a loaded program's budget: a RunError naming the input.
+  auto twice = make_td_module([](const at::Tensor& t) { return t.contiguous() * 2; }, {"x"}, {"y"});
+  save(export_program(twice, {{"x", x}}, {true, {}}), (dir / "twice.pt2").string());
+  LoadOptions small;
+  small.memory_budget = uint64_t{1} << 20;
+  const ExportedProgram budgeted = load((dir / "twice.pt2").string(), small);
+  CHECK_THROWS_WITH_AS(budgeted.module()({at::randn({1, 3, 2}).expand({100000, 3, 2})}),
+                       doctest::Contains("input x, copied contiguous as it was when traced: an "
+                                         "allocation of"),
+                       RunError);
   auto bump = make_td_module(
       [](const at::Tensor& t) {
         at::Tensor y = t.contiguous();
