@@ -9,6 +9,7 @@
 // BM_TraceChainDynamic/N: the same with TraceOptions::dynamic_batch (four recordings).
 //
 // BM_EagerChain/N: the same chain run eagerly.
+// BM_EagerChainAtProbes/N: eager forwards at each batch BM_TraceChainDynamic records.
 // BM_DispatchRecordChain/N: the same chain recorded into a flat graph by tdfx's recorder on
 // the dispatcher alone (tracer/dispatch_recorder.h), no passes: the floor under a trace.
 // BM_ExportChain/N: export_program of the chain (the recording and the program pass).
@@ -33,6 +34,7 @@
 #include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/dispatch_recorder.h"
+#include "tdfx/tracer/dynamic_batch.h"
 #include "tdfx/tracer/symbolic_trace.h"
 
 namespace {
@@ -95,6 +97,27 @@ void BM_TraceChainDynamic(benchmark::State& state) {
   trace_chain(state, options, AfterTrace::kNothing);
 }
 BENCHMARK(BM_TraceChainDynamic)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// The chain run eagerly at each batch a dynamic trace of it records (the example's 16 and the
+// default probes, tdfx::detail::dynamic_batch_probes): BM_TraceChainDynamic's eager
+// counterpart. A probe at a larger batch costs more than a forward at 16 wherever compute
+// matters.
+void BM_EagerChainAtProbes(benchmark::State& state) {
+  const auto seq = chain(state.range(0));
+  std::vector<tdfx::TensorDict> inputs;
+  inputs.push_back(chain_input());
+  for (const int64_t batch : tdfx::detail::dynamic_batch_probes(16, {})) {
+    inputs.push_back(tdfx::TensorDict({{"h0", at::randn({batch, 64})}}, {batch}));
+  }
+  for (auto _ : state) {
+    for (const tdfx::TensorDict& td : inputs) {
+      tdfx::TensorDict work(td);
+      seq->forward(work);
+      benchmark::DoNotOptimize(work);
+    }
+  }
+}
+BENCHMARK(BM_EagerChainAtProbes)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
 
 // The same chain run eagerly.
 void BM_EagerChain(benchmark::State& state) {

@@ -98,6 +98,11 @@ size_t canonicalize_scalar_overloads(Graph& graph) {
 }
 
 std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) {
+  return lift_parameters(graph, detail::state_tensors(root));
+}
+
+std::vector<LiftedState> lift_parameters(Graph& graph,
+                                         const std::vector<detail::StateTensor>& state) {
   std::unordered_map<std::string, std::vector<Node*>> attributes;
   for (Node* node : graph.nodes()) {
     if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
@@ -128,7 +133,7 @@ std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) 
     attributes.erase(it);
     lifted.push_back({placeholder->name(), path, tensor, parameter});
   };
-  detail::for_each_state(root, lift);
+  for (const detail::StateTensor& entry : state) lift(entry.path, entry.tensor, entry.parameter);
   if (!attributes.empty()) {
     fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
                      attributes.begin()->second.front()->name(), attributes.begin()->first);

@@ -8,6 +8,7 @@
 #include <torch/nn/module.h>
 
 #include "tdfx/graph/graph.h"
+#include "tdfx/tracer/module_state.h"
 
 namespace tdfx {
 
@@ -45,5 +46,8 @@ struct LiftedState {
 /// placeholders, in `root`'s parameter then buffer order. Returns them in that
 /// order. GraphError for a path `root` lacks.
 std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root);
+/// As above, from `root`'s parameters and buffers as detail::state_tensors lists them.
+std::vector<LiftedState> lift_parameters(Graph& graph,
+                                         const std::vector<detail::StateTensor>& state);
 
 }  // namespace tdfx

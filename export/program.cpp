@@ -120,7 +120,24 @@ ExportedProgram::ExportedProgram(Graph graph, GraphSignature signature,
                                  std::map<std::string, at::Tensor> state,
                                  std::optional<BatchSpecialisation> specialisation,
                                  std::vector<ModuleBox> modules)
-    : runner_(std::make_shared<GraphModule>(nullptr, std::move(graph))),
+    : ExportedProgram(std::make_shared<GraphModule>(nullptr, std::move(graph)),
+                      std::move(signature), std::move(state), std::move(specialisation),
+                      std::move(modules)) {}
+
+ExportedProgram::ExportedProgram(CompileOnFirstRun, Graph graph, GraphSignature signature,
+                                 std::map<std::string, at::Tensor> state,
+                                 std::optional<BatchSpecialisation> specialisation,
+                                 std::vector<ModuleBox> modules)
+    : ExportedProgram(std::make_shared<GraphModule>(nullptr, std::move(graph), nullptr,
+                                                    GraphModule::Attributes{}),
+                      std::move(signature), std::move(state), std::move(specialisation),
+                      std::move(modules)) {}
+
+ExportedProgram::ExportedProgram(std::shared_ptr<const GraphModule> runner,
+                                 GraphSignature signature, std::map<std::string, at::Tensor> state,
+                                 std::optional<BatchSpecialisation> specialisation,
+                                 std::vector<ModuleBox> modules)
+    : runner_(std::move(runner)),
       signature_(std::move(signature)),
       state_(std::move(state)),
       specialisation_(std::move(specialisation)),
@@ -206,43 +223,46 @@ namespace {
 // The exported program of a program graph (a trace's, or a recording's) whose get_attr
 // targets are paths from `prefix` in `module`: paths made whole, Linear's decomposition fused,
 // scalar overloads made canonical, dead code removed, parameters and buffers lifted to inputs.
+// `state`: the module's parameters and buffers (detail::state_tensors).
 ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
                                      TensorDictModuleBase& module,
+                                     const std::vector<detail::StateTensor>& state,
                                      const std::vector<NestedKey>& input_keys,
                                      const std::vector<NestedKey>& out_keys,
                                      const std::optional<BatchSpecialisation>& specialisation) {
   // Paths from the pipeline rather than from the trace's root; errors name the program's
   // own nodes.
   for (Node* node : graph.nodes()) {
+    NodeMeta& meta = node->meta();
+    meta.shown_as.clear();
+    if (prefix.empty()) continue;
     if (node->op() == OpCode::kGetAttr) {
       node->set_target(detail::join_path(prefix, node->target().str()));
     }
-    NodeMeta& meta = node->meta();
     const bool op = node->op() == OpCode::kCallFunction || node->op() == OpCode::kCallMethod;
     if (op || !meta.module_path.empty()) {
       meta.module_path = detail::join_path(prefix, meta.module_path);
     }
     if (!meta.td_module.empty()) meta.td_module = detail::join_path(prefix, meta.td_module);
-    meta.shown_as.clear();
   }
   fuse_linear(graph);
   canonicalize_scalar_overloads(graph);
   graph.eliminate_dead_code();
   GraphSignature signature;
-  std::map<std::string, at::Tensor> state;
-  for (LiftedState& lifted : lift_parameters(graph, module)) {
+  std::map<std::string, at::Tensor> weights;
+  for (LiftedState& lifted : lift_parameters(graph, state)) {
     signature.inputs.push_back({lifted.parameter ? InputKind::kParameter : InputKind::kBuffer,
                                 lifted.name,
                                 lifted.path,
                                 {}});
-    state[lifted.name] = std::move(lifted.tensor);
+    weights[lifted.name] = std::move(lifted.tensor);
   }
   // User placeholders come in the order their keys were read; each is
   // called by its key's joined name, which need not be an identifier.
   size_t next_key = 0;
   for (const Node* node : graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder) continue;
-    if (state.count(node->name())) continue;
+    if (weights.count(node->name())) continue;
     if (next_key >= input_keys.size()) {
       throw InternalError("export_program: more user placeholders than keys read");
     }
@@ -254,8 +274,9 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
     const Node* node = results[i].node();
     signature.outputs.push_back({node ? node->name() : std::string("<constant>"), out_keys[i]});
   }
-  // The program's GraphModule lints the graph as it compiles it: after every pass above.
-  return ExportedProgram(std::move(graph), std::move(signature), std::move(state), specialisation,
+  // The program's GraphModule lints the graph as it compiles it, on its first run.
+  return ExportedProgram(ExportedProgram::CompileOnFirstRun{}, std::move(graph),
+                         std::move(signature), std::move(weights), specialisation,
                          pipeline_modules(module, ""));
 }
 
@@ -300,13 +321,15 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     detail::refuse_divergence(recorded, live, updates, trace, module->describe());
   }
   detail::FlatProgram program = detail::flat_program(recording, live, updates, trace);
-  return export_program_graph(std::move(program.graph), "", *module, program.input_keys,
-                              program.out_keys, detail::specialisation_of(recorded));
+  return export_program_graph(std::move(program.graph), "", *module, recorded.layout.state,
+                              program.input_keys, program.out_keys,
+                              detail::specialisation_of(recorded));
 }
 
 ExportedProgram export_program(const TDGraphModule& traced) {
   return export_program_graph(traced.program_graph().copy(), traced.root_prefix(),
-                              *traced.pipeline(), traced.input_keys(), traced.out_keys(),
+                              *traced.pipeline(), detail::state_tensors(*traced.pipeline()),
+                              traced.input_keys(), traced.out_keys(),
                               traced.batch_specialisation());
 }
 

@@ -106,6 +106,13 @@ class ExportedProgram {
   ExportedProgram(Graph graph, GraphSignature signature, std::map<std::string, at::Tensor> state,
                   std::optional<BatchSpecialisation> specialisation = std::nullopt,
                   std::vector<ModuleBox> modules = {});
+  /// How export_program makes its program: as above, but the graph, which tdfx's own passes
+  /// made, is linted and compiled on the program's first run rather than here.
+  struct CompileOnFirstRun {};
+  ExportedProgram(CompileOnFirstRun, Graph graph, GraphSignature signature,
+                  std::map<std::string, at::Tensor> state,
+                  std::optional<BatchSpecialisation> specialisation,
+                  std::vector<ModuleBox> modules);
 
   const Graph& graph() const { return runner_->graph(); }
   /// The compiled graph (inputs: the state, then the user inputs; see ExportedModule).
@@ -140,6 +147,11 @@ class ExportedProgram {
   /// Each input's placeholder metadata, in signature order.
   std::vector<TensorMeta> in_meta_;
   uint64_t memory_budget_ = 0;
+
+  ExportedProgram(std::shared_ptr<const GraphModule> runner, GraphSignature signature,
+                  std::map<std::string, at::Tensor> state,
+                  std::optional<BatchSpecialisation> specialisation,
+                  std::vector<ModuleBox> modules);
 };
 
 /// Options of export_program.

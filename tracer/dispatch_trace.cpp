@@ -26,8 +26,13 @@ namespace {
 
 class ProgramHook : public KeyAccessHook {
  public:
-  ProgramHook(TensorDictModuleBase& module, const TensorDict& example, std::string strip_prefix)
-      : module_(module), example_(example), strip_(std::move(strip_prefix)), recorder_(out_.graph) {
+  ProgramHook(TensorDictModuleBase& module, const TensorDict& example, std::string strip_prefix,
+              const PipelineLayout& layout)
+      : module_(module),
+        example_(example),
+        strip_(std::move(strip_prefix)),
+        layout_(layout),
+        recorder_(out_.graph) {
     recorder_.on_node = [this](Node* node) { give_meta(node); };
     recorder_.on_value_read = [this](ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
       guard_layer_read(read, tensors);
@@ -109,10 +114,10 @@ class ProgramHook : public KeyAccessHook {
                                   const std::vector<at::Tensor>& inputs,
                                   const std::function<std::vector<at::Tensor>()>& run) override {
     auto planned = planned_.find(&module);
-    if (planned == planned_.end() || planned->second.next == planned->second.calls.size()) {
+    if (planned == planned_.end() || planned->second.next == planned->second.calls->size()) {
       fail<TraceError>("{}: called outside the traced pipeline's structure", module.describe());
     }
-    out_.calls.push_back(std::move(planned->second.calls[planned->second.next++]));
+    out_.calls.push_back((*planned->second.calls)[planned->second.next++]);
     const size_t index = out_.calls.size() - 1;
     for (const at::Tensor& t : inputs) out_.calls[index].inputs.push_back(recorder_.node_of(t));
     // The keys read for this call were read just before it.
@@ -155,13 +160,10 @@ class ProgramHook : public KeyAccessHook {
 
  private:
   void bind_parameters_and_buffers() {
-    for_each_state(
-        module_,
-        [&](std::string path, const at::Tensor& tensor, bool is_parameter) {
-          std::string bound = bind_state(std::move(path), tensor);
-          if (is_parameter) out_.parameter_paths.push_back(std::move(bound));
-        },
-        strip_);
+    for (const StateTensor& state : layout_.state) {
+      std::string bound = bind_state(state.path, state.tensor);
+      if (state.parameter) out_.parameter_paths.push_back(std::move(bound));
+    }
   }
 
   // A tensor registered at several paths (a layer shared by two TensorDictModules) is read at
@@ -247,24 +249,10 @@ class ProgramHook : public KeyAccessHook {
     recorder_.record_guard(a, b, equal_now);
   }
 
-  // The calls of the pipeline's TensorDictModules, as walk_pipeline finds them, in call order
-  // for each module, and the number of sequential levels.
+  // Each module's calls as the layout plans them; this recording takes them in call order.
   void plan() {
-    walk_pipeline(module_, strip_, [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
-      if (place.level >= 0) {  // a sequential: one more level of names
-        out_.level_count = std::max(out_.level_count, place.level + 1);
-        return;
-      }
-      const TensorDictModule* td_module = &traced_td_module(m);
-      refuse_untraceable_layers(
-          *td_module->inner_ptr(), [td_module] { return td_module->describe(); }, place.inner_path);
-      RecordedCall call;
-      call.module = td_module;
-      call.td_path = place.path;
-      call.inner_path = place.inner_path;
-      call.levels = place.levels;
-      planned_[td_module].calls.push_back(std::move(call));
-    });
+    out_.level_count = layout_.level_count;
+    for (const auto& [module, calls] : layout_.calls) planned_[module].calls = &calls;
   }
 
   // Notes the TensorDictModule call that recorded a node, and the child of a wrapped Sequential
@@ -289,11 +277,12 @@ class ProgramHook : public KeyAccessHook {
   TensorDictModuleBase& module_;
   const TensorDict& example_;
   std::string strip_;
+  const PipelineLayout& layout_;
   PipelineRecording out_;
   DispatchRecorder recorder_;
   // Each module's planned calls, in call order, and the next one to be made.
   struct Planned {
-    std::vector<RecordedCall> calls;
+    const std::vector<RecordedCall>* calls = nullptr;  // the layout's
     size_t next = 0;
   };
   std::unordered_map<const TensorDictModule*, Planned> planned_;
@@ -305,9 +294,37 @@ class ProgramHook : public KeyAccessHook {
 
 }  // namespace
 
+PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& strip_prefix) {
+  PipelineLayout layout;
+  walk_pipeline(module, strip_prefix,
+                [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
+                  if (place.level >= 0) {  // a sequential: one more level of names
+                    layout.level_count = std::max(layout.level_count, place.level + 1);
+                    return;
+                  }
+                  const TensorDictModule* td_module = &traced_td_module(m);
+                  refuse_untraceable_layers(
+                      *td_module->inner_ptr(), [td_module] { return td_module->describe(); },
+                      place.inner_path);
+                  RecordedCall call;
+                  call.module = td_module;
+                  call.td_path = place.path;
+                  call.inner_path = place.inner_path;
+                  call.levels = place.levels;
+                  layout.calls[td_module].push_back(std::move(call));
+                });
+  layout.state = state_tensors(module, strip_prefix);
+  return layout;
+}
+
+PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
+                                  const std::string& strip_prefix, const PipelineLayout& layout) {
+  return ProgramHook(module, example, strip_prefix, layout).run();
+}
+
 PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
                                   const std::string& strip_prefix) {
-  return ProgramHook(module, example, strip_prefix).run();
+  return record_pipeline(module, example, strip_prefix, pipeline_layout(module, strip_prefix));
 }
 
 }  // namespace tdfx::detail

@@ -24,6 +24,7 @@
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/module_state.h"
 
 namespace tdfx::detail {
 
@@ -138,5 +139,26 @@ struct PipelineRecording {
 /// out key never written; KeyError for a missing key.
 PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
                                   const std::string& strip_prefix = "");
+
+/// What every recording of one pipeline starts from: the calls of its TensorDictModules as its
+/// structure plans them, and its parameters and buffers with their paths. A dynamic trace
+/// records the pipeline several times and works this out once.
+struct PipelineLayout {
+  /// Each TensorDictModule's calls, in call order.
+  std::unordered_map<const TensorDictModule*, std::vector<RecordedCall>> calls;
+  /// Number of TensorDictSequential levels (level 0 is the root).
+  int level_count = 1;
+  /// Parameters first, then defined buffers, in module order (state_tensors), with paths
+  /// from the graph root.
+  std::vector<StateTensor> state;
+};
+
+/// The layout of `module` with `strip_prefix` cut from its paths; TraceError for a module
+/// tdfx cannot trace (refuse_untraceable_layers).
+PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& strip_prefix);
+
+/// record_pipeline from a layout pipeline_layout made of the same module and prefix.
+PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
+                                  const std::string& strip_prefix, const PipelineLayout& layout);
 
 }  // namespace tdfx::detail

@@ -271,7 +271,9 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
         "batch size)",
         module.describe(), out.batch ? "batch 0 (no row to repeat)" : "no batch size");
   }
-  out.recording = record_pipeline(module, example, strip_prefix);
+  out.layout = pipeline_layout(module, strip_prefix);
+  const PipelineLayout& layout = out.layout;
+  out.recording = record_pipeline(module, example, strip_prefix, layout);
   if (out.batch) out.recorded.push_back(*out.batch);
   if (!options.dynamic_batch) return out;
 
@@ -280,7 +282,8 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
   std::vector<PipelineRecording> probes;
   for (const int64_t probe : probe_batches) {
     try {
-      probes.push_back(record_pipeline(module, resized(example, batch, probe), strip_prefix));
+      probes.push_back(
+          record_pipeline(module, resized(example, batch, probe), strip_prefix, layout));
     } catch (const TraceError& error) {
       fail<TraceError>(
           "{}: a dynamic batch is checked by recording the pipeline at batches {} besides the "

@@ -60,6 +60,8 @@ struct ContractRecording {
   std::vector<int64_t> recorded;
   /// Set when a dynamic trace's recordings part: the caller names the printed node.
   std::optional<BatchDivergence> divergence;
+  /// What every recording started from (its parameters and buffers, for export's lifting).
+  PipelineLayout layout;
 };
 
 /// Records `module` on `example` under `options`' batch contract (see the file comment):

@@ -27,4 +27,15 @@ void for_each_state(
   }
 }
 
+std::vector<StateTensor> state_tensors(const torch::nn::Module& root, const std::string& strip) {
+  std::vector<StateTensor> out;
+  for_each_state(
+      root,
+      [&](std::string path, const at::Tensor& tensor, bool parameter) {
+        out.push_back({std::move(path), tensor, parameter});
+      },
+      strip);
+  return out;
+}
+
 }  // namespace tdfx::detail

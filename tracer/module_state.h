@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tdfx::detail {
 
@@ -20,5 +21,15 @@ void for_each_state(
     const torch::nn::Module& root,
     const std::function<void(std::string path, const at::Tensor& tensor, bool is_parameter)>& visit,
     const std::string& strip = "");
+
+/// A parameter or buffer with its path.
+struct StateTensor {
+  std::string path;
+  at::Tensor tensor;
+  bool parameter = false;
+};
+
+/// What for_each_state visits, in its order.
+std::vector<StateTensor> state_tensors(const torch::nn::Module& root, const std::string& strip = "");
 
 }  // namespace tdfx::detail
