@@ -9,6 +9,7 @@
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
 #include "tdfx/graph/effects.h"
+#include "tdfx/graph/passes.h"
 #include "tdfx/tracer/dynamic_batch.h"
 #include "tdfx/tracer/program_pass.h"
 
@@ -222,7 +223,8 @@ namespace {
 
 // The exported program of a program graph (a trace's, or a recording's) whose get_attr
 // targets are paths from `prefix` in `module`: paths made whole, Linear's decomposition fused,
-// scalar overloads made canonical, dead code removed, parameters and buffers lifted to inputs.
+// updates of the program's own values made functional, scalar overloads made canonical, dead
+// code removed, parameters and buffers lifted to inputs.
 // `state`: the module's parameters and buffers (detail::state_tensors).
 ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
                                      TensorDictModuleBase& module,
@@ -246,6 +248,7 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
     if (!meta.td_module.empty()) meta.td_module = detail::join_path(prefix, meta.td_module);
   }
   fuse_linear(graph);
+  functionalize(graph);
   canonicalize_scalar_overloads(graph);
   graph.eliminate_dead_code();
   GraphSignature signature;

@@ -1,5 +1,9 @@
 #include "tdfx/graph/passes.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
@@ -92,6 +96,153 @@ size_t inline_call_modules(Graph& graph) {
   }
   graph.lint();
   return inlined;
+}
+
+namespace {
+
+bool is_aten_call(const Node* node) {
+  return node && node->op() == OpCode::kCallFunction && node->target().is_aten() &&
+         node->target().has_operator();
+}
+
+// The sole result of an aten op that aliases none of its arguments: memory only the program
+// holds, which an update in place changes for the program's own later readers alone.
+bool computes_fresh_tensor(const Node* node) {
+  if (!is_aten_call(node)) return false;
+  const auto& returns = node->target().schema().returns();
+  return returns.size() == 1 && !returns[0].alias_info() &&
+         returns[0].type()->kind() == c10::TypeKind::TensorType;
+}
+
+// Whether `reader` may keep or change `value`'s memory: `value` is passed as an argument its
+// schema annotates with an alias set (a view's self, an in-place op's self, an out= tensor),
+// or `reader` is no aten call, whose effect on its arguments is not known.
+bool may_alias(const Node& reader, const Node* value) {
+  if (!is_aten_call(&reader)) return true;
+  const auto& params = reader.target().schema().arguments();
+  auto passes = [value](const Argument& arg) {
+    bool found = false;
+    for_each_node(arg, [&](Node* n) { found |= n == value; });
+    return found;
+  };
+  for (size_t i = 0; i < reader.args().size(); ++i) {
+    if (passes(reader.args()[i]) && (i >= params.size() || params[i].alias_info())) return true;
+  }
+  for (const auto& [name, arg] : reader.kwargs()) {
+    if (!passes(arg)) continue;
+    auto it = std::find_if(params.begin(), params.end(),
+                           [&name = name](const c10::Argument& p) { return p.name() == name; });
+    if (it == params.end() || it->alias_info()) return true;
+  }
+  return false;
+}
+
+// `op_` with a functional overload `op` of the same arguments, unannotated, that returns one
+// fresh tensor: its target; else nullopt.
+std::optional<Target> functional_twin(const Node& node) {
+  const Target& target = node.target();
+  const std::string& op = target.op_name();
+  if (op.size() < 2 || op.back() != '_' || op.front() == '_') return std::nullopt;
+  const auto& schema = target.schema();
+  const auto& params = schema.arguments();
+  if (params.empty() || !params[0].alias_info() || !params[0].alias_info()->isWrite()) {
+    return std::nullopt;
+  }
+  const std::string base = "aten::" + op.substr(0, op.size() - 1);
+  const auto handle = c10::Dispatcher::singleton().findOp({base, target.overload()});
+  if (!handle) return std::nullopt;
+  const auto& twin = handle->schema();
+  if (twin.arguments().size() != params.size() || twin.returns().size() != 1 ||
+      twin.returns()[0].alias_info()) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (twin.arguments()[i].name() != params[i].name() || twin.arguments()[i].alias_info()) {
+      return std::nullopt;
+    }
+  }
+  return Target::aten(target.overload().empty() ? base : base + "." + target.overload());
+}
+
+// Every tensor argument of `node` has `self`'s dtype, as the trace recorded them.
+bool same_dtypes(const Node& node, const Node& self) {
+  const auto dtype = self.meta().tensor.dtype;
+  if (!dtype) return false;
+  bool same = true;
+  auto check = [&](Node* n) { same &= n->meta().tensor.dtype == dtype; };
+  for (const Argument& arg : node.args()) for_each_node(arg, check);
+  for (const auto& kwarg : node.kwargs()) for_each_node(kwarg.second, check);
+  return same;
+}
+
+bool is_target(const Node* node, const char* qualified) {
+  return is_aten_call(node) && node->target().str() == qualified;
+}
+
+}  // namespace
+
+size_t functionalize(Graph& graph) {
+  size_t rewrites = 0;
+  std::unordered_map<const Node*, size_t> position;
+  for (Node* node : graph.nodes()) position.emplace(node, position.size());
+  for (Node* node : graph.node_list()) {
+    if (!is_aten_call(node) || node->args().empty()) continue;
+    Node* self = node->args()[0].node();
+    if (!computes_fresh_tensor(self)) continue;
+    const auto twin = functional_twin(*node);
+    if (!twin || !same_dtypes(*node, *self)) continue;
+    const size_t at = position.at(node);
+    bool shared_before = false;
+    std::vector<Node*> later;
+    for (Node* reader : self->users()) {
+      if (reader == node) continue;
+      if (position.at(reader) > at) {
+        later.push_back(reader);
+      } else if (may_alias(*reader, self)) {
+        shared_before = true;
+      }
+    }
+    if (shared_before) continue;
+    Node* functional;
+    {
+      auto guard = graph.inserting_before(node);
+      functional = graph.create_node(OpCode::kCallFunction, *twin, node->args(), node->kwargs());
+    }
+    functional->meta() = node->meta();
+    position.emplace(functional, at);
+    node->replace_all_uses_with(functional);
+    for (Node* reader : later) reader->replace_input_with(self, functional);
+    graph.erase_node(node);
+    ++rewrites;
+  }
+  // fill(empty_like(x, options), v) -> full_like(x, v, options); zero(empty_like) likewise.
+  for (Node* node : graph.node_list()) {
+    const bool fill = is_target(node, "aten::fill.Scalar");
+    if (!fill && !is_target(node, "aten::zero")) continue;
+    Node* empty = node->args().empty() ? nullptr : node->args()[0].node();
+    // empty_like(self, dtype, layout, device, pin_memory, memory_format) as the recorder
+    // writes it, every argument positional; full_like takes the fill value second.
+    if (!is_target(empty, "aten::empty_like") || empty->users().size() != 1 ||
+        empty->args().size() != empty->target().schema().arguments().size() ||
+        !empty->kwargs().empty() || node->args().size() != (fill ? 2u : 1u) ||
+        !node->kwargs().empty()) {
+      continue;
+    }
+    Args args = empty->args();
+    args.insert(args.begin() + 1, fill ? node->args()[1] : Argument(int64_t{0}));
+    Node* full;
+    {
+      auto guard = graph.inserting_before(node);
+      full = graph.create_node(OpCode::kCallFunction, Target::aten("aten::full_like"),
+                               std::move(args), {});
+    }
+    full->meta() = node->meta();
+    node->replace_all_uses_with(full);
+    graph.erase_node(node);
+    graph.erase_node(empty);
+    ++rewrites;
+  }
+  return rewrites;
 }
 
 }  // namespace tdfx

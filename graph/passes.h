@@ -26,4 +26,17 @@ namespace tdfx {
 /// edited view with it (tracer/lower_view.h).
 size_t inline_call_modules(Graph& graph);
 
+/// Makes in-place updates of values the program computed itself functional, as torch.export
+/// does: `%sub_ = aten.sub_.Tensor(%t, %x)` becomes `%sub = aten.sub.Tensor(%t, %x)`, and what
+/// reads `%t` after the update reads `%sub`. Then an allocation filled at once becomes one op:
+/// `fill(empty_like(x), v)` is `full_like(x, v)` (C++'s `1 - x` is `empty_like` + `fill_` +
+/// `sub_`, which becomes `full_like` + `sub`). An update stays in place, as an effect, when
+/// its tensor is an input, a parameter, a buffer or a view (anything but the sole result of
+/// an aten op whose result aliases no argument), when something read that tensor earlier in a
+/// way that may share its memory (a view, another in-place op), when the op has no functional
+/// overload of the same arguments, or when a tensor argument's dtype differs from the updated
+/// tensor's (the functional op would promote where the in-place one casts back). Returns the
+/// number of nodes rewritten.
+size_t functionalize(Graph& graph);
+
 }  // namespace tdfx

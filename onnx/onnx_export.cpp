@@ -871,8 +871,12 @@ Value squeeze_rule(Converter& c) {
 
 Value identity_rule(Converter& c) { return tensor_value(c.op("Identity", {c.tensor(0)})); }
 
+// Eval mode, or p = 0 in training mode (ATen returns the input then, drawing nothing), is the
+// identity; any other training-mode dropout draws a mask ONNX Runtime would not draw.
 Value dropout_rule(Converter& c) {
-  if (c.bool_arg(2)) c.refuse("dropout in training mode; export the pipeline in eval mode");
+  if (c.bool_arg(2) && c.double_arg(1) != 0.0) {
+    c.refuse("dropout with p > 0 in training mode; export the pipeline in eval mode");
+  }
   return identity_rule(c);
 }
 
@@ -2119,10 +2123,10 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"clone", {"Identity", identity_rule}},
       {"alias", {"Identity", identity_rule}},
       {"detach", {"Identity", identity_rule}},
-      {"dropout", {"Identity (eval mode; training mode is refused)", dropout_rule}},
-      {"feature_dropout", {"Identity (eval mode)", dropout_rule}},
-      {"alpha_dropout", {"Identity (eval mode)", dropout_rule}},
-      {"feature_alpha_dropout", {"Identity (eval mode)", dropout_rule}},
+      {"dropout", {"Identity (eval mode, or p = 0; training mode is refused)", dropout_rule}},
+      {"feature_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
+      {"alpha_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
+      {"feature_alpha_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
       {"chunk", {"Split", chunk_rule}},
       {"unsafe_chunk", {"Split", chunk_rule}},
       {"_pad_enum", {"Pad (constant, reflect, edge; circular is refused)", pad_enum_rule}},

@@ -30,6 +30,7 @@ struct StateTensor {
 };
 
 /// What for_each_state visits, in its order.
-std::vector<StateTensor> state_tensors(const torch::nn::Module& root, const std::string& strip = "");
+std::vector<StateTensor> state_tensors(const torch::nn::Module& root,
+                                       const std::string& strip = "");
 
 }  // namespace tdfx::detail

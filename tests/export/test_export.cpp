@@ -248,3 +248,77 @@ TEST_CASE("export: threads export, save, load and run programs at once") {
   for (std::thread& thread : threads) thread.join();
   CHECK(failures == std::vector<std::string>(kThreads));
 }
+
+TEST_CASE("export: updates of the program's own values become functional ops, as in torch.export") {
+  using Fn = std::function<at::Tensor(at::Tensor)>;
+  auto exported = [](Fn fn, const at::Tensor& x) {
+    auto module = make_td_module(std::move(fn), {"x"}, {"y"});
+    return export_program(module, {{"x", x}});
+  };
+  const at::Tensor x = at::randn({4, 3});
+
+  SUBCASE("1 - x: empty_like + fill_ + sub_ in C++, full_like + sub here") {
+    const Fn one_minus = [](at::Tensor v) { return 1 - v; };
+    const auto program = exported(one_minus, x);
+    CHECK(op_sequence(program.graph()) ==
+          std::vector<std::string>{"aten::full_like", "aten::sub.Tensor"});
+    CHECK(at::equal(program.module()({x})[0], one_minus(x)));
+  }
+  SUBCASE("an in-place activation on a fresh value, read after it") {
+    const Fn fn = [](at::Tensor v) {
+      at::Tensor h = v * 2;
+      h.relu_();
+      return h + 1;
+    };
+    const auto program = exported(fn, x);
+    CHECK(op_sequence(program.graph()) ==
+          std::vector<std::string>{"aten::mul.Tensor", "aten::relu", "aten::add.Tensor"});
+    CHECK(at::equal(program.module()({x})[0], fn(x)));
+  }
+  SUBCASE("a value read before the update keeps its old value") {
+    const Fn fn = [](at::Tensor v) {
+      at::Tensor h = v * 2;
+      at::Tensor before = h.exp();
+      h.add_(1);
+      return before + h;
+    };
+    const auto program = exported(fn, x);
+    CHECK(op_sequence(program.graph()) == std::vector<std::string>{"aten::mul.Tensor", "aten::exp",
+                                                                   "aten::add.Tensor",
+                                                                   "aten::add.Tensor"});
+    CHECK(at::equal(program.module()({x})[0], fn(x)));
+  }
+  SUBCASE("an update seen through a view taken before it stays in place") {
+    const Fn fn = [](at::Tensor v) {
+      at::Tensor h = v * 2;
+      at::Tensor flat = h.view({-1});
+      h.add_(1);
+      return flat.reshape({4, 3});
+    };
+    const auto program = exported(fn, x);
+    const auto ops = op_sequence(program.graph());
+    const bool in_place = std::find(ops.begin(), ops.end(), "aten::add_.Scalar") != ops.end();
+    CHECK(in_place);
+    CHECK(at::equal(program.module()({x})[0], fn(x)));
+  }
+  SUBCASE("an update that casts back to its tensor's dtype stays in place") {
+    const at::Tensor other = at::randn({4, 3}, at::kDouble);
+    auto module = make_td_module(
+        [](at::Tensor v, at::Tensor w) {
+          at::Tensor h = v * 2;
+          h.add_(w);
+          return h;
+        },
+        {"x", "w"}, {"y"});
+    const auto program = export_program(module, {{"x", x}, {"w", other}});
+    const auto ops = op_sequence(program.graph());
+    const bool in_place = std::find(ops.begin(), ops.end(), "aten::add_.Tensor") != ops.end();
+    CHECK(in_place);
+    CHECK((program.module()({x, other})[0].scalar_type() == at::kFloat));
+  }
+  SUBCASE("an update of an input stays in place") {
+    auto module = make_td_module([](at::Tensor v) { return v.mul_(2); }, {"x"}, {"x"});
+    const auto program = export_program(module, {{"x", x.clone()}});
+    CHECK(op_sequence(program.graph()) == std::vector<std::string>{"aten::mul_.Scalar"});
+  }
+}

@@ -270,8 +270,26 @@ TEST_CASE("onnx: training-mode layers are refused, naming the node") {
         "cannot write node 'batch_norm' (aten::batch_norm) as ONNX: batch norm in training "
         "mode; export the pipeline in eval mode");
   CHECK(refusal(make_td_module(nn::Dropout(0.5), {"x"}, {"y"})) ==
-        "cannot write node 'dropout' (aten::dropout) as ONNX: dropout in training mode; export "
-        "the pipeline in eval mode");
+        "cannot write node 'dropout' (aten::dropout) as ONNX: dropout with p > 0 in training "
+        "mode; export the pipeline in eval mode");
+}
+
+TEST_CASE("onnx: C++'s `1 - done` (empty_like, fill_, sub_) runs in ONNX Runtime") {
+  auto module = make_td_module([](at::Tensor r, at::Tensor done) { return r * (1 - done); },
+                               {"r", "done"}, {"out"});
+  const at::Tensor r = at::randn({32});
+  const at::Tensor done = (at::rand({32}) > 0.5).to(at::kFloat);
+  const auto program = export_program(module, {{"r", r}, {"done", done}});
+  check_against_ort(program, {{"r", r}, {"done", done}});
+}
+
+TEST_CASE("onnx: dropout with p = 0 in training mode is the identity, as in ATen") {
+  auto module = make_td_module(nn::Dropout(0.0), {"x"}, {"y"});
+  module->train();
+  const at::Tensor x = at::randn({8, 4});
+  const auto program = export_program(module, {{"x", x}});
+  CHECK(at::equal(program.module()({x})[0], x));
+  check_against_ort(program, {{"x", x}});
 }
 
 TEST_CASE("onnx: the operator table is sorted and names what each operator becomes") {
