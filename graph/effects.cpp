@@ -41,46 +41,75 @@ bool writes_running_stats(const Node& node) {
   return norm && !arg_is_none(node, 3) && arg_is_true(node, 5);
 }
 
-// The rule for one aten call, written as a function or as a method (whose first argument is
-// `self`, so the argument positions are the same).
-bool aten_call_has_effect(const Node& node) {
-  const c10::FunctionSchema& schema = node.target().schema();
-  if (schema.is_mutable() || schema.returns().empty()) return true;
+constexpr std::string_view kUninitialised = "uninitialised";
+
+// The ops that draw random numbers whatever their arguments.
+const std::set<std::string_view>& random_ops() {
   static const std::set<std::string_view> random = {
       "bernoulli", "multinomial", "normal",  "poisson",      "rand",    "rand_like",
       "randn",     "randn_like",  "randint", "randint_like", "randperm"};
+  return random;
+}
+
+// The rule for one aten call, written as a function or as a method (whose first argument is
+// `self`, so the argument positions are the same): its effect's word (effect_of), "" for none.
+std::string_view aten_call_effect(const Node& node) {
+  const c10::FunctionSchema& schema = node.target().schema();
+  if (schema.is_mutable()) return "mutates";
+  if (schema.returns().empty()) return "asserts";
   // The dropouts draw only when training (their third argument).
   static const std::set<std::string_view> dropouts = {"dropout",        "feature_dropout",
                                                       "alpha_dropout",  "feature_alpha_dropout",
                                                       "native_dropout", "rrelu"};
+  static const std::set<std::string_view> allocations = {"empty", "empty_like", "new_empty",
+                                                         "empty_strided", "new_empty_strided"};
   const std::string& name = node.target().op_name();
-  if (random.count(name)) return true;
-  if (dropouts.count(name)) return name == "rrelu" ? arg_is_true(node, 3) : arg_is_true(node, 2);
+  if (random_ops().count(name)) return "random";
+  if (dropouts.count(name)) {
+    return (name == "rrelu" ? arg_is_true(node, 3) : arg_is_true(node, 2)) ? "random" : "";
+  }
   for (const c10::Argument& formal : schema.arguments()) {
     c10::TypePtr type = formal.real_type();
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
-    if (type->kind() == c10::TypeKind::GeneratorType) return true;
+    if (type->kind() == c10::TypeKind::GeneratorType) return "random";
   }
-  return writes_running_stats(node);
+  if (writes_running_stats(node)) return "running stats";
+  if (allocations.count(name)) return kUninitialised;
+  return "";
+}
+
+// A call_method named but not yet resolved to an operator (`g.call_method("add_", ...)` in an
+// edit; the plan resolves it when it compiles): by torch's naming, a method ending in one `_`
+// updates its tensor in place, and the random ones draw.
+std::string_view method_name_effect(const Node& node) {
+  const std::string& name = node.target().str();
+  if (name.size() > 1 && name.back() == '_' && name.front() != '_') return "mutates";
+  return random_ops().count(name) ? "random" : "";
 }
 
 }  // namespace
 
-bool has_effect(const Node& node) {
+std::string_view effect_of(const Node& node) {
   switch (node.op()) {
     case OpCode::kCallFunction:
-      return node.target().is_aten() && aten_call_has_effect(node);
+      return node.target().is_aten() ? aten_call_effect(node) : "";
     case OpCode::kCallMethod:
-      return node.target().has_operator() && aten_call_has_effect(node);
+      return node.target().has_operator() ? aten_call_effect(node) : method_name_effect(node);
     case OpCode::kCallModule:
-      if (!node.body()) return false;
+      if (!node.body()) return "";
       for (const Node* inner : node.body()->nodes()) {
-        if (has_effect(*inner)) return true;
+        const std::string_view effect = effect_of(*inner);
+        if (!effect.empty() && effect != kUninitialised) return effect;
       }
-      return false;
+      return "";
     default:
-      return false;
+      return "";
   }
+}
+
+bool has_effect(const Node& node) {
+  const std::string_view effect = effect_of(node);
+  return !effect.empty() && effect != kUninitialised;
 }
 
 std::vector<bool> inputs_written(const Graph& graph) {

@@ -5,6 +5,7 @@
 /// or reorders nodes asks: Graph::eliminate_dead_code, and the tracer's liveness
 /// (tracer/leaf_calls.h); and which inputs a graph writes into (inputs_written).
 
+#include <string_view>
 #include <vector>
 
 #include "tdfx/graph/node.h"
@@ -25,6 +26,13 @@ class Graph;
 ///     has_effect(dropout(x, 0.5, /*train=*/true))  // true: draws a mask
 ///     has_effect(relu(x))                          // false
 bool has_effect(const Node& node);
+
+/// has_effect's reason, in a word (print_tabular's effects column): "mutates" (writes an
+/// argument, as its schema says), "running stats" (a training-mode batch or instance norm),
+/// "random", "asserts" (returns nothing: a guard), or "uninitialised" for an allocation it
+/// does not write (`empty`, `empty_like`: no effect to keep, but its value means nothing
+/// until a later op writes it); "" for none. A call_module says its body's first effect.
+std::string_view effect_of(const Node& node);
 
 /// For each placeholder of `graph`, in order: whether the graph writes into the tensor it is
 /// given, directly or through a view of it (`x.add_(1)`, `x.view({-1}).zero_()`, an `out=`

@@ -1,17 +1,16 @@
 #include "tdfx/graph/tabular.h"
 
-#include <array>
 #include <vector>
 
 #include "tdfx/core/python_repr.h"
+#include "tdfx/graph/effects.h"
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/graph_printer.h"
 
 namespace tdfx {
 namespace {
 
-constexpr size_t kColumns = 5;
-using Row = std::array<std::string, kColumns>;
+using Row = std::vector<std::string>;
 
 // Python's `str` of a node's kwargs dict: `{'dim': 1}`.
 std::string dict_str(const Kwargs& kwargs) {
@@ -52,9 +51,9 @@ size_t width(const std::string& text) {
 
 // One line of the table: cells left-aligned to their widths, two spaces apart,
 // trailing spaces dropped.
-std::string line(const Row& cells, const std::array<size_t, kColumns>& widths) {
+std::string line(const Row& cells, const std::vector<size_t>& widths) {
   std::string out;
-  for (size_t i = 0; i < kColumns; ++i) {
+  for (size_t i = 0; i < cells.size(); ++i) {
     if (i) out += "  ";
     out += cells[i] + std::string(widths[i] - width(cells[i]), ' ');
   }
@@ -63,19 +62,21 @@ std::string line(const Row& cells, const std::array<size_t, kColumns>& widths) {
 
 }  // namespace
 
-std::string print_tabular(const Graph& graph) {
-  const Row headers = {"opcode", "name", "target", "args", "kwargs"};
+std::string print_tabular(const Graph& graph, const TabularOptions& options) {
+  Row headers = {"opcode", "name", "target", "args", "kwargs"};
+  if (options.effects) headers.push_back("effects");
   std::vector<Row> rows;
   rows.reserve(graph.size());
   for (const Node* node : graph.nodes()) {
     Row row = node_row(*node);
+    if (options.effects) row.emplace_back(effect_of(*node));
     for (auto& cell : row) cell = stripped(cell);
     rows.push_back(std::move(row));
   }
   // tabulate's minimum: a column is two wider than its header.
-  std::array<size_t, kColumns> widths{};
-  Row dashes;
-  for (size_t i = 0; i < kColumns; ++i) {
+  std::vector<size_t> widths(headers.size());
+  Row dashes(headers.size());
+  for (size_t i = 0; i < headers.size(); ++i) {
     widths[i] = width(headers[i]) + 2;
     for (const Row& row : rows) widths[i] = std::max(widths[i], width(row[i]));
     dashes[i] = std::string(widths[i], '-');

@@ -9,6 +9,12 @@
 
 namespace tdfx {
 
+/// What print_tabular adds to torch.fx's table.
+struct TabularOptions {
+  /// An `effects` column (below).
+  bool effects = false;
+};
+
 /// The table torch.fx's `graph.print_tabular()` prints, without its final
 /// newline: one row per node under the headers opcode, name, target, args,
 /// kwargs, laid out as the `tabulate` package's default "simple" format does
@@ -31,6 +37,11 @@ namespace tdfx {
 /// package; and a column whose every cell reads as a number (possible only in a
 /// graph without an output node) stays left-aligned, where tabulate would
 /// right-align it.
-std::string print_tabular(const Graph& graph);
+///
+/// With `options.effects`, a sixth column, `effects`, says what each node does besides giving
+/// its result (effect_of in effects.h: mutates, running stats, random, asserts, uninitialised):
+/// what eliminate_dead_code keeps, and an allocation whose value means nothing until written.
+/// torch.fx has no such column.
+std::string print_tabular(const Graph& graph, const TabularOptions& options = {});
 
 }  // namespace tdfx

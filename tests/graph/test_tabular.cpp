@@ -86,3 +86,33 @@ TEST_CASE("tabular: a control character in a target never starts a row") {
   CHECK(table.find("evil\\nplaceholder") != std::string::npos);
   CHECK(std::count(table.begin(), table.end(), '\n') == 4);
 }
+
+TEST_CASE("tabular: the effects column says what eliminate_dead_code keeps, and why") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* e = g.call_function(Target::aten("aten::empty_like"), {x});
+  Node* f = g.call_method("fill_", {e, 1});
+  g.call_method("add_", {x, 1});  // named, not resolved: an edit's way of writing it
+  Node* r = g.call_function(Target::aten("aten::rand_like"), {x});
+  Node* s = g.call_function(Target::aten("aten::sub.Tensor"), {f, r});
+  g.call_method("relu", {s});  // unused, and without an effect
+  g.output(g.call_function(Target::aten("aten::relu"), {s}));
+  TabularOptions options;
+  options.effects = true;
+  CHECK(g.eliminate_dead_code() == 1);
+  CHECK(print_tabular(g, options) ==
+        "opcode         name        target            args                kwargs    effects\n"
+        "-------------  ----------  ----------------  ------------------  --------  "
+        "-------------\n"
+        "placeholder    x           x                 ()                  {}\n"
+        "call_function  empty_like  torch.empty_like  (x,)                {}        "
+        "uninitialised\n"
+        "call_method    fill_       fill_             (empty_like, 1)     {}        mutates\n"
+        "call_method    add_        add_              (x, 1)              {}        mutates\n"
+        "call_function  rand_like   torch.rand_like   (x,)                {}        random\n"
+        "call_function  sub         operator.sub      (fill_, rand_like)  {}\n"
+        "call_function  relu_1      torch.relu        (sub,)              {}\n"
+        "output         output      output            (relu_1,)           {}");
+  // Without the option, the table is torch.fx's.
+  CHECK(print_tabular(g).find("effects") == std::string::npos);
+}
