@@ -496,6 +496,22 @@ TEST_CASE("trace: eliminate_dead_code on the view keeps a buffer update and a tr
   TensorDict run({{"x", at::randn({4, 3})}}, {4});
   norm_gm.forward(run);
   CHECK_FALSE(at::equal(normed->norm->running_mean, mean_before));
+
+  // A buffer update an edit inserts stays through eliminate_dead_code too.
+  CallCounter plain;
+  TDGraphModule edited = symbolic_trace(make_td_module(plain, {"x"}, {"y"}), td);
+  plain->calls.zero_();
+  Graph& graph = edited.mutable_graph();
+  {
+    auto guard = graph.inserting_before(graph.output_node());
+    graph.call_method(Target::method(Target::aten("aten::mul_.Scalar")),
+                      {graph.get_attr("calls"), 2});
+  }
+  graph.eliminate_dead_code();
+  edited.recompile();
+  TensorDict once(td);
+  edited.forward(once);
+  CHECK(plain->calls.item<int64_t>() == 2);  // its own add_, then the edit's mul_
 }
 
 namespace {
