@@ -78,8 +78,8 @@ std::string_view aten_call_effect(const Node& node) {
   return "";
 }
 
-// A call_method named but not yet resolved to an operator (`g.call_method("add_", ...)` in an
-// edit; the plan resolves it when it compiles): by torch's naming, a method ending in one `_`
+// A call_method given only a name (`g.call_method("add_", ...)` in an edit, which the plan
+// refuses to run until it names an operator): by torch's naming, a method ending in one `_`
 // updates its tensor in place, and the random ones draw.
 std::string_view method_name_effect(const Node& node) {
   const std::string& name = node.target().str();

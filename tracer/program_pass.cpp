@@ -1,10 +1,10 @@
 #include "tdfx/tracer/program_pass.h"
 
 #include <algorithm>
-#include <set>
 #include <string_view>
 
 #include "tdfx/core/error.h"
+#include "tdfx/graph/effects.h"
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/name_scopes.h"
@@ -20,8 +20,6 @@ std::string describe_call(const PipelineRecording& recording, size_t call) {
 }  // namespace
 
 void check_initialised(const PipelineRecording& recording, const LiveNodes& live) {
-  static const std::set<std::string_view> allocations = {"empty", "empty_like", "new_empty",
-                                                         "empty_strided", "new_empty_strided"};
   // Each allocation or view of one not yet written, and the allocation it belongs to.
   std::unordered_map<const Node*, const Node*> unwritten;
   std::unordered_set<const Node*> written;
@@ -34,9 +32,8 @@ void check_initialised(const PipelineRecording& recording, const LiveNodes& live
         describe_call(recording, call), reader, root->target().op_name());
   };
   // Most programs allocate nothing uninitialised: then nothing below can be found.
-  auto allocates = [&](const Node* node) {
-    return node->op() == OpCode::kCallFunction && node->target().is_aten() &&
-           allocations.count(node->target().op_name()) != 0;
+  auto allocates = [](const Node* node) {
+    return node->op() == OpCode::kCallFunction && effect_of(*node) == "uninitialised";
   };
   const auto& nodes = recording.graph.nodes();
   if (std::none_of(nodes.begin(), nodes.end(), allocates)) return;
@@ -79,7 +76,7 @@ void check_initialised(const PipelineRecording& recording, const LiveNodes& live
         }
       });
     }
-    if (aten && allocations.count(node->target().op_name())) unwritten[node] = node;
+    if (allocates(node)) unwritten[node] = node;
   }
 }
 
