@@ -164,12 +164,16 @@ std::optional<Target> functional_twin(const Node& node) {
   return Target::aten(target.overload().empty() ? base : base + "." + target.overload());
 }
 
-// Every tensor argument of `node` has `self`'s dtype, as the trace recorded them.
+// Every tensor argument of `node` has `self`'s dtype, as the trace recorded them, but for bool
+// tensors (masks, conditions), which never widen a tensor of another dtype.
 bool same_dtypes(const Node& node, const Node& self) {
   const auto dtype = self.meta().tensor.dtype;
   if (!dtype) return false;
   bool same = true;
-  auto check = [&](Node* n) { same &= n->meta().tensor.dtype == dtype; };
+  auto check = [&](Node* n) {
+    const auto other = n->meta().tensor.dtype;
+    same &= other == dtype || other == c10::kBool;
+  };
   for (const Argument& arg : node.args()) for_each_node(arg, check);
   for (const auto& kwarg : node.kwargs()) for_each_node(kwarg.second, check);
   return same;

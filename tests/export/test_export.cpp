@@ -275,6 +275,18 @@ TEST_CASE("export: updates of the program's own values become functional ops, as
           std::vector<std::string>{"aten::mul.Tensor", "aten::relu", "aten::add.Tensor"});
     CHECK(at::equal(program.module()({x})[0], fn(x)));
   }
+  SUBCASE("a masked fill on a fresh value: the bool mask does not widen it") {
+    const Fn fn = [](at::Tensor v) {
+      at::Tensor h = v * 2;
+      h.masked_fill_(v > 0, 0.5);
+      return h;
+    };
+    const auto program = exported(fn, x);
+    CHECK(op_sequence(program.graph()) == std::vector<std::string>{"aten::mul.Tensor",
+                                                                   "aten::gt.Scalar",
+                                                                   "aten::masked_fill.Scalar"});
+    CHECK(at::equal(program.module()({x})[0], fn(x)));
+  }
   SUBCASE("a value read before the update keeps its old value") {
     const Fn fn = [](at::Tensor v) {
       at::Tensor h = v * 2;
