@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
@@ -143,6 +145,10 @@ std::optional<Target> functional_twin(const Node& node) {
   const Target& target = node.target();
   const std::string& op = target.op_name();
   if (op.size() < 2 || op.back() != '_' || op.front() == '_') return std::nullopt;
+  // These change what memory the tensor is, not what it holds: after `h.set_(g)`, an update
+  // of h is one of g, which a functional `set` would lose.
+  static const std::set<std::string_view> rebinds = {"set_", "resize_", "resize_as_"};
+  if (rebinds.count(op)) return std::nullopt;
   const auto& schema = target.schema();
   const auto& params = schema.arguments();
   if (params.empty() || !params[0].alias_info() || !params[0].alias_info()->isWrite()) {

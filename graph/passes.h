@@ -33,10 +33,11 @@ size_t inline_call_modules(Graph& graph);
 /// `sub_`, which becomes `full_like` + `sub`). An update stays in place, as an effect, when
 /// its tensor is an input, a parameter, a buffer or a view (anything but the sole result of
 /// an aten op whose result aliases no argument), when something read that tensor earlier in a
-/// way that may share its memory (a view, another in-place op), when the op has no functional
+/// way that may share its memory (a view, another in-place op), when the op rebinds the
+/// tensor's memory (`set_`, `resize_`, `resize_as_`), when the op has no functional
 /// overload of the same arguments, or when a tensor argument's dtype, bool aside, differs from
-/// the updated tensor's (the functional op would promote where the in-place one casts back). Returns the
-/// number of nodes rewritten.
+/// the updated tensor's (the functional op would promote where the in-place one casts back).
+/// Returns the number of nodes rewritten.
 size_t functionalize(Graph& graph);
 
 }  // namespace tdfx

@@ -328,6 +328,17 @@ TEST_CASE("export: updates of the program's own values become functional ops, as
     CHECK(in_place);
     CHECK((program.module()({x, other})[0].scalar_type() == at::kFloat));
   }
+  SUBCASE("set_ makes a fresh tensor share another's memory: it stays, and so do later updates") {
+    const Fn fn = [](at::Tensor v) {
+      at::Tensor h = v * 2;
+      at::Tensor g = v * 3;
+      h.set_(g);
+      h.add_(1);  // an update of g too
+      return g;
+    };
+    const auto program = exported(fn, x);
+    CHECK(at::equal(program.module()({x})[0], fn(x)));
+  }
   SUBCASE("an update of an input stays in place") {
     auto module = make_td_module([](at::Tensor v) { return v.mul_(2); }, {"x"}, {"x"});
     const auto program = export_program(module, {{"x", x.clone()}});
