@@ -26,13 +26,8 @@ namespace {
 
 class ProgramHook : public KeyAccessHook {
  public:
-  ProgramHook(TensorDictModuleBase& module, const TensorDict& example, std::string strip_prefix,
-              const PipelineLayout& layout)
-      : module_(module),
-        example_(example),
-        strip_(std::move(strip_prefix)),
-        layout_(layout),
-        recorder_(out_.graph) {
+  ProgramHook(TensorDictModuleBase& module, const TensorDict& example, const PipelineLayout& layout)
+      : module_(module), example_(example), layout_(layout), recorder_(out_.graph) {
     recorder_.on_node = [this](Node* node) { give_meta(node); };
     recorder_.on_value_read = [this](ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
       guard_layer_read(read, tensors);
@@ -276,7 +271,6 @@ class ProgramHook : public KeyAccessHook {
 
   TensorDictModuleBase& module_;
   const TensorDict& example_;
-  std::string strip_;
   const PipelineLayout& layout_;
   PipelineRecording out_;
   DispatchRecorder recorder_;
@@ -318,13 +312,13 @@ PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& 
 }
 
 PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
-                                  const std::string& strip_prefix, const PipelineLayout& layout) {
-  return ProgramHook(module, example, strip_prefix, layout).run();
+                                  const PipelineLayout& layout) {
+  return ProgramHook(module, example, layout).run();
 }
 
 PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
                                   const std::string& strip_prefix) {
-  return record_pipeline(module, example, strip_prefix, pipeline_layout(module, strip_prefix));
+  return record_pipeline(module, example, pipeline_layout(module, strip_prefix));
 }
 
 }  // namespace tdfx::detail

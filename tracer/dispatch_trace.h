@@ -157,8 +157,9 @@ struct PipelineLayout {
 /// tdfx cannot trace (refuse_untraceable_layers).
 PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& strip_prefix);
 
-/// record_pipeline from a layout pipeline_layout made of the same module and prefix.
+/// record_pipeline from a layout pipeline_layout made of the same module (its paths already
+/// stripped).
 PipelineRecording record_pipeline(TensorDictModuleBase& module, const TensorDict& example,
-                                  const std::string& strip_prefix, const PipelineLayout& layout);
+                                  const PipelineLayout& layout);
 
 }  // namespace tdfx::detail

@@ -273,7 +273,7 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
   }
   out.layout = pipeline_layout(module, strip_prefix);
   const PipelineLayout& layout = out.layout;
-  out.recording = record_pipeline(module, example, strip_prefix, layout);
+  out.recording = record_pipeline(module, example, layout);
   if (out.batch) out.recorded.push_back(*out.batch);
   if (!options.dynamic_batch) return out;
 
@@ -282,8 +282,7 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
   std::vector<PipelineRecording> probes;
   for (const int64_t probe : probe_batches) {
     try {
-      probes.push_back(
-          record_pipeline(module, resized(example, batch, probe), strip_prefix, layout));
+      probes.push_back(record_pipeline(module, resized(example, batch, probe), layout));
     } catch (const TraceError& error) {
       fail<TraceError>(
           "{}: a dynamic batch is checked by recording the pipeline at batches {} besides the "
