@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -113,13 +114,19 @@ std::string python_float_repr(double value) {
 }
 
 bool is_python_identifier(std::string_view name) {
-  // ASCII tests, not the locale's: the same bytes are identifiers in every locale, and this
-  // runs for every node a graph checks.
-  auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  auto letter = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
-  if (name.empty() || digit(name[0])) return false;
+  // ASCII tests, not the locale's: the same bytes are identifiers in every locale. A table
+  // of the bytes an identifier may hold, as this runs for every node a graph names.
+  static const auto kIdentifierByte = [] {
+    std::array<bool, 256> table{};
+    for (int c = 0; c < 256; ++c) {
+      table[static_cast<size_t>(c)] =
+          (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    }
+    return table;
+  }();
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
   for (const char c : name) {
-    if (!letter(c) && !digit(c)) return false;
+    if (!kIdentifierByte[static_cast<unsigned char>(c)]) return false;
   }
   return true;
 }

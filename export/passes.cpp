@@ -22,10 +22,11 @@ bool is_one(const Argument& arg) {
 // Replaces `last` by aten::linear(x, w, b) and erases the chain it ends.
 void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, Argument b,
                          std::vector<Node*> chain) {
+  static const Target kLinear = Target::aten("aten::linear");  // looked up once
   Node* linear;
   {
     auto guard = graph.inserting_before(last);
-    linear = graph.call_function(Target::aten("aten::linear"), {x, w, std::move(b)});
+    linear = graph.call_function(kLinear, {x, w, std::move(b)});
   }
   linear->meta() = last->meta();
   last->replace_all_uses_with(linear);

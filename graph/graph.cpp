@@ -133,9 +133,8 @@ Node* Graph::create_node(OpCode op, Target target, Args args, Kwargs kwargs,
       },
       args, kwargs);
   Node::check_target(op, target, [] { return std::string(); });
-  const std::string name =
-      names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
-  Node* raw = new (node_storage()) Node(home(), name, op, std::move(target));
+  std::string name = names_.create_name(name_hint.empty() ? default_name(op, target) : name_hint);
+  Node* raw = new (node_storage()) Node(home(), std::move(name), op, std::move(target));
   raw->index_ = owned_.size();
   owned_.push_back(raw);  // room was reserved: cannot throw
   // Appending goes before an existing output node, which stays last.

@@ -1,7 +1,6 @@
 #include "tdfx/graph/namespace.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <charconv>
 #include <iterator>
@@ -22,8 +21,8 @@ bool is_identifier_char(char c) {
 // Python 3.11's keyword.kwlist and dir(builtins), and torch.fx's
 // _custom_builtins: names a generated forward must not shadow; and `self`, its
 // first parameter, which a key called "self" would repeat.
-const std::unordered_set<std::string>& reserved_names() {
-  static const std::unordered_set<std::string> names = {
+const std::unordered_set<std::string_view>& reserved_names() {
+  static const std::unordered_set<std::string_view> names = {
       "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
       "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
       "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try",
@@ -60,22 +59,30 @@ const std::unordered_set<std::string>& reserved_names() {
   return names;
 }
 
+constexpr size_t kReservedFilterBits = 4096;
+
+// Where a non-empty name falls in is_reserved's filter.
+size_t reserved_filter_slot(std::string_view name) {
+  const auto at = [&](size_t i) {
+    return static_cast<size_t>(static_cast<unsigned char>(name[i]));
+  };
+  return (name.size() * 977 + at(0) * 131 + at(name.size() > 1 ? 1 : 0) * 31 +
+          at(name.size() - 1)) %
+         kReservedFilterBits;
+}
+
 }  // namespace
 
-bool Namespace::is_reserved(const std::string& name) {
-  // Which (length, first character) pairs any reserved name has: most node names are
-  // rejected by one table lookup, before hashing.
-  constexpr size_t kLongest = 32;
-  static const auto starts = [] {
-    std::vector<std::array<bool, 128>> table(kLongest + 1, std::array<bool, 128>{});
-    for (const std::string& reserved : reserved_names()) {
-      table.at(reserved.size())[static_cast<unsigned char>(reserved[0]) & 0x7f] = true;
-    }
-    return table;
+bool Namespace::is_reserved(std::string_view name) {
+  // A filter on (length, first, second and last character): most node names share no
+  // such tuple with a reserved name and are rejected before hashing.
+  static const auto filter = [] {
+    std::vector<bool> bits(kReservedFilterBits);
+    for (const std::string_view reserved : reserved_names())
+      bits[reserved_filter_slot(reserved)] = true;
+    return bits;
   }();
-  if (name.empty() || name.size() > kLongest) return false;
-  const auto first = static_cast<unsigned char>(name[0]);
-  if (first >= 128 || !starts[name.size()][first]) return false;
+  if (name.empty() || !filter[reserved_filter_slot(name)]) return false;
   return reserved_names().count(name) > 0;
 }
 
@@ -154,28 +161,32 @@ bool Namespace::StringTable::contains(std::string_view key) const {
 bool Namespace::contains(const std::string& name) const { return used_.contains(name); }
 
 std::string Namespace::create_name(std::string_view raw) {
-  std::string candidate = identifier_from(raw);
-
+  std::string converted;  // for a candidate that is not an identifier yet
+  std::string_view candidate = raw;
+  if (!is_python_identifier(raw)) {
+    converted = identifier_from(raw);
+    candidate = converted;
+  }
   // A free name is taken as it is, unless its counter has a leading zero (`x_03` becomes
-  // `x_3`, as in torch.fx). Most names are free: this is the common path.
+  // `x_3`, as in torch.fx). Most names are free: this is the common path, run for every node
+  // a graph names.
   const auto underscore_at = candidate.rfind('_');
-  const bool leading_zero = underscore_at != std::string::npos &&
+  const bool leading_zero = underscore_at != std::string_view::npos &&
                             underscore_at + 2 < candidate.size() &&
                             candidate[underscore_at + 1] == '0';
   if (!leading_zero && !is_reserved(candidate) && insert(candidate)) {
-    return candidate;
+    return std::string(candidate);
   }
   // A trailing "_<digits>" is a counter to continue from. Candidates are written into one
   // buffer: a long chain of one op (`addmm_999`) names every node here.
   std::string_view base = candidate;
   long long num = 0;
   bool counted = false;
-  const auto underscore = candidate.rfind('_');
-  if (underscore != std::string::npos && underscore + 1 < candidate.size()) {
-    const std::string_view digits = std::string_view(candidate).substr(underscore + 1);
+  if (underscore_at != std::string_view::npos && underscore_at + 1 < candidate.size()) {
+    const std::string_view digits = candidate.substr(underscore_at + 1);
     const bool all_digits = std::all_of(digits.begin(), digits.end(), is_ascii_digit);
     if (all_digits && digits.size() < 18) {
-      base = std::string_view(candidate).substr(0, underscore);
+      base = candidate.substr(0, underscore_at);
       std::from_chars(digits.data(), digits.data() + digits.size(), num);
       counted = true;
     }

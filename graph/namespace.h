@@ -32,7 +32,7 @@ class Namespace {
   bool contains(const std::string& name) const;
 
   /// True for Python keywords, builtins and FX's reserved globals.
-  static bool is_reserved(const std::string& name);
+  static bool is_reserved(std::string_view name);
 
  private:
   /// Records `name`; false when it was used already.
