@@ -77,7 +77,10 @@ Debuggee debuggee(const ExportedProgram& program, const std::vector<at::Tensor>&
   const auto& inputs = program.graph_signature().inputs;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].kind == InputKind::kParameter) d.state_inputs.emplace_back(i, inputs[i].target);
-    if (inputs[i].kind == InputKind::kBuffer) d.buffer_inputs.push_back(i);
+    // A constant is put back as a buffer is: a stranger's program may write to it.
+    if (inputs[i].kind == InputKind::kBuffer || inputs[i].kind == InputKind::kConstant) {
+      d.buffer_inputs.push_back(i);
+    }
   }
   return d;
 }

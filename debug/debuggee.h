@@ -30,7 +30,8 @@ struct Debuggee {
   /// The printed forward code, where each node's line is found.
   std::string code;
   /// For an exported program: the inputs that are its parameters, by index into `inputs`,
-  /// with their paths (`module.0.module.weight`), and those that are its buffers. A traced
+  /// with their paths (`module.0.module.weight`), and those that are its buffers or
+  /// constants (put back after a debugging run, as a run may write them). A traced
   /// module reads its own parameters and buffers through get_attr nodes instead.
   std::vector<std::pair<size_t, std::string>> state_inputs;
   std::vector<size_t> buffer_inputs;

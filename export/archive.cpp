@@ -462,6 +462,8 @@ GraphSignature signature_from_json(const json& value, const std::string& where) 
       k = InputKind::kParameter;
     } else if (kind == "buffer") {
       k = InputKind::kBuffer;
+    } else if (kind == "constant") {
+      k = InputKind::kConstant;
     } else if (kind == "user_input") {
       k = InputKind::kUserInput;
     } else {

@@ -102,8 +102,9 @@ std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) 
   return lift_parameters(graph, detail::state_tensors(root));
 }
 
-std::vector<LiftedState> lift_parameters(Graph& graph,
-                                         const std::vector<detail::StateTensor>& state) {
+std::vector<LiftedState> lift_parameters(
+    Graph& graph, const std::vector<detail::StateTensor>& state,
+    const std::unordered_map<std::string, at::Tensor>& constants) {
   std::unordered_map<std::string, std::vector<Node*>> attributes;
   for (Node* node : graph.nodes()) {
     if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
@@ -114,10 +115,11 @@ std::vector<LiftedState> lift_parameters(Graph& graph,
     break;
   }
   std::vector<LiftedState> lifted;
-  auto lift = [&](const std::string& path, const at::Tensor& tensor, bool parameter) {
+  auto lift = [&](const std::string& path, const at::Tensor& tensor, bool parameter,
+                  bool constant) {
     auto it = attributes.find(path);
     if (it == attributes.end()) return;
-    std::string name = (parameter ? "p_" : "b_") + path;
+    std::string name = (constant ? "c_" : parameter ? "p_" : "b_") + path;
     for (char& c : name) c = c == '.' ? '_' : c;
     Node* placeholder;
     {
@@ -132,11 +134,22 @@ std::vector<LiftedState> lift_parameters(Graph& graph,
       graph.erase_node(node);
     }
     attributes.erase(it);
-    lifted.push_back({placeholder->name(), path, tensor, parameter});
+    lifted.push_back({placeholder->name(), path, tensor, parameter, constant});
   };
-  for (const detail::StateTensor& entry : state) lift(entry.path, entry.tensor, entry.parameter);
+  for (const detail::StateTensor& entry : state) {
+    lift(entry.path, entry.tensor, entry.parameter, false);
+  }
+  if (!constants.empty()) {
+    std::vector<std::string> read;  // the constants' paths, in graph order
+    for (const Node* node : graph.nodes()) {
+      if (node->op() == OpCode::kGetAttr && constants.count(node->target().str())) {
+        read.push_back(node->target().str());
+      }
+    }
+    for (const std::string& path : read) lift(path, constants.at(path), false, true);
+  }
   if (!attributes.empty()) {
-    fail<GraphError>("get_attr %{} reads '{}', which is neither a parameter nor a buffer",
+    fail<GraphError>("get_attr %{} reads '{}', which is no parameter, buffer or constant",
                      attributes.begin()->second.front()->name(), attributes.begin()->first);
   }
   return lifted;

@@ -7,6 +7,10 @@
 
 #include <torch/nn/module.h>
 
+#include <string>
+#include <unordered_map>
+#include <vector>
+
 #include "tdfx/graph/graph.h"
 #include "tdfx/tracer/module_state.h"
 
@@ -33,12 +37,14 @@ size_t fuse_linear(Graph& graph);
 /// (`aten.mul.Scalar(%x, %size)`) stays as it is. Returns the number of rewrites.
 size_t canonicalize_scalar_overloads(Graph& graph);
 
-/// A parameter or buffer lift_parameters made a placeholder of.
+/// A parameter, buffer or constant lift_parameters made a placeholder of.
 struct LiftedState {
   /// The placeholder's name (`p_0_module_weight`) and the tensor's path in the root.
   std::string name, path;
   at::Tensor tensor;
   bool parameter = true;
+  /// A tensor the module captured (a trace's `_tensor_constant0`), not the root's.
+  bool constant = false;
 };
 
 /// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)
@@ -46,8 +52,11 @@ struct LiftedState {
 /// placeholders, in `root`'s parameter then buffer order. Returns them in that
 /// order. GraphError for a path `root` lacks.
 std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root);
-/// As above, from `root`'s parameters and buffers as detail::state_tensors lists them.
-std::vector<LiftedState> lift_parameters(Graph& graph,
-                                         const std::vector<detail::StateTensor>& state);
+/// As above, from `root`'s parameters and buffers as detail::state_tensors lists them, and
+/// then the get_attr nodes reading `constants` (tensors the module captured, by path), in
+/// graph order, as placeholders named `c_<path>`.
+std::vector<LiftedState> lift_parameters(
+    Graph& graph, const std::vector<detail::StateTensor>& state,
+    const std::unordered_map<std::string, at::Tensor>& constants = {});
 
 }  // namespace tdfx

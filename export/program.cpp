@@ -21,6 +21,8 @@ std::string_view to_string(InputKind kind) {
       return "parameter";
     case InputKind::kBuffer:
       return "buffer";
+    case InputKind::kConstant:
+      return "constant";
     case InputKind::kUserInput:
       return "user_input";
   }
@@ -229,6 +231,7 @@ namespace {
 ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
                                      TensorDictModuleBase& module,
                                      const std::vector<detail::StateTensor>& state,
+                                     const GraphModule::Attributes& constants,
                                      const std::vector<NestedKey>& input_keys,
                                      const std::vector<NestedKey>& out_keys,
                                      const std::optional<BatchSpecialisation>& specialisation) {
@@ -253,8 +256,10 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
   graph.eliminate_dead_code();
   GraphSignature signature;
   std::map<std::string, at::Tensor> weights;
-  for (LiftedState& lifted : lift_parameters(graph, state)) {
-    signature.inputs.push_back({lifted.parameter ? InputKind::kParameter : InputKind::kBuffer,
+  for (LiftedState& lifted : lift_parameters(graph, state, constants)) {
+    signature.inputs.push_back({lifted.constant    ? InputKind::kConstant
+                                : lifted.parameter ? InputKind::kParameter
+                                                   : InputKind::kBuffer,
                                 lifted.name,
                                 lifted.path,
                                 {}});
@@ -324,15 +329,23 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     detail::refuse_divergence(recorded, live, updates, trace, module->describe());
   }
   detail::FlatProgram program = detail::flat_program(recording, live, updates, trace);
+  GraphModule::Attributes constants;
+  for (const std::string& path : recording.constants)
+    constants.emplace(path, recording.state.at(path));
   return export_program_graph(std::move(program.graph), "", *module, recorded.layout.state,
-                              program.input_keys, program.out_keys,
+                              constants, program.input_keys, program.out_keys,
                               detail::specialisation_of(recorded));
 }
 
 ExportedProgram export_program(const TDGraphModule& traced) {
+  // Paths from the pipeline, as export_program_graph makes the graph's.
+  GraphModule::Attributes constants;
+  for (const auto& [path, tensor] : traced.constants()) {
+    constants.emplace(detail::join_path(traced.root_prefix(), path), tensor);
+  }
   return export_program_graph(traced.program_graph().copy(), traced.root_prefix(),
                               *traced.pipeline(), detail::state_tensors(*traced.pipeline()),
-                              traced.input_keys(), traced.out_keys(),
+                              constants, traced.input_keys(), traced.out_keys(),
                               traced.batch_specialisation());
 }
 

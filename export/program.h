@@ -23,10 +23,11 @@
 
 namespace tdfx {
 
-/// What a program input is.
-enum class InputKind { kParameter, kBuffer, kUserInput };
+/// What a program input is: a parameter, a buffer, a tensor the module captured (a constant,
+/// as torch.export's CONSTANT_TENSOR), or an input the caller gives.
+enum class InputKind { kParameter, kBuffer, kConstant, kUserInput };
 
-/// "parameter", "buffer", "user_input".
+/// "parameter", "buffer", "constant", "user_input".
 std::string_view to_string(InputKind kind);
 
 /// One input of the program: its placeholder name and where it comes from.

@@ -181,7 +181,8 @@ class Compiler {
     const std::string path = prefix_ + node.target().str();
     auto it = attributes_.find(path);
     if (it != attributes_.end()) return it->second;
-    fail<GraphError>("get_attr %{}: the module has no parameter or buffer '{}'", node.name(), path);
+    fail<GraphError>("get_attr %{}: the module has no parameter, buffer or constant '{}'",
+                     node.name(), path);
   }
 
   // The slot of a node of the graph compiled (lint() makes every argument one).
@@ -503,13 +504,27 @@ struct DeferredCompile {
 }  // namespace detail
 
 GraphModule::GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-                         std::function<std::string(const Node&)> shown_as, Attributes attributes)
+                         std::function<std::string(const Node&)> shown_as, Attributes attributes,
+                         Attributes constants)
     : root_(std::move(root)),
       graph_(std::move(graph)),
       shown_as_(std::move(shown_as)),
+      constants_(std::move(constants)),
       deferred_(std::make_unique<detail::DeferredCompile>()) {
   deferred_->attributes = std::move(attributes);
+  for (const auto& [path, tensor] : constants_) deferred_->attributes.emplace(path, tensor);
   plan_generation_ = graph_.generation();  // an edit before the first run makes it refuse
+}
+
+GraphModule GraphModule::with_constants(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                                        Attributes constants,
+                                        std::function<std::string(const Node&)> shown_as) {
+  // Made to compile on its first run, then compiled now with the constants, as the first
+  // constructor compiles.
+  GraphModule module(std::move(root), std::move(graph), std::move(shown_as), Attributes{},
+                     std::move(constants));
+  module.recompile();
+  return module;
 }
 
 GraphModule::~GraphModule() = default;
@@ -518,7 +533,9 @@ GraphModule& GraphModule::operator=(GraphModule&&) noexcept = default;
 
 void GraphModule::recompile() {
   deferred_.reset();
-  compile(root_ ? attributes_of(*root_) : AttributeMap{});
+  AttributeMap attributes = root_ ? attributes_of(*root_) : AttributeMap{};
+  for (const auto& [path, tensor] : constants_) attributes.emplace(path, tensor);
+  compile(attributes);
 }
 
 std::shared_ptr<const detail::Plan> GraphModule::build_plan(const Attributes& attributes) const {

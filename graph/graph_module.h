@@ -47,9 +47,16 @@ class GraphModule {
   /// `attributes`, which hold every parameter and buffer of `root` by path (a trace has them):
   /// a trace that is only looked at never compiles, and the first compile does not gather the
   /// attributes again. Concurrent first runs compile once. An edit before the first run makes
-  /// runs refuse until recompile(), as after any compile.
+  /// runs refuse until recompile(), as after any compile. `constants`: as with_constants.
   GraphModule(std::shared_ptr<torch::nn::Module> root, Graph graph,
-              std::function<std::string(const Node&)> shown_as, Attributes attributes);
+              std::function<std::string(const Node&)> shown_as, Attributes attributes,
+              Attributes constants = {});
+  /// As the first constructor, with get_attr targets also resolved in `constants`: tensors
+  /// the graph reads that `root` does not hold (a trace's captured tensors,
+  /// `0.module._tensor_constant0`), kept for every recompile().
+  static GraphModule with_constants(std::shared_ptr<torch::nn::Module> root, Graph graph,
+                                    Attributes constants,
+                                    std::function<std::string(const Node&)> shown_as = {});
   ~GraphModule();
   GraphModule(GraphModule&&) noexcept;
   GraphModule& operator=(GraphModule&&) noexcept;
@@ -64,6 +71,8 @@ class GraphModule {
   /// not refused meanwhile. A trace names its program this way when it is first looked at.
   void rename_nodes(const std::function<std::string(const Node&)>& hint_of);
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
+  /// The tensors get_attr nodes may read besides the root's parameters and buffers.
+  const Attributes& constants() const { return constants_; }
   /// The compiled plan (internal: Interpreter walks it). GraphError when the graph was
   /// edited after the last compile.
   const detail::Plan& plan() const;
@@ -87,6 +96,8 @@ class GraphModule {
   mutable std::shared_ptr<const detail::Plan> plan_;
   uint64_t plan_generation_ = 0;  // graph_.generation() that plan_ was built from
   std::function<std::string(const Node&)> shown_as_;
+  /// Tensors get_attr nodes read besides the root's (with_constants).
+  Attributes constants_;
   /// Set until the first run of a GraphModule built to compile then (the constructor with
   /// attributes); recompile() clears it.
   std::unique_ptr<detail::DeferredCompile> deferred_;

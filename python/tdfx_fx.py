@@ -21,8 +21,9 @@ holds what program.json says of it (module path and type, TensorDict module, dty
 shape, batch dimensions). The signature decides what a placeholder becomes:
 
   - a `parameter` input becomes a `get_attr` node reading an `nn.Parameter` registered
-    at its path (`module.0.module.weight`), a `buffer` input a registered buffer; the
-    node keeps the placeholder's name;
+    at its path (`module.0.module.weight`), a `buffer` or `constant` input (a tensor the
+    module captured, `module.0.module._tensor_constant0`) a registered buffer; the node
+    keeps the placeholder's name;
   - a `user_input` stays a placeholder: `gm(*user_inputs)` in the signature's order.
 
 `load(path, weights_as_inputs=True)` keeps every input a placeholder instead, as
@@ -135,7 +136,7 @@ _DTYPES = {
 _MEMORY_FORMATS = ("contiguous_format", "preserve_format", "channels_last", "channels_last_3d")
 _LAYOUTS = ("strided", "sparse_coo", "sparse_csr", "_mkldnn", "sparse_csc", "sparse_bsr",
             "sparse_bsc")
-_INPUT_KINDS = ("parameter", "buffer", "user_input")
+_INPUT_KINDS = ("parameter", "buffer", "constant", "user_input")
 _ARGUMENT_KINDS = ("none", "bool", "int", "float", "str", "key", "dtype", "memory_format",
                    "layout", "device", "node", "list", "tuple")
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -341,7 +342,7 @@ class NodeRecord:
 
 
 class InputSpec:
-    """An input of the signature: `kind` ("parameter", "buffer" or "user_input"), the
+    """An input of the signature: `kind` ("parameter", "buffer", "constant" or "user_input"), the
     placeholder's `name`, and `target` (the weight's module path, or the user input)."""
 
     __slots__ = ("kind", "name", "target")

@@ -143,6 +143,8 @@ struct DispatchRecorder::Followed {
   /// For a parameter or buffer: saved before its first write.
   bool state = false;
   bool saved = false;
+  /// For a captured tensor lifted as a constant (on_captured): read at `path`, never written.
+  bool constant = false;
 };
 
 // The tensors a recording follows, by their TensorImpl's address: an open-addressing table of
@@ -255,6 +257,15 @@ const std::string& DispatchRecorder::bind_state(const at::Tensor& tensor, std::s
 
 void DispatchRecorder::save_before_write(const at::Tensor& tensor) {
   Followed* entry = followed_->find(tensor.unsafeGetTensorImpl());
+  if (entry && entry->constant) {
+    // A constant is part of the program: a run would update it as a buffer is, which the
+    // module's own state would not show.
+    fail<TraceError>(
+        "{}: the module writes in place to a tensor it captured ({} {}, lifted as the constant "
+        "'{}'); register it as a buffer so the graph can update it as module state",
+        subject ? subject() : "the recording", dtype_name(tensor.scalar_type()), shape_of(tensor),
+        entry->path);
+  }
   if (!entry || !entry->state || entry->saved) return;
   entry->saved = true;
   saved_.emplace_back(tensor, tensor.detach().clone());
@@ -346,17 +357,20 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
             subject ? subject() : op.operator_name().name, dtype_name(t.scalar_type()), shape_of(t),
             state, state);
       }
-      if (subject) {
+      if (on_captured) {
+        // Lifted as a constant: one get_attr, made at its first use, for every read of it.
+        std::string path = on_captured(t);
+        entry = &followed_->get_or_add(t);
+        entry->state = true;
+        entry->constant = true;
+        entry->path = std::move(path);
+      } else {
         fail<TraceError>(
-            "{}: the module uses a tensor the trace does not follow ({} {}, not a parameter, a "
-            "buffer or computed from its inputs: a tensor a lambda captured, say); register it "
-            "as a buffer so the graph can name it",
-            subject(), dtype_name(t.scalar_type()), shape_of(t));
+            "{}: argument '{}' is a tensor the trace does not follow ({} {}, not an input, a "
+            "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
+            subject ? subject() : op.operator_name().name, formal.name(),
+            dtype_name(t.scalar_type()), shape_of(t));
       }
-      fail<TraceError>(
-          "{}: argument '{}' is a tensor the trace does not follow ({} {}, not an input, a "
-          "parameter or a buffer, nor computed from them: a tensor a lambda captured, say)",
-          op.operator_name().name, formal.name(), dtype_name(t.scalar_type()), shape_of(t));
     }
     if (!entry->node) {
       // Named from its path as it is (`_0_module_fc_weight`): the program pass names it again.

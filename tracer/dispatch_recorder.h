@@ -106,6 +106,11 @@ class DispatchRecorder {
   /// Called with each node the recorder creates (ops, their items, get_attr reads), to give it
   /// its metadata.
   std::function<void(Node*)> on_node;
+  /// Called with each tensor an op reads that the recording does not follow and that is no
+  /// parameter's or buffer's storage (a tensor a lambda captured): returns the path (from the
+  /// graph root) of the constant that stands for it, which a get_attr node then reads, as
+  /// torch.fx lifts `_tensor_constant0`. When unset, such a tensor is a TraceError.
+  std::function<std::string(const at::Tensor&)> on_captured;
   /// Called with each value read of a followed tensor right after it ran, with its tensor
   /// arguments: it may record a guard for it (with record_guard) and set `guarded`.
   std::function<void(ValueReadCall&, const std::vector<at::Tensor>&)> on_value_read;

@@ -29,6 +29,7 @@ class ProgramHook : public KeyAccessHook {
   ProgramHook(TensorDictModuleBase& module, const TensorDict& example, const PipelineLayout& layout)
       : module_(module), example_(example), layout_(layout), recorder_(out_.graph) {
     recorder_.on_node = [this](Node* node) { give_meta(node); };
+    recorder_.on_captured = [this](const at::Tensor& tensor) { return lift_constant(tensor); };
     recorder_.on_value_read = [this](ValueReadCall& read, const std::vector<at::Tensor>& tensors) {
       guard_layer_read(read, tensors);
     };
@@ -154,6 +155,19 @@ class ProgramHook : public KeyAccessHook {
   }
 
  private:
+  // A tensor the module captured becomes a constant of the module that read it, as torch.fx
+  // lifts it when it traces that module: `_tensor_constant0`, `_tensor_constant1`, … under the
+  // wrapped module's path (from the graph root). The names depend only on the order of reads,
+  // so every recording of a dynamic trace gives the same.
+  std::string lift_constant(const at::Tensor& tensor) {
+    const std::string owner = call_ ? call_->inner_path : "";
+    int& count = constants_of_[owner];
+    std::string path = join_path(owner, "_tensor_constant" + std::to_string(count++));
+    out_.state.emplace(path, tensor);
+    out_.constants.push_back(path);
+    return path;
+  }
+
   void bind_parameters_and_buffers() {
     for (const StateTensor& state : layout_.state) {
       std::string bound = bind_state(state.path, state.tensor);
@@ -284,6 +298,8 @@ class ProgramHook : public KeyAccessHook {
   RecordedCall* call_ = nullptr;
   size_t call_index_ = 0;
   std::optional<size_t> child_;
+  // How many constants each wrapped module (by path) has lifted.
+  std::unordered_map<std::string, int> constants_of_;
 };
 
 }  // namespace

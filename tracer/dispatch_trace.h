@@ -96,6 +96,9 @@ struct PipelineRecording {
   std::unordered_map<std::string, std::vector<std::string>> state_paths;
   /// The path of every parameter (each path of a shared one), in named_parameters order.
   std::vector<std::string> parameter_paths;
+  /// The paths of the tensors the pipeline captured (no input, parameter or buffer, nor
+  /// computed from them), lifted as constants in the order first read; `state` holds them too.
+  std::vector<std::string> constants;
   /// The example's batch size, when it has one.
   std::optional<int64_t> batch;
 

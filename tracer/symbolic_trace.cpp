@@ -42,8 +42,9 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
 TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                              std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                              std::shared_ptr<detail::TracedView> view, Graph program,
-                             GraphModule::Attributes attributes, std::vector<NestedKey> input_keys,
-                             std::vector<bool> input_contiguous, std::vector<NestedKey> out_keys,
+                             GraphModule::Attributes attributes, GraphModule::Attributes constants,
+                             std::vector<NestedKey> input_keys, std::vector<bool> input_contiguous,
+                             std::vector<NestedKey> out_keys,
                              std::optional<BatchSpecialisation> specialisation,
                              std::vector<int64_t> recorded_batches)
     : pipeline_(std::move(pipeline)),
@@ -58,8 +59,8 @@ TDGraphModule::TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
       runner_(std::make_unique<GraphModule>(
           root_, std::move(program),
           // The view is kept alive by the runner for as long as errors may name its nodes.
-          [view = view_](const Node& node) { return view->shown_as(node); },
-          std::move(attributes))) {
+          [view = view_](const Node& node) { return view->shown_as(node); }, std::move(attributes),
+          std::move(constants))) {
   view_->made_into(*runner_);
   note_input_meta();
   note_modes();
@@ -191,7 +192,7 @@ void TDGraphModule::recompile() {
   if (needs_shapes) {
     // Shapes come from a copy (ShapeProp writes the meta of the graph it runs), then are
     // given to the nodes of the view that lack them; names are unique, so they match.
-    GraphModule copy(root_, view.copy());
+    GraphModule copy = GraphModule::with_constants(root_, view.copy(), runner_->constants());
     {
       // The graph runs the module's own ops: whatever they write (a counter buffer, running
       // statistics, the generator) is put back, as after a recording.
@@ -206,7 +207,8 @@ void TDGraphModule::recompile() {
     }
   }
   std::vector<NestedKey> input_keys = input_keys_;
-  runner_ = std::make_unique<GraphModule>(root_, detail::lower_view(view, root_, input_keys));
+  runner_ = std::make_unique<GraphModule>(GraphModule::with_constants(
+      root_, detail::lower_view(view, root_, input_keys), runner_->constants()));
   // The edit may read other keys: each keeps what was recorded of it.
   std::vector<bool> contiguous;
   for (const NestedKey& key : input_keys) {
@@ -247,8 +249,10 @@ const std::vector<ModuleBox>& TDGraphModule::modules() const {
 
 const GraphModule& TDGraphModule::graph_module() const {
   check_not_edited();
-  return made_once(printed_,
-                   [this] { return std::make_shared<const GraphModule>(root_, graph().copy()); });
+  return made_once(printed_, [this] {
+    return std::make_shared<const GraphModule>(
+        GraphModule::with_constants(root_, graph().copy(), runner_->constants()));
+  });
 }
 
 std::vector<c10::IValue> TDGraphModule::graph_inputs(const TensorDict& td) const {
@@ -337,10 +341,12 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<int64_t> batches = std::move(recorded.recorded);
   GraphModule::Attributes attributes = std::move(recording.state);
+  GraphModule::Attributes constants;
+  for (const std::string& path : recording.constants) constants.emplace(path, attributes.at(path));
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
       std::move(recording), std::move(live), std::move(updates), options});
   return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph),
-                       std::move(attributes), std::move(program.input_keys),
+                       std::move(attributes), std::move(constants), std::move(program.input_keys),
                        std::move(program.input_contiguous), std::move(program.out_keys),
                        std::move(specialisation), std::move(batches));
 }

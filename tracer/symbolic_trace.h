@@ -45,14 +45,15 @@ class TDGraphModule {
                 std::vector<int64_t> recorded_batches);
   /// As above, with the printed graph made from the trace's recording when first asked for
   /// (symbolic_trace): `program` is the one `view` was recorded as, and its errors name a
-  /// node as the view prints it; `attributes` are root's parameters and buffers by path;
+  /// node as the view prints it; `attributes` are root's parameters and buffers by path, and
+  /// `constants` the tensors the module captured (GraphModule's constants);
   /// `input_contiguous` says which inputs were contiguous when recorded (see run()).
   TDGraphModule(std::shared_ptr<TensorDictModuleBase> pipeline,
                 std::shared_ptr<torch::nn::Module> root, std::string root_prefix,
                 std::shared_ptr<detail::TracedView> view, Graph program,
-                GraphModule::Attributes attributes, std::vector<NestedKey> input_keys,
-                std::vector<bool> input_contiguous, std::vector<NestedKey> out_keys,
-                std::optional<BatchSpecialisation> specialisation,
+                GraphModule::Attributes attributes, GraphModule::Attributes constants,
+                std::vector<NestedKey> input_keys, std::vector<bool> input_contiguous,
+                std::vector<NestedKey> out_keys, std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
   TDGraphModule(TDGraphModule&&) noexcept;
   TDGraphModule& operator=(TDGraphModule&&) noexcept;
@@ -106,6 +107,9 @@ class TDGraphModule {
   /// trace, the example's and TraceOptions::batch_probes' for a dynamic one; empty when the
   /// example has no batch.
   const std::vector<int64_t>& recorded_batches() const { return recorded_batches_; }
+  /// The tensors the module captured, lifted as constants, by their paths from root():
+  /// `0.module._tensor_constant0` (GraphModule::constants).
+  const GraphModule::Attributes& constants() const { return runner_->constants(); }
 
   /// Runs the graph on `td`'s keys and writes the out keys into `td`. ShapeError when the
   /// graph is specialised to another batch, or a key's dimensions differ from the traced

@@ -704,7 +704,7 @@ def cases(base):
                  {"kind": "user_input", "name": "extra", "target": "extra"}))))
     add(Case("signature_input_kind_unknown", "unknown input kind",
              make=edited(base, lambda a: a.document["signature"]["inputs"][0].update(
-                 kind="constant"))))
+                 kind="custom_object"))))
     add(Case("signature_user_targets_twice", "two user inputs",
              make=edited(base, lambda a: [i.update(target="same")
                                           for i in a.document["signature"]["inputs"]

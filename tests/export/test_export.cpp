@@ -180,6 +180,35 @@ TEST_CASE("export: an input key called self is renamed in the signature, as a Py
   CHECK(program.module()({{"self", at::ones({4, 3})}})[0].equal(at::full({4, 3}, 2.0)));
 }
 
+TEST_CASE("export: a captured tensor is a constant input, saved, loaded and run") {
+  const at::Tensor mask = at::tensor({1.0F, 0.0F, 1.0F});
+  auto masked =
+      make_td_module([mask](const at::Tensor& x) { return (x * mask).relu(); }, {"x"}, {"y"});
+  auto pipeline = std::make_shared<TensorDictSequential>(
+      std::vector<std::shared_ptr<TensorDictModuleBase>>{masked});
+  const at::Tensor x = at::randn({4, 3});
+  const at::Tensor expected = (x * mask).relu();
+  const testing::ScratchDir dir("tdfx_export_constant");
+  // From the pipeline, and from its trace (paths from the pipeline either way).
+  for (const bool from_trace : {false, true}) {
+    CAPTURE(from_trace);
+    const ExportedProgram program =
+        from_trace ? export_program(symbolic_trace(pipeline, TensorDict({{"x", x}}, {4})))
+                   : export_program(pipeline, {{"x", x}});
+    CHECK(program.graph_signature().str() ==
+          "input constant c_module_0_module__tensor_constant0 -> "
+          "module.0.module._tensor_constant0\n"
+          "input user_input x -> x\n"
+          "output relu -> 'y'\n");
+    CHECK(program.module()({x})[0].equal(expected));
+    const std::string path = (dir / "constant.pt2").string();
+    save(program, path);
+    const ExportedProgram loaded = load(path);
+    CHECK(loaded.graph_signature().str() == program.graph_signature().str());
+    CHECK(loaded.module()({x})[0].equal(expected));
+  }
+}
+
 TEST_CASE("export: a non-contiguous input is copied contiguous first, or refused if written") {
   // contiguous() of a contiguous example records nothing, and the archive does not say what
   // the trace saw: every input is taken as contiguous when traced (README, the recorder).

@@ -194,6 +194,20 @@ TEST_CASE("torchscript: forward equals the program's module bit for bit on seed 
   CHECK(module.type()->name()->qualifiedName() == "__torch__.tdfx.ExportedProgram");
 }
 
+TEST_CASE("torchscript: a captured tensor is a buffer of the module") {
+  const at::Tensor mask = at::tensor({1.0F, 0.0F, 1.0F});
+  auto module =
+      tdfx::make_td_module([mask](const at::Tensor& x) { return x * mask; }, {"x"}, {"y"});
+  const at::Tensor x = at::randn({2, 3});
+  const ExportedProgram program = export_program(module, {{"x", x}});
+  torch::jit::Module scripted = to_torchscript(program);
+  check_equal(run(scripted, {x}), program.module()({x}));
+  const InputSpec& constant = program.graph_signature().inputs.at(0);
+  CHECK(constant.kind == InputKind::kConstant);
+  CHECK(constant.name == "c_module__tensor_constant0");
+  CHECK(scripted.attr(constant.name).toTensor().equal(mask));
+}
+
 TEST_CASE("torchscript: the loc-only program returns a one-tuple equal to its module") {
   const at::Tensor x = at::randn({1, 3});
   const ExportedProgram program = loc_only_program(x);

@@ -192,6 +192,29 @@ TEST_CASE("graph module: given its attributes, a module compiles on its first ru
   }
 }
 
+TEST_CASE("graph module: constants are read by get_attr and kept through recompile") {
+  auto root = make_root();
+  const at::Tensor mask = at::tensor({1.0F, 0.0F});
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* c = g.get_attr("0.module._tensor_constant0");
+  g.output(g.call_function(Target::aten("aten::mul.Tensor"), {x, c}));
+  GraphModule gm =
+      GraphModule::with_constants(root, std::move(g), {{"0.module._tensor_constant0", mask}});
+  const at::Tensor xs = at::randn({3, 2});
+  CHECK(at::equal(gm.run({xs})[0].toTensor(), xs * mask));
+  gm.mutable_graph().eliminate_dead_code();
+  gm.recompile();
+  CHECK(at::equal(gm.run({xs})[0].toTensor(), xs * mask));
+  // Without the constant the path is unknown, naming the node.
+  Graph plain;
+  plain.output(plain.get_attr("0.module._tensor_constant0"));
+  CHECK_THROWS_WITH_AS(GraphModule(root, std::move(plain)),
+                       "get_attr %_0_module__tensor_constant0: the module has no parameter, buffer "
+                       "or constant '0.module._tensor_constant0'",
+                       GraphError);
+}
+
 TEST_CASE("graph module: recompile after an edit runs the edited graph") {
   Graph g;
   Node* x = g.placeholder("x");

@@ -283,6 +283,15 @@ TEST_CASE("onnx: C++'s `1 - done` (empty_like, fill_, sub_) runs in ONNX Runtime
   check_against_ort(program, {{"r", r}, {"done", done}});
 }
 
+TEST_CASE("onnx: a captured tensor is an initializer") {
+  const at::Tensor mask = (at::rand({8}) > 0.5).to(at::kFloat);
+  auto module = make_td_module([mask](const at::Tensor& x) { return x * mask + 1; }, {"x"}, {"y"});
+  const at::Tensor x = at::randn({4, 8});
+  const auto program = export_program(module, {{"x", x}});
+  CHECK(program.graph_signature().inputs.at(0).kind == InputKind::kConstant);
+  check_against_ort(program, {{"x", x}});
+}
+
 TEST_CASE("onnx: dropout with p = 0 in training mode is the identity, as in ATen") {
   auto module = make_td_module(nn::Dropout(0.0), {"x"}, {"y"});
   module->train();

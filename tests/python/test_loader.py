@@ -82,6 +82,23 @@ def write_archives(checks, tdfx, export_module, scratch):
         archives.append(os.path.join(work, "model.pt2"))
         return ""
     checks.check("export_module writes seed 000's model.pt2 and model.pt", seed_000)
+
+    def constant():
+        # An archive with a constant input (a tensor the module captured, which a trace lifts
+        # as `_tensor_constant0`): seed 000's model with its first weight made one.
+        source = os.path.join(scratch, "seed_000", "model.pt2")
+        if not os.path.isfile(source):
+            return "no seed 000 archive to rewrite"
+        target = os.path.join(scratch, "constant", "constant.pt2")
+        os.makedirs(os.path.dirname(target))
+
+        def edit(document):
+            first = next(i for i in document["signature"]["inputs"] if i["kind"] == "parameter")
+            first["kind"] = "constant"
+        rewrite(source, target, edit)
+        archives.append(target)
+        return ""
+    checks.check("seed 000's model with a weight as a constant input", constant)
     return archives
 
 

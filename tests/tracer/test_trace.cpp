@@ -173,43 +173,88 @@ TEST_CASE("trace: a wrong number of outputs names the module and its out keys") 
   CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("['a', 'b']"), ShapeError);
 }
 
-TEST_CASE("trace: a captured tensor is refused and the next trace works") {
-  const at::Tensor captured = at::ones({2});
-  auto module =
-      make_td_module([captured](const at::Tensor& x) { return x * captured; }, {"x"}, {"y"});
-  TensorDict input({{"x", at::randn({2})}});
-  CHECK_THROWS_WITH_AS(symbolic_trace(module, input), doctest::Contains("does not follow"),
-                       TraceError);
-  TDGraphModule gm = symbolic_trace(seed_module(), seed_module_input());
-  check_golden(gm, "seed_module");
-}
-
-TEST_CASE("trace: a captured tensor of any size is one TraceError, static or dynamic") {
-  // A dynamic trace compares the recordings' constants: a tensor of several elements once
-  // escaped from that comparison as LibTorch's "Boolean value of Tensor" error.
-  for (const at::Tensor& captured : {at::ones({3}), at::ones({}), at::ones({1, 3})}) {
-    CAPTURE(captured.sizes());
-    auto module =
-        make_td_module([captured](const at::Tensor& x) { return x * captured + 1; }, {"x"}, {"y"});
-    const TensorDict input({{"x", at::randn({2, 3})}}, {2});
-    const std::string expected = fmt::format(
-        "TensorDictModule(module=Callable(), in_keys=['x'], out_keys=['y']): the module uses a "
-        "tensor the trace does not follow (float32 [{}], not a parameter, a buffer or computed "
-        "from its inputs: a tensor a lambda captured, say); register it as a buffer so the graph "
-        "can name it",
-        fmt::join(captured.sizes(), ", "));
-    for (bool dynamic : {false, true}) {
-      CAPTURE(dynamic);
-      TraceOptions options;
-      options.dynamic_batch = dynamic;
-      try {
-        symbolic_trace(module, input, options);
-        FAIL("traced");
-      } catch (const TraceError& e) {
-        CHECK(std::string(e.what()) == expected);
-      }
+TEST_CASE("trace: a captured tensor is a constant of the module that read it") {
+  // As torch.fx lifts `_tensor_constant0`: the same tensor read twice is one constant, each
+  // further tensor the next; the traced module reads the captured tensor itself, so a later
+  // change to it is seen, as the module would see it.
+  const at::Tensor mask = at::tensor({1.0F, 0.0F, 1.0F});
+  const at::Tensor shift = at::tensor({0.5F, 0.25F, 2.0F});
+  auto masked = make_td_module(
+      [mask, shift](const at::Tensor& x) {
+        const at::Tensor kept = x * mask;
+        return kept + shift * mask;
+      },
+      {"x"}, {"y"});
+  auto pipeline =
+      std::make_shared<TensorDictSequential>(std::vector<std::shared_ptr<TensorDictModuleBase>>{
+          masked, make_td_module([](const at::Tensor& y) { return y.relu(); }, {"y"}, {"z"})});
+  const TensorDict input({{"x", at::randn({4, 3})}}, {4});
+  // The traced module's and the pipeline's "z" for `td`.
+  auto both = [&](const TDGraphModule& gm, const TensorDict& td) {
+    TensorDict traced(td), eager(td);
+    gm.forward(traced);
+    pipeline->forward(eager);
+    return std::make_pair(traced.get("z"), eager.get("z"));
+  };
+  for (bool dynamic : {false, true}) {
+    CAPTURE(dynamic);
+    TraceOptions options;
+    options.dynamic_batch = dynamic;
+    TDGraphModule gm = symbolic_trace(pipeline, input, options);
+    CHECK(gm.code() ==
+          "\n\n\ndef forward(self, tensordict):\n"
+          "    getitem = tensordict['x'];  tensordict = None\n"
+          "    _0__tensor_constant0 = getattr(self, \"0\").module._tensor_constant0\n"
+          "    mul = getitem * _0__tensor_constant0;  getitem = None\n"
+          "    _0__tensor_constant1 = getattr(self, \"0\").module._tensor_constant1\n"
+          "    mul_1 = _0__tensor_constant1 * _0__tensor_constant0;  _0__tensor_constant1 = "
+          "_0__tensor_constant0 = None\n"
+          "    add = mul + mul_1;  mul = mul_1 = None\n"
+          "    relu = torch.relu(add)\n"
+          "    return (add, relu)\n    ");
+    for (int64_t batch : {1, 4, 7}) {
+      CAPTURE(batch);
+      if (batch != 4 && !dynamic) continue;
+      const TensorDict td({{"x", at::randn({batch, 3})}}, {batch});
+      const auto [traced, eager] = both(gm, td);
+      CHECK(traced.equal(eager));
     }
   }
+  TDGraphModule gm = symbolic_trace(pipeline, input);
+  // An edit and a recompile keep the constants.
+  gm.mutable_graph().eliminate_dead_code();
+  gm.recompile();
+  {
+    const auto [traced, eager] = both(gm, input);
+    CHECK(traced.equal(eager));
+  }
+  // The traced module reads the captured tensor itself.
+  mask.mul_(0);
+  const auto [traced, eager] = both(gm, input);
+  CHECK(traced.equal(eager));
+  CHECK(traced.abs().sum().item<float>() == 0.0F);
+}
+
+TEST_CASE("trace: a module that writes to a tensor it captured is refused, naming it") {
+  const at::Tensor calls = at::zeros({1});
+  auto module = make_td_module(
+      [calls](const at::Tensor& x) {
+        calls.add_(1);
+        return x + calls;
+      },
+      {"x"}, {"y"});
+  const TensorDict input({{"x", at::randn({2})}});
+  try {
+    symbolic_trace(module, input);
+    FAIL("traced");
+  } catch (const TraceError& e) {
+    CHECK(std::string(e.what()) ==
+          "TensorDictModule(module=Callable(), in_keys=['x'], out_keys=['y']): the module "
+          "writes in place to a tensor it captured (float32 [1], lifted as the constant "
+          "'_tensor_constant0'); register it as a buffer so the graph can update it as "
+          "module state");
+  }
+  CHECK(calls.item<float>() == 0.0F);  // put back, as a buffer is
 }
 
 TEST_CASE("trace: two threads trace different pipelines at the same time") {
