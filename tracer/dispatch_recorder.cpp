@@ -168,18 +168,24 @@ class DispatchRecorder::FollowedTable {
     slot = {key, entries_.size() - 1};
     return entries_.back();
   }
-  // The path of a parameter or buffer whose storage `tensor` shares, or "": a tensor made from
-  // it without dispatching (`weight.data()`). Walks every entry: for errors only.
-  std::string state_sharing_storage(const at::Tensor& tensor) const {
-    if (!tensor.has_storage()) return "";
+  // A followed tensor (a parameter, a buffer or a recorded value) whose storage `tensor`
+  // shares, or nullptr: a tensor made from it without dispatching (`weight.data()`,
+  // `x.data()`). Parameters and buffers are looked for first. Walks every entry: only for a
+  // tensor the recording meets for the first time without following it.
+  const Followed* sharing_storage(const at::Tensor& tensor) const {
+    if (!tensor.has_storage()) return nullptr;
+    const Followed* value = nullptr;
     for (const Followed& entry : entries_) {
-      if (!entry.state) continue;
-      const c10::intrusive_ptr<c10::TensorImpl> state = entry.weak.lock();
-      if (state && state->has_storage() && state->storage().is_alias_of(tensor.storage())) {
-        return entry.path;
+      if (!entry.state && (value || !entry.node)) continue;
+      const c10::intrusive_ptr<c10::TensorImpl> followed = entry.weak.lock();
+      if (!followed || !followed->has_storage() ||
+          !followed->storage().is_alias_of(tensor.storage())) {
+        continue;
       }
+      if (entry.state) return &entry;
+      value = &entry;
     }
-    return "";
+    return value;
   }
 
  private:
@@ -346,16 +352,23 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
     }
     Followed* entry = followed_->find(t.unsafeGetTensorImpl());
     if (!entry || (!entry->node && !entry->state)) {
-      const std::string state = followed_->state_sharing_storage(t);
-      if (!state.empty()) {
+      if (const Followed* shared = followed_->sharing_storage(t)) {
+        const std::string who = subject ? subject() : op.operator_name().name;
+        if (shared->state) {
+          fail<TraceError>(
+              "{}: the module uses a tensor the trace does not follow ({} {}) that shares the "
+              "storage of '{}': its .data(), or a tensor made from it without an op the "
+              "dispatcher sees, which the graph cannot tell from a copy. Use '{}' itself (or "
+              "its detach()), and update parameters in place (weight clipping) outside the "
+              "traced forward",
+              who, dtype_name(t.scalar_type()), shape_of(t), shared->path, shared->path);
+        }
         fail<TraceError>(
             "{}: the module uses a tensor the trace does not follow ({} {}) that shares the "
-            "storage of '{}': its .data(), or a tensor made from it without an op the "
-            "dispatcher sees, which the graph cannot tell from a copy. Use '{}' itself (or its "
-            "detach()), and update parameters in place (weight clipping) outside the traced "
-            "forward",
-            subject ? subject() : op.operator_name().name, dtype_name(t.scalar_type()), shape_of(t),
-            state, state);
+            "storage of a value it computed or read (%{}): its .data(), or a tensor made from "
+            "it without an op the dispatcher sees, which the graph cannot tell from a constant. "
+            "Use the value itself (or its detach())",
+            who, dtype_name(t.scalar_type()), shape_of(t), shared->node->name());
       }
       if (on_captured) {
         // Lifted as a constant: one get_attr, made at its first use, for every read of it.

@@ -235,6 +235,24 @@ TEST_CASE("trace: a captured tensor is a constant of the module that read it") {
   CHECK(traced.abs().sum().item<float>() == 0.0F);
 }
 
+TEST_CASE("trace: an input's .data() is refused, not taken for a captured constant") {
+  // `.data()` shares the input's storage without an op the dispatcher sees: lifted as a
+  // constant it would be the example's value in every run.
+  auto module = make_td_module([](const at::Tensor& x) { return x.data() * 2; }, {"x"}, {"y"});
+  const TensorDict input({{"x", at::randn({2, 3})}});
+  try {
+    symbolic_trace(module, input);
+    FAIL("traced");
+  } catch (const TraceError& e) {
+    CHECK(std::string(e.what()) ==
+          "TensorDictModule(module=Callable(), in_keys=['x'], out_keys=['y']): the module uses "
+          "a tensor the trace does not follow (float32 [2, 3]) that shares the storage of a "
+          "value it computed or read (%x): its .data(), or a tensor made from it without an op "
+          "the dispatcher sees, which the graph cannot tell from a constant. Use the value "
+          "itself (or its detach())");
+  }
+}
+
 TEST_CASE("trace: a module that writes to a tensor it captured is refused, naming it") {
   const at::Tensor calls = at::zeros({1});
   auto module = make_td_module(
