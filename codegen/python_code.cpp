@@ -102,7 +102,8 @@ struct Statement {
 Statement statement(const Node& node, const CodeOptions& options) {
   switch (node.op()) {
     case OpCode::kCallFunction: {
-      if (node.target().is_getitem() || options.style == CodeStyle::kFx) {
+      if (node.target().is_getitem() || node.target().is_size_arith() ||
+          options.style == CodeStyle::kFx) {
         const FxCall call = fx_call(node);
         Args reads = call.args;
         for (const auto& [key, arg] : call.kwargs) reads.push_back(arg);
@@ -250,8 +251,7 @@ std::string type_annotation(const Node& node) {
   if (!meta.dtype || !meta.shape) return "";
   std::string dims;
   for (size_t i = 0; i < meta.shape->size(); ++i) {
-    dims += (i ? ", " : "") +
-            (meta.prints_symbolic(i) ? std::string("s0") : std::to_string((*meta.shape)[i]));
+    dims += (i ? ", " : "") + meta.dim_str(i);
   }
   return fmt::format("{}[{}]", dtype_short(*meta.dtype), dims);
 }

@@ -99,16 +99,22 @@ class TorchScriptPrinter {
           break;
         case OpCode::kCallFunction:
           check_local_name(node->name());
+          if (node->target().is_aten() && node->target().op_name() == "_assert_async") {
+            line(assertion(*node));
+            break;
+          }
           line(node->name() + " = " +
-               (node->target().is_getitem() ? getitem(*node) : aten_call(*node)));
+               (node->target().is_getitem()      ? getitem(*node)
+                : node->target().is_size_arith() ? size_arith(*node)
+                                                 : aten_call(*node)));
           break;
         case OpCode::kOutput:
           line(output(*node, result_type));
           break;
         default:
           fail<Error>(
-              "to_torchscript: %{} is a {} ({}); TorchScript export supports aten calls and "
-              "getitem only",
+              "to_torchscript: %{} is a {} ({}); TorchScript export supports aten calls, "
+              "getitem and size arithmetic only",
               node->name(), to_string(node->op()), node->target().str());
       }
     }
@@ -145,6 +151,10 @@ class TorchScriptPrinter {
                     node.name(), fmt::join(expected, ", "),
                     meta.batch_dims.empty() ? " (static shapes)" : " (s0: any batch size)");
     line(fmt::format("assert {}, {}", fmt::join(tests, " and "), torchscript_string(message)));
+    // The assert's first test runs outside its branches (aten::dim, aten::eq.int): the check
+    // of the overloads TorchScript resolved sees them among the program's own calls.
+    expected_.push_back({"aten::dim", ""});
+    expected_.push_back({"aten::eq", "int"});
   }
 
   void check_local_name(const std::string& name) const {
@@ -265,6 +275,47 @@ class TorchScriptPrinter {
     }
     return fmt::format("{}[{}]", reference(node, args[0].node()),
                        int_literal(args[1].as<int64_t>()));
+  }
+
+  // A guard the tracer recorded (`_assert_async(cond)`) as a Python assert: TorchScript's
+  // dead code elimination would drop the call, which it takes to have no effect.
+  std::string assertion(const Node& node) {
+    const Args& args = node.args();
+    if (args.size() != 1 || !args[0].node()) {
+      fail<Error>("to_torchscript: %{} asserts {}; only a tensor node is supported", node.name(),
+                  args.empty() ? "nothing" : fx_repr(args[0]));
+    }
+    return fmt::format(
+        "assert bool({}), {}", reference(node, args[0].node()),
+        torchscript_string(fmt::format("%{}: a condition the program held when it was traced "
+                                       "does not hold",
+                                       node.name())));
+  }
+
+  // `size * 2`: TorchScript's int operators are Python's.
+  std::string size_arith(const Node& node) {
+    const Args& args = node.args();
+    std::vector<std::string> operands;
+    for (const Argument& arg : args) {
+      if (arg.node()) {
+        operands.push_back(reference(node, arg.node()));
+      } else if (arg.is<int64_t>()) {
+        operands.push_back(int_literal(arg.as<int64_t>()));
+      } else {
+        fail<Error>("to_torchscript: %{} takes {}; size arithmetic takes ints", node.name(),
+                    fx_repr(arg));
+      }
+    }
+    if (operands.size() != 2) {
+      fail<Error>("to_torchscript: %{} takes {} arguments; size arithmetic takes two", node.name(),
+                  operands.size());
+    }
+    static constexpr const char* kOperators[] = {"+", "-", "*", "//"};
+    // TorchScript runs it as aten::mul.int (add, sub, floordiv), which the check of the
+    // overloads it resolved expects in order among the others.
+    expected_.push_back({"aten::" + node.target().op_name(), "int"});
+    return fmt::format("{} {} {}", operands[0], kOperators[static_cast<int>(node.target().arith())],
+                       operands[1]);
   }
 
   std::string output(const Node& node, std::string& result_type) {

@@ -91,6 +91,13 @@ json graph_to_json(const Graph& graph) {
     if (tensor.dtype) meta["dtype"] = dtype_name(*tensor.dtype);
     if (tensor.shape) meta["shape"] = *tensor.shape;
     if (!tensor.batch_dims.empty()) meta["batch_dims"] = tensor.batch_dims;
+    if (!tensor.derived_dims.empty()) {
+      json derived = json::array();
+      for (const DerivedDim& d : tensor.derived_dims) {
+        derived.push_back({d.dim, d.size.scale, d.size.divisor, d.size.offset});
+      }
+      meta["derived_dims"] = derived;
+    }
     if (tensor.device) meta["device"] = tensor.device->str();
     json entry = {{"name", node->name()},
                   {"op", std::string(to_string(node->op()))},
@@ -249,6 +256,36 @@ c10::Device device_from_json(const json& value, const std::string& where) {
   return c10::Device(c10::kCPU);
 }
 
+// A node's dimensions that are functions of the batch: [dim, scale, divisor, offset] each,
+// distinct dimensions of its shape in increasing order and none a batch dimension, with
+// scale and divisor at least 1 (a divisor above 1 with scale 1), as SizeExpr holds them.
+std::vector<DerivedDim> derived_dims_from_json(const json& value, const TensorMeta& tensor,
+                                               const std::string& where) {
+  const char* const expected =
+      "derived_dims must be a non-empty list of [dim, scale, divisor, offset], dimensions of "
+      "the shape in increasing order and not batch dimensions, scale and divisor at least 1 "
+      "(a divisor above 1 only with scale 1)";
+  if (!tensor.shape || !value.is_array() || value.empty() || value.size() > tensor.shape->size()) {
+    fail<ArchiveError>("{}: {}", where, expected);
+  }
+  std::vector<DerivedDim> dims;
+  for (const json& item : value) {
+    bool valid = item.is_array() && item.size() == 4;
+    for (size_t i = 0; valid && i < 4; ++i) valid = item[i].is_number_integer();
+    if (valid) {
+      DerivedDim d{item[0].get<int64_t>(),
+                   {item[1].get<int64_t>(), item[2].get<int64_t>(), item[3].get<int64_t>()}};
+      valid = d.dim >= 0 && d.dim < static_cast<int64_t>(tensor.shape->size()) &&
+              (dims.empty() || d.dim > dims.back().dim) &&
+              !tensor.follows_batch(static_cast<size_t>(d.dim)) && d.size.scale >= 1 &&
+              d.size.divisor >= 1 && (d.size.divisor == 1 || d.size.scale == 1);
+      if (valid) dims.push_back(d);
+    }
+    if (!valid) fail<ArchiveError>("{}: {}", where, expected);
+  }
+  return dims;
+}
+
 // A node's batch dimensions: distinct dimensions of its shape, in increasing order.
 std::vector<int64_t> batch_dims_from_json(const json& value,
                                           const std::optional<std::vector<int64_t>>& shape,
@@ -379,7 +416,8 @@ class GraphReader {
       return graph.create_node(OpCode::kOutput, Target("output"), std::move(args), {}, name);
     }
     if (op == "call_function") {
-      Target t = target == "operator.getitem" ? Target::getitem() : Target::aten(target);
+      std::optional<Target> builtin = Target::builtin(target);
+      Target t = builtin ? *builtin : Target::aten(target);
       return graph.create_node(OpCode::kCallFunction, std::move(t), std::move(args),
                                std::move(kwargs), name);
     }
@@ -447,6 +485,9 @@ class GraphReader {
     if (meta.contains("shape")) out.tensor.shape = shape_from_json(meta["shape"], where);
     if (meta.contains("batch_dims")) {
       out.tensor.batch_dims = batch_dims_from_json(meta["batch_dims"], out.tensor.shape, where);
+    }
+    if (meta.contains("derived_dims")) {
+      out.tensor.derived_dims = derived_dims_from_json(meta["derived_dims"], out.tensor, where);
     }
   }
 

@@ -392,7 +392,8 @@ void check_graph(const Graph& graph, uint64_t budget, const std::string& where) 
         check_graph(*node->body(), budget, where);
         break;
       case OpCode::kCallFunction: {
-        if (node->target().is_getitem()) break;
+        // Indexing and int arithmetic (checked for overflow as it runs) allocate nothing.
+        if (node->target().is_getitem() || node->target().is_size_arith()) break;
         const std::string& op = node->target().op_name();
         if (node->target().str().rfind("aten::", 0) != 0 || !is_allowed_operator(op)) {
           if (const char* why = refusal_reason(op)) {

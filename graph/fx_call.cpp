@@ -205,6 +205,10 @@ FxCall fx_call(const Target& target, const Args& args, const Kwargs& kwargs,
   if (target.is_getitem()) {
     return {"operator.getitem", "{}[{}]", args, kwargs};
   }
+  if (target.is_size_arith()) {
+    static constexpr const char* kFormats[] = {"{} + {}", "{} - {}", "{} * {}", "{} // {}"};
+    return {target.str(), kFormats[static_cast<int>(target.arith())], args, kwargs};
+  }
   if (!target.is_aten()) {
     fail<GraphError>("%{}: call_function target '{}' has no torch.fx face", name, target.str());
   }
@@ -249,6 +253,7 @@ std::string fx_name(const Target& target, const Args& args, const Kwargs& kwargs
   // Only a Python operator's face depends on the arguments (`a + b`, unless alpha is set):
   // every other aten call is named by its operator, without binding the arguments.
   if (target.is_getitem()) return "getitem";
+  if (target.is_size_arith()) return target.op_name();
   if (target.is_aten() && python_operators().count(target.op_name()) == 0) {
     return target.op_name();
   }

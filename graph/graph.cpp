@@ -18,6 +18,7 @@ namespace {
 std::string default_name(OpCode op, const Target& target) {
   if (op == OpCode::kCallFunction && target.is_aten()) return target.op_name();
   if (target.is_getitem()) return "getitem";
+  if (target.is_size_arith()) return target.op_name();
   return snake_case(target.str());
 }
 
@@ -298,7 +299,7 @@ void Graph::lint() const {
                          [node] { return "lint: %" + node->name_ + ": "; });
     }
     if (node->op_ == OpCode::kCallFunction && !node->target_.is_aten() &&
-        !node->target_.is_getitem()) {
+        !node->target_.is_getitem() && !node->target_.is_size_arith()) {
       fail<GraphError>("lint: %{} calls '{}', which is neither an aten operator nor a builtin",
                        node->name_, node->target_.str());
     }

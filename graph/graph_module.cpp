@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -214,6 +215,8 @@ class Compiler {
       case OpCode::kCallFunction:
         if (node.target().is_getitem()) {
           compile_getitem(node, step);
+        } else if (node.target().is_size_arith()) {
+          compile_size_arith(node, step);
         } else {
           compile_aten(node, node.target(), step);
         }
@@ -274,6 +277,22 @@ class Compiler {
     } else {
       fail<GraphError>("getitem %{}: index {} is neither an int nor a key", node.name(),
                        fx_str(index));
+    }
+  }
+
+  // `a * b` on two ints, each a constant or a node's value.
+  void compile_size_arith(const Node& node, Step& step) {
+    step.kind = Step::Kind::kSizeArith;
+    step.arith = node.target().arith();
+    if (node.args().size() != 2 || !node.kwargs().empty()) {
+      fail<GraphError>("{} %{} needs two int arguments", node.target().str(), node.name());
+    }
+    for (const Argument& arg : node.args()) {
+      if (!arg.node() && !arg.is<int64_t>()) {
+        fail<GraphError>("{} %{}: argument {} is neither an int nor a node", node.target().str(),
+                         node.name(), fx_str(arg));
+      }
+      step.sources.push_back(source(node, arg, nullptr));
     }
   }
 
@@ -358,6 +377,40 @@ c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, co
   fail<RunError>("cannot index a {} with {}", container.tagKind(), key.tagKind());
 }
 
+// Python's int arithmetic on two sizes, refusing what overflows int64 or divides by zero.
+c10::IValue run_size_arith(Target::SizeArith op, const c10::IValue& a, const c10::IValue& b,
+                           const Node& node) {
+  if (!a.isInt() || !b.isInt()) {
+    fail<RunError>("{} takes two ints, not {} and {}", node.target().str(), a.tagKind(),
+                   b.tagKind());
+  }
+  const int64_t x = a.toInt(), y = b.toInt();
+  int64_t out = 0;
+  bool overflow = false;
+  switch (op) {
+    case Target::SizeArith::kAdd:
+      overflow = __builtin_add_overflow(x, y, &out);
+      break;
+    case Target::SizeArith::kSub:
+      overflow = __builtin_sub_overflow(x, y, &out);
+      break;
+    case Target::SizeArith::kMul:
+      overflow = __builtin_mul_overflow(x, y, &out);
+      break;
+    case Target::SizeArith::kFloorDiv:
+      if (y == 0) fail<RunError>("{} // 0: integer division by zero", x);
+      if (x == std::numeric_limits<int64_t>::min() && y == -1) {
+        overflow = true;
+        break;
+      }
+      out = x / y;
+      if (x % y != 0 && ((x < 0) != (y < 0))) --out;  // floor, as Python's //
+      break;
+  }
+  if (overflow) fail<RunError>("{} of {} and {} overflows int64", node.target().str(), x, y);
+  return out;
+}
+
 }  // namespace
 
 namespace detail {
@@ -421,6 +474,8 @@ c10::IValue call_step(const Step& step, std::vector<c10::IValue>& args) {
       return c10::ivalue::Tuple::create(std::move(args));
     case Step::Kind::kGetItem:
       return run_getitem(args.at(0), step.key, *step.node);
+    case Step::Kind::kSizeArith:
+      return run_size_arith(step.arith, args.at(0), args.at(1), *step.node);
     case Step::Kind::kCallModule:
       return step.body->run(std::move(args));
     case Step::Kind::kCallLeaf:

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "tdfx/core/dtype_names.h"
+#include "tdfx/core/enum_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/graph/fx_call.h"

@@ -19,6 +19,19 @@ bool TensorMeta::prints_symbolic(size_t dim) const {
   return follows_batch(dim) && shape && dim < shape->size() && (*shape)[dim] >= 2;
 }
 
+const SizeExpr* TensorMeta::derived(size_t dim) const {
+  for (const DerivedDim& d : derived_dims) {
+    if (d.dim == static_cast<int64_t>(dim)) return &d.size;
+  }
+  return nullptr;
+}
+
+std::string TensorMeta::dim_str(size_t dim) const {
+  if (prints_symbolic(dim)) return "s0";
+  if (const SizeExpr* size = derived(dim)) return size->str();
+  return shape && dim < shape->size() ? std::to_string((*shape)[dim]) : "?";
+}
+
 std::string_view to_string(OpCode op) {
   switch (op) {
     case OpCode::kPlaceholder:

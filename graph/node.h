@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tdfx/graph/argument.h"
+#include "tdfx/graph/size_expr.h"
 #include "tdfx/graph/target.h"
 
 namespace tdfx {
@@ -47,13 +48,21 @@ struct TensorMeta {
   /// The dimensions that follow the batch size, which the graph runs at any
   /// value of.
   std::vector<int64_t> batch_dims;
+  /// The dimensions that are another function of the batch size (`s0*2` where attention
+  /// reshapes to [T, B*heads, d]), in order of dimension; none of them in batch_dims.
+  std::vector<DerivedDim> derived_dims;
 
   /// True when dimension `dim` follows the batch size.
   bool follows_batch(size_t dim) const;
+  /// The function of the batch dimension `dim` is, when it is one (derived_dims).
+  const SizeExpr* derived(size_t dim) const;
   /// True when dimension `dim` follows the batch size and prints as `s0`, as
   /// torch.export prints a dynamic dimension: a traced size of 0 or 1 prints
   /// as itself, as torch.export specialises those (`f32[1, 3]`).
   bool prints_symbolic(size_t dim) const;
+  /// Dimension `dim` as a signature prints it: `s0` (prints_symbolic), `s0*2` (derived), or
+  /// its traced size.
+  std::string dim_str(size_t dim) const;
 };
 
 /// Facts attached to a node by the tracer and passes.

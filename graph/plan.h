@@ -36,18 +36,28 @@ using LeafCall = std::function<c10::IValue(std::vector<c10::IValue>&)>;
 
 /// One node's work.
 struct Step {
-  enum class Kind { kPlaceholder, kConstant, kAten, kGetItem, kCallModule, kCallLeaf, kOutput };
+  enum class Kind {
+    kPlaceholder,
+    kConstant,
+    kAten,
+    kGetItem,
+    kSizeArith,
+    kCallModule,
+    kCallLeaf,
+    kOutput
+  };
   Kind kind = Kind::kConstant;
   const Node* node = nullptr;
   int out = -1;
   std::vector<Source> sources;
   std::optional<c10::OperatorHandle> op;  // a copy: the node's target or meta may change
   size_t returns = 1;
-  c10::IValue constant;        // get_attr value
-  c10::IValue key;             // getitem: int index or string key
-  std::shared_ptr<Plan> body;  // call_module with a body
-  LeafCall leaf;               // call_module without one
-  std::vector<int> release;    // slots whose last read is this step
+  c10::IValue constant;                               // get_attr value
+  c10::IValue key;                                    // getitem: int index or string key
+  Target::SizeArith arith = Target::SizeArith::kAdd;  // size arithmetic: its operator
+  std::shared_ptr<Plan> body;                         // call_module with a body
+  LeafCall leaf;                                      // call_module without one
+  std::vector<int> release;                           // slots whose last read is this step
 };
 
 /// A compiled graph: its steps in program order, one slot per node.
@@ -72,8 +82,8 @@ struct Plan {
 void fetch_args(const Step& step, const std::vector<c10::IValue>& slots,
                 std::vector<c10::IValue>& args);
 
-/// Runs a call step (aten, getitem, call_module) on its fetched `args`, which it may
-/// consume; returns the node's value. Errors are the library's: the caller names the node.
+/// Runs a call step (aten, getitem, size arithmetic, call_module) on its fetched `args`, which it
+/// may consume; returns the node's value. Errors are the library's: the caller names the node.
 c10::IValue call_step(const Step& step, std::vector<c10::IValue>& args);
 
 /// A node as the user saw it printed: an op inlined from a call_module body, which no

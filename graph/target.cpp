@@ -49,6 +49,31 @@ Target Target::getitem() {
   return target;
 }
 
+Target Target::size_arith(SizeArith op) {
+  static constexpr const char* kNames[] = {"add", "sub", "mul", "floordiv"};
+  const char* name = kNames[static_cast<int>(op)];
+  Target target(std::string("operator.") + name);
+  target.kind_ = Kind::kSizeArith;
+  target.op_name_ = name;
+  target.arith_ = op;
+  return target;
+}
+
+std::optional<Target> Target::builtin(const std::string& name) {
+  if (name == "operator.getitem") return getitem();
+  for (const SizeArith op :
+       {SizeArith::kAdd, SizeArith::kSub, SizeArith::kMul, SizeArith::kFloorDiv}) {
+    Target target = size_arith(op);
+    if (target.str() == name) return target;
+  }
+  return std::nullopt;
+}
+
+Target::SizeArith Target::arith() const {
+  if (kind_ != Kind::kSizeArith) throw InternalError("target " + name_ + " is not size arithmetic");
+  return arith_;
+}
+
 const c10::FunctionSchema& Target::schema() const { return handle().schema(); }
 
 const c10::OperatorHandle& Target::handle() const {

@@ -3,10 +3,12 @@
 /// \file
 /// Target: what a node calls or names. An aten operator with its schema
 /// (`aten::add.Tensor`), a method face of one (`view`, running `aten::view`),
-/// the builtin `operator.getitem`, or a plain name (a placeholder's name, a
+/// the builtin `operator.getitem`, Python's integer arithmetic on sizes (`operator.mul`), or a
+/// plain name (a placeholder's name, a
 /// module or attribute path, a method name with no operator).
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace c10 {
@@ -19,7 +21,9 @@ namespace tdfx {
 /// The target of a node. Cheap to copy.
 class Target {
  public:
-  enum class Kind { kName, kAten, kMethod, kGetItem };
+  enum class Kind { kName, kAten, kMethod, kGetItem, kSizeArith };
+  /// Python's integer operators that size expressions use (graph/size_expr.h).
+  enum class SizeArith { kAdd, kSub, kMul, kFloorDiv };
 
   /// A plain name: placeholder name, module path, attribute path, method name.
   Target(std::string name = "");                           // NOLINT(google-explicit-constructor)
@@ -38,17 +42,27 @@ class Target {
   Target as_function() const;
   /// Python's `operator.getitem`: `x[i]` on lists/tuples, `td[key]` on TensorDicts.
   static Target getitem();
+  /// Python's `operator.add`, `operator.sub`, `operator.mul` or `operator.floordiv` on two
+  /// ints (sizes), as torch.fx records arithmetic on a symbolic size; default name `add`,
+  /// `sub`, `mul`, `floordiv`.
+  static Target size_arith(SizeArith op);
+  /// The builtin target printed as `name` (`operator.getitem`, `operator.mul`, ...), or nullopt.
+  static std::optional<Target> builtin(const std::string& name);
 
   Kind kind() const { return kind_; }
   bool is_aten() const { return kind_ == Kind::kAten; }
   bool is_getitem() const { return kind_ == Kind::kGetItem; }
   bool is_method() const { return kind_ == Kind::kMethod; }
+  bool is_size_arith() const { return kind_ == Kind::kSizeArith; }
+  /// For a size_arith target, its operator; InternalError for other kinds.
+  SizeArith arith() const;
   /// True for aten and method targets: those with an operator (schema(), handle()).
   bool has_operator() const { return handle_ != nullptr; }
 
   /// The plain name, or `aten::add.Tensor`, or the method name, or `operator.getitem`.
   const std::string& str() const { return name_; }
-  /// For aten and method targets: the operator name without namespace and overload (`add`).
+  /// For aten and method targets: the operator name without namespace and overload (`add`);
+  /// for size_arith targets, the Python operator's name (`mul`).
   const std::string& op_name() const { return op_name_; }
   /// For aten and method targets: the overload name (`Tensor`), "" for the default one.
   const std::string& overload() const { return overload_; }
@@ -67,6 +81,7 @@ class Target {
   std::string name_;
   std::string op_name_;
   std::string overload_;
+  SizeArith arith_ = SizeArith::kAdd;
   // Shared, so that a Target stays cheap to copy and its header needs no dispatcher.
   std::shared_ptr<const c10::OperatorHandle> handle_;
 };

@@ -155,7 +155,8 @@ class Converter {
   int64_t rank_of(size_t i) const { return static_cast<int64_t>(shape_of(i).size()); }
   /// Dimension `dim` of argument `i` normalised to [0, rank).
   int64_t norm_dim(int64_t dim, int64_t rank) const;
-  /// True when dimension `dim` of argument `i` follows the batch.
+  /// True when dimension `dim` of argument `i` follows the batch: is s0 or a function of it
+  /// (TensorMeta::derived_dims).
   bool follows_batch(size_t i, int64_t dim) const;
 
   // --- emitting ---
@@ -184,9 +185,18 @@ class Converter {
   std::string reshape_to_output(const std::string& value, size_t from);
   /// The size of dimension `dim` of `value` as a 1-D int64 tensor of one element.
   std::string dim_size(const std::string& value, int64_t dim);
+  /// `size` computed from `batch` (a 1-D int64 tensor of one element), as one too.
+  std::string size_of(const SizeExpr& size, const std::string& batch);
+  /// Python's `a // b` on two 1-D int64 tensors of one element: (a - a mod b) / b, ONNX's
+  /// Mod (fmod 0) taking the divisor's sign as Python's % does, so Div divides exactly.
+  std::string floor_div(const std::string& a, const std::string& b) {
+    return op("Div", {op("Sub", {a, op("Mod", {a, b})}), b});
+  }
 
  private:
   Value convert_node();
+  /// A size arithmetic node (`size * 2`) on ints, each a 1-D int64 tensor of one element.
+  Value size_arith();
   /// Fills `info` (a graph input or output) with `name` and `node`'s dtype and shape, `s0`
   /// for a dimension that follows the batch.
   void value_info(onnx::ValueInfoProto* info, const std::string& name, const Node& node);
@@ -287,6 +297,14 @@ std::string Converter::dim_size(const std::string& value, int64_t dim) {
   return proto->output(0);
 }
 
+std::string Converter::size_of(const SizeExpr& size, const std::string& batch) {
+  std::string out = batch;
+  if (size.scale != 1) out = op("Mul", {out, const_ints({size.scale})});
+  if (size.divisor != 1) out = floor_div(out, const_ints({size.divisor}));
+  if (size.offset != 0) out = op("Add", {out, const_ints({size.offset})});
+  return out;
+}
+
 std::string Converter::reshape_to_output(const std::string& value, size_t from) {
   const TensorMeta& out = node_->meta().tensor;
   if (!out.shape) refuse("its output has no traced shape");
@@ -298,14 +316,17 @@ std::string Converter::reshape_to_output(const std::string& value, size_t from) 
     constant.clear();
   };
   for (size_t d = 0; d < out.shape->size(); ++d) {
-    if (!out.follows_batch(d)) {
+    const SizeExpr* derived = out.derived(d);
+    if (!out.follows_batch(d) && !derived) {
       constant.push_back((*out.shape)[d]);
       continue;
     }
-    // A dimension that follows the batch: the first input dimension that does.
+    // A dimension that follows the batch: the first input dimension that is the batch, or
+    // the function of it the dimension is.
     if (in_meta.batch_dims.empty()) refuse("a dimension follows the batch but no input one does");
     flush();
-    pieces.push_back(dim_size(value, in_meta.batch_dims.front()));
+    const std::string batch = dim_size(value, in_meta.batch_dims.front());
+    pieces.push_back(derived ? size_of(*derived, batch) : batch);
   }
   flush();
   if (pieces.empty()) return reshape(value, const_ints({}));
@@ -468,7 +489,9 @@ int64_t Converter::norm_dim(int64_t dim, int64_t rank) const {
 
 bool Converter::follows_batch(size_t i, int64_t dim) const {
   const Node* n = arg(i).node();
-  return n && n->meta().tensor.follows_batch(static_cast<size_t>(dim));
+  if (!n) return false;
+  const TensorMeta& meta = n->meta().tensor;
+  return meta.follows_batch(static_cast<size_t>(dim)) || meta.derived(static_cast<size_t>(dim));
 }
 
 void Converter::value_info(onnx::ValueInfoProto* info, const std::string& name, const Node& node) {
@@ -485,6 +508,8 @@ void Converter::value_info(onnx::ValueInfoProto* info, const std::string& name, 
       auto* dim = shape->add_dim();
       if (meta.follows_batch(d)) {
         dim->set_dim_param("s0");
+      } else if (const SizeExpr* size = meta.derived(d)) {
+        dim->set_dim_param(size->str());
       } else {
         dim->set_dim_value((*meta.shape)[d]);
       }
@@ -608,8 +633,69 @@ bool computes_own_tensor(const Node& node) {
   return true;
 }
 
+Value Converter::size_arith() {
+  args_ = node_->args();
+  if (arg_count() != 2) refuse("size arithmetic takes two ints");
+  std::string operands[2];
+  for (size_t i = 0; i < 2; ++i) {
+    if (const Node* from = arg(i).node()) {
+      if (value_of(from).kind != Value::Kind::kInt) refuse("size arithmetic takes ints");
+      operands[i] = value_of(from).name;
+    } else if (arg(i).is<int64_t>()) {
+      operands[i] = const_ints({arg(i).as<int64_t>()});
+    } else {
+      refuse("size arithmetic takes ints");
+    }
+  }
+  std::string out;
+  switch (node_->target().arith()) {
+    case Target::SizeArith::kAdd:
+      out = op("Add", {operands[0], operands[1]});
+      break;
+    case Target::SizeArith::kSub:
+      out = op("Sub", {operands[0], operands[1]});
+      break;
+    case Target::SizeArith::kMul:
+      out = op("Mul", {operands[0], operands[1]});
+      break;
+    case Target::SizeArith::kFloorDiv:
+      // A divisor that is a size could be 0 where ONNX Runtime's integer Div has no error.
+      if (!arg(1).is<int64_t>() || arg(1).as<int64_t>() == 0) {
+        refuse("a floor division by a size, or by 0; only by a constant other than 0");
+      }
+      out = floor_div(operands[0], operands[1]);
+      break;
+  }
+  return {Value::Kind::kInt, out, {}};
+}
+
+/// `node` when it is a call_function of the aten operator `op`, else null.
+const Node* aten_call_of(const Node* node, const char* op) {
+  return node && node->op() == OpCode::kCallFunction && node->target().is_aten() &&
+                 node->target().op_name() == op
+             ? node
+             : nullptr;
+}
+
+/// True for the guard a trace records where LibTorch's attention picks its path by
+/// `at::equal(a, b)` (dispatch_trace.cpp): `_assert_async(all(eq(a, b)))`, or of its
+/// `logical_not`. Either path computes the same projections (fused or one by one), equal
+/// within rounding, so ONNX, which has no assertion, computes the recorded one without it.
+bool is_attention_path_guard(const Node& node) {
+  if (!aten_call_of(&node, "_assert_async") || node.args().size() != 1) return false;
+  const Node* cond = node.args()[0].node();
+  if (const Node* negated = aten_call_of(cond, "logical_not")) {
+    cond = negated->args().size() == 1 ? negated->args()[0].node() : nullptr;
+  }
+  const Node* all = aten_call_of(cond, "all");
+  const Node* eq = all && all->args().size() == 1 ? all->args()[0].node() : nullptr;
+  return aten_call_of(eq, "eq") && eq->target().overload() == "Tensor";
+}
+
 Value Converter::convert_node() {
   const Node& n = *node_;
+  if (n.target().is_size_arith()) return size_arith();
+  if (is_attention_path_guard(n)) return {Value::Kind::kList, "", {}};  // no ONNX node
   if (n.target().is_getitem()) {
     args_ = n.args();
     const Node* from = arg(0).node();

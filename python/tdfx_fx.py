@@ -513,6 +513,14 @@ def _requested_elements(value, counts):
 # --- reading program.json ------------------------------------------------------------
 
 
+_SIZE_ARITHMETIC = {
+    "operator.add": operator.add,
+    "operator.sub": operator.sub,
+    "operator.mul": operator.mul,
+    "operator.floordiv": operator.floordiv,
+}
+
+
 class _GraphReader:
     """Reads a list of nodes (the program's, or a call_module's body), checking each."""
 
@@ -595,6 +603,14 @@ class _GraphReader:
                     not (_int(index) or is_key):
                 _fail(where, "operator.getitem needs (node, index or key) arguments")
             return operator.getitem, tuple(args), {}
+        if target in _SIZE_ARITHMETIC:
+            # Python's int arithmetic on sizes (`size * 2`), as torch.fx records it.
+            if len(args) != 2 or kwargs or \
+                    not all(isinstance(a, _Ref) or _int(a) for a in args):
+                _fail(where, f"{target} needs two int arguments")
+            if target == "operator.floordiv" and _int(args[1]) and args[1] == 0:
+                _fail(where, "operator.floordiv divides by zero")
+            return _SIZE_ARITHMETIC[target], tuple(args), {}
         op = _aten_overload(target, where)
         counts = target.partition("::")[2].partition(".")[0] in _COUNTED_CREATION
         for value in [*args, *kwargs.values()]:
@@ -670,6 +686,25 @@ class _GraphReader:
                     _fail(where, f"batch dimension {_describe(d)} is not a dimension of the "
                                  f"shape in increasing order")
             out["batch_dims"] = tuple(dims)
+        if "derived_dims" in meta:
+            # [dim, scale, divisor, offset]: dimension dim is (s0 * scale) // divisor + offset.
+            dims = meta["derived_dims"]
+            rank = len(out.get("shape", ()))
+            batch = out.get("batch_dims", ())
+            valid = "shape" in out and isinstance(dims, list) and 0 < len(dims) <= rank
+            for i, d in enumerate(dims if valid else ()):
+                valid = (isinstance(d, list) and len(d) == 4 and all(_int(v) for v in d)
+                         and 0 <= d[0] < rank and d[0] not in batch
+                         and (i == 0 or d[0] > dims[i - 1][0]) and d[1] >= 1 and d[2] >= 1
+                         and (d[2] == 1 or d[1] == 1))
+                if not valid:
+                    break
+            if not valid:
+                _fail(where, "derived_dims must be a non-empty list of [dim, scale, divisor, "
+                             "offset], dimensions of the shape in increasing order and not "
+                             "batch dimensions, scale and divisor at least 1 (a divisor above "
+                             "1 only with scale 1)")
+            out["derived_dims"] = tuple(tuple(d) for d in dims)
         return out
 
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
@@ -13,37 +15,65 @@
 namespace tdfx::detail {
 namespace {
 
-// The dimensions of `a` (recorded at batch `batch_a`) that are `batch_b` in `b`, its
-// counterpart in the recording at batch_b.
-std::vector<int64_t> following_dims(const Node& a, const Node& b, int64_t batch_a,
-                                    int64_t batch_b) {
-  const auto& sa = a.meta().tensor.shape;
-  const auto& sb = b.meta().tensor.shape;
-  if (!sa || !sb || sa->size() != sb->size()) return {};
-  std::vector<int64_t> dims;
-  for (size_t i = 0; i < sa->size(); ++i) {
-    if ((*sa)[i] == batch_a && (*sb)[i] == batch_b) dims.push_back(static_cast<int64_t>(i));
+// A (batch, value) sample of a size: the example's first, then one per probe.
+using SizePoints = std::vector<std::pair<int64_t, int64_t>>;
+
+// The function of the batch that `points` follow: the batch itself (which two recordings
+// suffice to find, as before size expressions), or, fitted on the first two and checked on
+// every further one, s0*a + c (a >= 1) or s0//d. nullopt when none does.
+std::optional<SizeExpr> fit_size(const SizePoints& points) {
+  auto fits = [&](const SizeExpr& expr) {
+    for (const auto& [batch, value] : points) {
+      if (expr.at(batch) != value) return false;
+    }
+    return true;
+  };
+  if (fits(SizeExpr{})) return SizeExpr{};
+  if (points.size() < 3) return std::nullopt;
+  const auto [b0, v0] = points[0];
+  const auto [b1, v1] = points[1];
+  int64_t rise = 0, run = 0;
+  if (!__builtin_sub_overflow(v1, v0, &rise) && !__builtin_sub_overflow(b1, b0, &run) && run != 0 &&
+      rise % run == 0 && rise / run >= 1) {
+    const int64_t scale = rise / run;
+    int64_t scaled = 0, offset = 0;
+    if (!__builtin_mul_overflow(scale, b0, &scaled) &&
+        !__builtin_sub_overflow(v0, scaled, &offset)) {
+      const SizeExpr affine{scale, 1, offset};
+      if (fits(affine)) return affine;
+    }
   }
-  return dims;
+  int64_t largest = 0;
+  for (const auto& point : points) largest = std::max(largest, point.first);
+  for (int64_t divisor = 2; divisor <= largest; ++divisor) {
+    const SizeExpr quotient{1, divisor, 0};
+    if (fits(quotient)) return quotient;
+  }
+  return std::nullopt;
 }
 
-// An integer argument of `user` that is the batch in one recording and the other's batch in
-// the other: argument `arg`, or item `item` of that list argument.
-struct Patch {
+// BatchDivergence::what of a batch integer that no tensor before it has as a size.
+constexpr const char* kNoTensorHasIt = "a size of no tensor before it";
+
+// An integer argument of `user`: argument `arg`, or item `item` of that list argument.
+struct IntSlot {
   Node* user = nullptr;
   size_t arg = 0;
   std::optional<size_t> item;
-  bool operator==(const Patch& other) const {
-    return user == other.user && arg == other.arg && item == other.item;
-  }
+};
+
+// An integer argument whose value in another recording differs: that value.
+struct IntDiff {
+  IntSlot at;
+  int64_t value = 0;
 };
 
 // Two recordings of one module, at batch A (`a`, the example's) and batch B, walked node by
-// node.
+// node until they part.
 struct Alignment {
   std::optional<BatchDivergence> divergence;
-  std::vector<Patch> patches;
-  // Each node of `a` and its counterpart in `b`.
+  std::vector<IntDiff> ints;
+  // Each node of `a` and its counterpart in `b`, up to where they part.
   std::unordered_map<const Node*, const Node*> same;
 
   const Node* counterpart(const Node* node) const {
@@ -52,13 +82,10 @@ struct Alignment {
   }
 };
 
-// BatchDivergence::what of a batch integer that no tensor the op takes has as a size.
-constexpr const char* kNoTensorHasIt = "a size of no tensor it takes";
-
 class Aligner {
  public:
-  Aligner(const PipelineRecording& a, const PipelineRecording& b, int64_t batch_a, int64_t batch_b)
-      : a_(a), b_(b), batch_a_(batch_a), batch_b_(batch_b) {
+  Aligner(const PipelineRecording& a, const PipelineRecording& b, int64_t batch_b)
+      : a_(a), b_(b), batch_b_(batch_b) {
     for (const RecordedRead& read : a.reads) reads_a_[read.input] = &read;
     for (const RecordedRead& read : b.reads) reads_b_[read.input] = &read;
   }
@@ -77,6 +104,7 @@ class Aligner {
         if (a_.out_keys != b_.out_keys || compare_args(a[i], b[i]) != nullptr) {
           return differs(a[i], "other outputs");
         }
+        out_.same[a[i]] = b[i];
         break;
       }
       if (const char* what = mismatch(a[i], b[i])) return differs(a[i], what);
@@ -99,7 +127,8 @@ class Aligner {
     return std::move(out_);
   }
 
-  // Why `a` and `b` are not the same node on counterpart inputs; null when they are.
+  // Why `a` and `b` are not the same node on counterpart inputs; null when they are (integers
+  // may differ: whether they are a function of the batch is asked once all recordings are in).
   const char* mismatch(Node* a, const Node* b) {
     if (a->op() != b->op() || a->target().str() != b->target().str() ||
         a->args().size() != b->args().size()) {
@@ -124,7 +153,7 @@ class Aligner {
     return nullptr;
   }
 
-  const char* compare(const Argument& a, const Argument& b, const Patch& at) {
+  const char* compare(const Argument& a, const Argument& b, const IntSlot& at) {
     if (a.value.index() != b.value.index())
       return a.node() || b.node() ? "another input" : "a constant";
     if (a.is<Node*>()) return counterpart(a.node()) == b.node() ? nullptr : "another input";
@@ -138,11 +167,8 @@ class Aligner {
       return nullptr;
     }
     if (a.is<int64_t>()) {
-      if (a.as<int64_t>() == batch_a_ && b.as<int64_t>() == batch_b_) {
-        out_.patches.push_back(at);
-        return nullptr;
-      }
-      return a.as<int64_t>() == b.as<int64_t>() ? nullptr : "a constant";
+      if (a.as<int64_t>() != b.as<int64_t>()) out_.ints.push_back({at, b.as<int64_t>()});
+      return nullptr;
     }
     if (a.is<double>()) {
       // Bit for bit: a NaN constant is the same constant.
@@ -164,39 +190,116 @@ class Aligner {
 
   const PipelineRecording& a_;
   const PipelineRecording& b_;
-  int64_t batch_a_, batch_b_;
+  int64_t batch_b_;
   std::unordered_map<const Node*, const RecordedRead*> reads_a_, reads_b_;
   Alignment out_;
 };
 
-// Replaces the patched integer by `size = x.size(d)`, x a tensor the op takes whose dimension
-// d follows the batch. False when the op takes none.
-bool place_size_node(PipelineRecording& traced, const Alignment& first, int64_t batch,
-                     int64_t probe, const Patch& patch) {
-  Node* user = patch.user;
-  for (Node* input : user->input_nodes()) {
-    const Node* other = first.counterpart(input);
-    if (!other || input->op() == OpCode::kGetAttr) continue;  // parameters have no batch
-    const auto dims = following_dims(*input, *other, batch, probe);
-    if (dims.empty()) continue;
-    Node* size;
-    {
-      auto guard = traced.graph.inserting_before(user);
-      size = traced.graph.create_node(OpCode::kCallFunction, Target::aten("aten::size.int"),
-                                      {input, dims.front()}, {}, "size");
-    }
-    traced.node_call.set(size, traced.node_call.get(user));
-    traced.node_child.set(size, traced.node_child.get(user));
-    if (patch.item) {
-      ArgumentList list = user->args().at(patch.arg).as<ArgumentList>();
-      list.items.at(*patch.item) = size;
-      user->set_arg(patch.arg, list);
-    } else {
-      user->set_arg(patch.arg, size);
-    }
+const Argument& slot_argument(const IntSlot& slot) {
+  const Argument& arg = slot.user->args().at(slot.arg);
+  return slot.item ? arg.as<ArgumentList>().items.at(*slot.item) : arg;
+}
+
+// An integer argument that differs between the recordings, with its value in each (the
+// example's first, then the probes' in order).
+struct VaryingInt {
+  IntSlot at;
+  std::vector<int64_t> values;
+};
+
+// The node that stands for the batch at `user`: `x.size(d)` of a tensor the op takes whose
+// dimension d is the batch; else of the nearest tensor before it in the same call that has
+// one; else of the first input read that has one. Null when none has.
+Node* batch_source(const PipelineRecording& traced, const std::vector<Node*>& order, size_t user_at,
+                   int64_t& dim) {
+  auto usable = [&](const Node* node) {
+    if (node->op() == OpCode::kGetAttr || node->meta().tensor.batch_dims.empty()) return false;
+    dim = node->meta().tensor.batch_dims.front();
     return true;
+  };
+  Node* user = order[user_at];
+  for (Node* input : user->input_nodes()) {
+    if (usable(input)) return input;
   }
-  return false;
+  const size_t call = traced.node_call.get(user);
+  for (size_t i = user_at; i-- > 0;) {
+    if (traced.node_call.get(order[i]) == call && usable(order[i])) return order[i];
+  }
+  for (Node* node : order) {
+    if (node->op() == OpCode::kPlaceholder && usable(node)) return node;
+  }
+  return nullptr;
+}
+
+// Replaces the integer at `slot` by the nodes computing `size` from the batch (`size =
+// x.size(0)`, then `mul = size * 2`, ...), made just before its user. False when no tensor
+// before it has a batch dimension to take the size of.
+bool place_size_nodes(PipelineRecording& traced, const std::vector<Node*>& order, size_t user_at,
+                      const IntSlot& slot, const SizeExpr& size) {
+  Node* user = slot.user;
+  int64_t dim = 0;
+  Node* source = batch_source(traced, order, user_at, dim);
+  if (!source) return false;
+  Node* value = nullptr;
+  {
+    auto guard = traced.graph.inserting_before(user);
+    auto make = [&](Target target, Args args, const char* name) {
+      value = traced.graph.create_node(OpCode::kCallFunction, std::move(target), std::move(args),
+                                       {}, name);
+      traced.node_call.set(value, traced.node_call.get(user));
+      traced.node_child.set(value, traced.node_child.get(user));
+    };
+    make(Target::aten("aten::size.int"), {source, dim}, "size");
+    using Op = Target::SizeArith;
+    if (size.scale != 1) make(Target::size_arith(Op::kMul), {value, size.scale}, "mul");
+    if (size.divisor != 1)
+      make(Target::size_arith(Op::kFloorDiv), {value, size.divisor}, "floordiv");
+    if (size.offset > 0) make(Target::size_arith(Op::kAdd), {value, size.offset}, "add");
+    if (size.offset < 0) make(Target::size_arith(Op::kSub), {value, -size.offset}, "sub");
+  }
+  if (slot.item) {
+    ArgumentList list = user->args().at(slot.arg).as<ArgumentList>();
+    list.items.at(*slot.item) = value;
+    user->set_arg(slot.arg, list);
+  } else {
+    user->set_arg(slot.arg, value);
+  }
+  return true;
+}
+
+// Marks the dimensions of every node's tensor that are a function of the batch in all the
+// recordings (TensorMeta::batch_dims for the batch itself, derived_dims for others).
+void mark_batch_dims(PipelineRecording& traced, const SizePoints& batches,
+                     const std::vector<Alignment>& alignments) {
+  for (Node* node : traced.graph.nodes()) {
+    const auto& shape = node->meta().tensor.shape;
+    if (!shape) continue;
+    std::vector<const std::vector<int64_t>*> shapes;
+    for (const Alignment& alignment : alignments) {
+      const Node* other = alignment.counterpart(node);
+      const auto* other_shape = other ? &other->meta().tensor.shape : nullptr;
+      if (!other_shape || !*other_shape || (*other_shape)->size() != shape->size()) break;
+      shapes.push_back(&**other_shape);
+    }
+    if (shapes.size() != alignments.size()) continue;
+    TensorMeta& meta = node->meta().tensor;
+    for (size_t d = 0; d < shape->size(); ++d) {
+      SizePoints points{{batches[0].first, (*shape)[d]}};
+      bool varies = false;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        points.emplace_back(batches[i + 1].first, (*shapes[i])[d]);
+        varies |= (*shapes[i])[d] != (*shape)[d];
+      }
+      if (!varies) continue;
+      const std::optional<SizeExpr> size = fit_size(points);
+      if (!size) continue;
+      if (size->is_batch()) {
+        meta.batch_dims.push_back(static_cast<int64_t>(d));
+      } else {
+        meta.derived_dims.push_back({static_cast<int64_t>(d), *size});
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -223,36 +326,69 @@ std::vector<int64_t> dynamic_batch_probes(int64_t batch, const std::vector<int64
 std::optional<BatchDivergence> generalise_batch(PipelineRecording& traced, int64_t batch,
                                                 const std::vector<PipelineRecording>& probes,
                                                 const std::vector<int64_t>& probe_batches) {
+  if (probes.empty()) return std::nullopt;
   std::vector<Alignment> alignments;
   for (size_t i = 0; i < probes.size(); ++i) {
-    alignments.push_back(Aligner(traced, probes[i], batch, probe_batches[i]).run());
-    if (alignments.back().divergence) return alignments.back().divergence;
+    alignments.push_back(Aligner(traced, probes[i], probe_batches[i]).run());
   }
-  if (alignments.empty()) return std::nullopt;
-  const Alignment& first = alignments.front();
-  // Every other probe agrees on which integers are the batch. (The same ops on the same
-  // constants are the same program; the shapes they give follow from it.)
-  for (size_t i = 1; i < alignments.size(); ++i) {
-    const Alignment& other = alignments[i];
-    const int64_t probe = probe_batches[i];
-    for (size_t p = 0; p < std::max(first.patches.size(), other.patches.size()); ++p) {
-      if (p >= first.patches.size() || p >= other.patches.size() ||
-          !(first.patches[p] == other.patches[p])) {
-        const Patch& at = p < other.patches.size() ? other.patches[p] : first.patches[p];
-        return BatchDivergence{at.user, probe, "a constant"};
-      }
+  const std::vector<Node*> order = traced.graph.node_list();
+  std::unordered_map<const Node*, size_t> position;
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+  // Where the recordings first part in their ops (the earliest over the probes): only the
+  // integers before it were recorded at every batch.
+  const BatchDivergence* parting = nullptr;
+  for (const Alignment& alignment : alignments) {
+    if (alignment.divergence &&
+        (!parting || position.at(alignment.divergence->node) < position.at(parting->node))) {
+      parting = &*alignment.divergence;
     }
   }
-  // The dimensions that follow the batch, as the first probe shows them.
-  for (Node* node : traced.graph.nodes()) {
-    const Node* other = first.counterpart(node);
-    if (!other) continue;
-    auto dims = following_dims(*node, *other, batch, probe_batches.front());
-    if (!dims.empty()) node->meta().tensor.batch_dims = std::move(dims);
+  const size_t parting_at = parting ? position.at(parting->node) : order.size();
+  // The integers that differ, in program order, with their value in every recording.
+  std::map<std::tuple<size_t, size_t, int64_t>, VaryingInt> varying;
+  for (size_t i = 0; i < alignments.size(); ++i) {
+    for (const IntDiff& diff : alignments[i].ints) {
+      const size_t at = position.at(diff.at.user);
+      if (at >= parting_at) continue;
+      auto key =
+          std::make_tuple(at, diff.at.arg, diff.at.item ? static_cast<int64_t>(*diff.at.item) : -1);
+      auto [it, added] = varying.try_emplace(key);
+      if (added) {
+        it->second.at = diff.at;
+        it->second.values.assign(probes.size() + 1, slot_argument(diff.at).as<int64_t>());
+      }
+      it->second.values[i + 1] = diff.value;
+    }
   }
-  for (const Patch& patch : first.patches) {
-    if (!place_size_node(traced, first, batch, probe_batches.front(), patch)) {
-      return BatchDivergence{patch.user, probe_batches.front(), kNoTensorHasIt};
+  SizePoints batches{{batch, batch}};
+  for (const int64_t probe : probe_batches) batches.emplace_back(probe, probe);
+  std::vector<std::pair<const VaryingInt*, SizeExpr>> sizes;
+  for (const auto& [key, slot] : varying) {
+    SizePoints points;
+    for (size_t i = 0; i < slot.values.size(); ++i)
+      points.emplace_back(batches[i].first, slot.values[i]);
+    const std::optional<SizeExpr> size = fit_size(points);
+    if (!size) {
+      // Named at the first batch whose recording holds another value.
+      size_t i = 1;
+      while (slot.values[i] == slot.values[0]) ++i;
+      std::vector<int64_t> at(batches.size());
+      for (size_t j = 0; j < batches.size(); ++j) at[j] = batches[j].first;
+      std::string what = fmt::format("an integer argument is {} at batches {}, which ",
+                                     fmt::join(slot.values, ", "), fmt::join(at, ", "));
+      what += points.size() < 3
+                  ? "two recordings cannot tell a function of the batch (s0*a + c and s0//d "
+                    "are checked on a third: add a batch to TraceOptions::batch_probes)"
+                  : "is no function of the batch (s0*a + c, s0//d)";
+      return BatchDivergence{slot.at.user, probe_batches[i - 1], std::move(what), true};
+    }
+    sizes.emplace_back(&slot, *size);
+  }
+  if (parting) return *parting;
+  mark_batch_dims(traced, batches, alignments);
+  for (const auto& [slot, size] : sizes) {
+    if (!place_size_nodes(traced, order, position.at(slot->at.user), slot->at, size)) {
+      return BatchDivergence{slot->at.user, probe_batches.front(), kNoTensorHasIt};
     }
   }
   traced.graph.lint();
@@ -320,9 +456,10 @@ void refuse_divergence(ContractRecording& recorded, const LiveNodes& live,
     break;
   }
   const std::string why =
-      divergence.what == kNoTensorHasIt
-          ? ": the batch is a size there, but of no tensor the op takes, so no size node can "
-            "stand for it"
+      divergence.integer ? ": " + divergence.what
+      : divergence.what == kNoTensorHasIt
+          ? ": a size there follows the batch, but no tensor before it has a batch dimension "
+            "to take it from"
           : " (" + divergence.what + "), so the pipeline branches or loops on the batch size there";
   fail<TraceError>(
       "{}: no dynamic batch: the recordings at batch {} and at batch {} differ at {}{}; trace "

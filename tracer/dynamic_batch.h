@@ -12,14 +12,18 @@
 ///   caller names others: a module that cannot run at one of them, as BatchNorm in training
 ///   cannot at batch 1, is refused with a TraceError saying so). The recordings — tdfx graphs,
 ///   compared node by node — must be the same ops in the same order with the same constants,
-///   but for integers that are the batch in every recording (B in the first, P in the probe at
-///   P) where the op takes a tensor with a dimension of that size: then they are one program,
-///   whatever shapes it gives. Those integers become size nodes (`size = x.size(0)`) and those
-///   dimensions are marked on the nodes (TensorMeta::batch_dims, printed `s0`). Anything else —
-///   a branch on the batch that one probe takes and another does not, a loop over it, a size
-///   that is not the batch in one recording, a module that fails at a probe — is a TraceError
-///   naming the first op where the recordings part and the batch they part at. What is assumed
-///   is that the module does at every other batch what it does at all of these.
+///   but for integers that are a function of the batch across all of them: the batch itself
+///   (B in the first recording, P in the probe at P), or, fitted on two recordings and checked
+///   on every further one, `s0*a + c` or `s0//d` (graph/size_expr.h) — attention's
+///   `[T, B*heads, d]`, `reshape({B*T, -1})`. Then they are one program, whatever shapes it
+///   gives. Each such integer becomes size nodes (`size = x.size(0)`, then `mul = size * 2`
+///   as torch.fx records arithmetic on a size), x the nearest tensor with a batch dimension,
+///   and the dimensions that follow the batch are marked on the nodes (TensorMeta::batch_dims,
+///   printed `s0`, and TensorMeta::derived_dims, printed `s0*2`). Anything else — a branch on
+///   the batch that one probe takes and another does not, a loop over it, an integer that is
+///   no such function — is a TraceError naming the first op where the recordings part and the
+///   batch they part at. What is assumed is that the module does at every other batch what
+///   it does at all of these.
 /// Each recording starts from the same module state (parameters, buffers and the default
 /// CPU generator), which is also what the module holds after the trace (dispatch_trace.h).
 
@@ -47,6 +51,9 @@ struct BatchDivergence {
   int64_t batch = 0;
   /// What differs, for the message: "another op", "a constant", "fewer ops", ...
   std::string what;
+  /// Set when what differs is an integer argument that is no function of the batch: `what`
+  /// then says its values and why, as a clause of its own.
+  bool integer = false;
 };
 
 /// The recording of a trace under its batch contract.
@@ -74,7 +81,9 @@ ContractRecording record_with_contract(TensorDictModuleBase& module, const Tenso
 
 /// Compares `traced` (at `batch`) with a recording at each probe batch (`probes`, in the
 /// order of `probe_batches`) node by node, and when they agree puts size nodes in `traced` for
-/// its batch integers and marks its batch dimensions. Returns where they part, or nullopt.
+/// its integers that are functions of the batch and marks the dimensions that are. Returns
+/// where they part (the first integer that is no function of the batch, else the first op
+/// that differs), or nullopt.
 std::optional<BatchDivergence> generalise_batch(PipelineRecording& traced, int64_t batch,
                                                 const std::vector<PipelineRecording>& probes,
                                                 const std::vector<int64_t>& probe_batches);

@@ -149,6 +149,7 @@ class Builder {
       node->meta().tensor.shape = meta.shape;
       node->meta().tensor.device = meta.device;
       node->meta().tensor.batch_dims = meta.batch_dims;
+      node->meta().tensor.derived_dims = meta.derived_dims;
     }
     if (call < rec().calls.size()) {
       // The module of `call`, or of the child of its Sequential that recorded the node.
@@ -176,7 +177,8 @@ class Builder {
     if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kGetAttr) return;
     if (item_source(*node)) return;  // emitted with its op
     current_call_ = rec().call_of(node);
-    if (node->op() != OpCode::kCallFunction || !node->target().is_aten()) {
+    if (node->op() != OpCode::kCallFunction ||
+        !(node->target().is_aten() || node->target().is_size_arith())) {
       throw InternalError(fmt::format("fx_view: unexpected node %{}", node->name()));
     }
     Args args;
@@ -184,7 +186,7 @@ class Builder {
     for (const Argument& arg : node->args()) args.push_back(map(arg));
     const Target& target = node->target();
     const std::string base = fx_name(target, args, {});
-    Node* created = method_calls_ && prints_as_method(target.op_name())
+    Node* created = method_calls_ && target.is_aten() && prints_as_method(target.op_name())
                         ? create_method(target, args)
                         : create(OpCode::kCallFunction, target, args, current_call_, base);
     out_.origin[node] = created;

@@ -329,7 +329,8 @@ class LeafCallFinder {
 
   // The nodes just before nodes[first] that belong to the leaf call [first, last] although
   // they read none of its parameters: what it computes from constants alone and uses alone
-  // (LSTM's zero initial state), and the `leading` ops it runs on its input first
+  // (LSTM's zero initial state, sized by the batch of an input the call reads in a dynamic
+  // trace), and the `leading` ops it runs on its input first
   // (ops_before_parameters). Anything else that reads a recorded value stays outside, where
   // it is the call's input.
   std::vector<Node*> prelude(const std::vector<Node*>& nodes, size_t begin, size_t first,
@@ -365,6 +366,18 @@ class LeafCallFinder {
 
   enum class Locality { kLocal, kReadsOutside, kUsedOutside };
 
+  // True when `node` reads the size of `input` (`x.size(0)` in a dynamic trace), a value the
+  // call's run reads too: it is part of the call, as LSTM's zero state sized by the batch.
+  bool size_of_call_input(const Node& node, const Node* input) const {
+    const bool size_read = node.op() == OpCode::kCallFunction && node.target().is_aten() &&
+                           node.target().op_name() == "size";
+    if (!size_read) return false;
+    for (const Node* user : input->users()) {
+      if (members_.contains(user)) return true;
+    }
+    return false;
+  }
+
   // Where `node` reads and is read, against the call's run (members_) and the prelude kept so
   // far (kept_).
   Locality local_to(const Node* node) const {
@@ -375,7 +388,9 @@ class LeafCallFinder {
       }
     }
     for (const Node* input : node->input_nodes()) {
-      if (!kept_.contains(input)) return Locality::kReadsOutside;
+      if (!kept_.contains(input) && !size_of_call_input(*node, input)) {
+        return Locality::kReadsOutside;
+      }
     }
     return Locality::kLocal;
   }

@@ -38,13 +38,11 @@ PageItem make_item(std::string id, std::string title, std::string kind) {
   return item;
 }
 
-/// `[s0, 10]`: the shape as readable code prints it, a dimension that follows the batch as s0.
+/// `[s0, 10]`: the shape as readable code prints it, a dimension that follows the batch as
+/// s0 (or the function of it that it is, `s0*2`).
 std::string shape_str(const TensorMeta& meta) {
   std::string out = "[";
-  for (size_t i = 0; i < meta.shape->size(); ++i) {
-    out += (i ? ", " : "") +
-           (meta.prints_symbolic(i) ? std::string("s0") : std::to_string((*meta.shape)[i]));
-  }
+  for (size_t i = 0; i < meta.shape->size(); ++i) out += (i ? ", " : "") + meta.dim_str(i);
   return out + "]";
 }
 

@@ -98,7 +98,7 @@ TEST_CASE("torchscript_forward: a call_module node is refused by name") {
   signature.inputs = {"x"};
   CHECK_THROWS_WITH_AS(torchscript_forward(g, signature),
                        "to_torchscript: %fc is a call_module (fc); TorchScript export supports "
-                       "aten calls and getitem only",
+                       "aten calls, getitem and size arithmetic only",
                        Error);
 }
 

@@ -133,6 +133,11 @@ def argument(arg, env):
     raise ValueError(f"unknown argument kind {kind!r}")
 
 
+# Python's int arithmetic on sizes, by the target program.json names it with.
+SIZE_ARITHMETIC = {"operator.add": operator.add, "operator.sub": operator.sub,
+                   "operator.mul": operator.mul, "operator.floordiv": operator.floordiv}
+
+
 def interpret(nodes, inputs):
     """Runs a node list (a program's or a call_module's body) on `inputs`, one per
     placeholder in order; returns what its output node returns."""
@@ -146,6 +151,8 @@ def interpret(nodes, inputs):
             env[node["name"]] = next(inputs)
         elif op == "call_function" and target == "operator.getitem":
             env[node["name"]] = operator.getitem(*args)
+        elif op == "call_function" and target in SIZE_ARITHMETIC:
+            env[node["name"]] = SIZE_ARITHMETIC[target](*args)
         elif op == "call_function":
             function = aten_op(target)
             # program.json lists arguments in schema order, keyword-only ones

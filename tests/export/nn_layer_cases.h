@@ -84,8 +84,6 @@ struct LayerCase {
   /// batch elsewhere (sequence-first layers, losses), then the TensorDict has no batch dims.
   bool batched = true;
   bool train = false;
-  /// Set for a dynamic trace that is refused (a size the batch sets that no tensor holds).
-  bool dynamic_refused = false;
   /// Where a case that must be refused is: at the trace (a TraceError) or when the exported
   /// program is loaded (an ArchiveError); with the message, `{module}` standing for the
   /// traced module's describe().
@@ -138,11 +136,6 @@ class Cases {
     add<Layer>(name + " eval", make, inputs, outputs, batched);
     add<Layer>(name + " train", make, inputs, outputs, batched);
     cases_.back().train = true;
-    return *this;
-  }
-  /// The last case added: its dynamic trace is refused.
-  Cases& dynamic_refused() {
-    cases_.back().dynamic_refused = true;
     return *this;
   }
   /// The last case added must be refused, with `message`.
@@ -306,7 +299,6 @@ inline std::vector<LayerCase> layer_cases() {
        "FractionalMaxPool2d",
        [] { return nn::FractionalMaxPool2d(nn::FractionalMaxPool2dOptions(2).output_size(3)); },
        {x2})
-      .dynamic_refused()
       .refused(LayerCase::Refused::kAtLoad,
                "{name}.pt2: node %fractional_max_pool2d calls aten::fractional_max_pool2d, which a "
                "loaded program may not run: ATen does "
@@ -316,7 +308,6 @@ inline std::vector<LayerCase> layer_cases() {
        "FractionalMaxPool3d",
        [] { return nn::FractionalMaxPool3d(nn::FractionalMaxPool3dOptions(2).output_size(2)); },
        {x3})
-      .dynamic_refused()
       .refused(LayerCase::Refused::kAtLoad,
                "{name}.pt2: node %fractional_max_pool3d calls aten::fractional_max_pool3d, which a "
                "loaded program may not run: ATen does "
@@ -355,8 +346,7 @@ inline std::vector<LayerCase> layer_cases() {
                       {normal("a", {6}), normal("b", {4})});
   c.add<nn::Embedding>("Embedding", [] { return nn::Embedding(10, 3); }, {classes("x", 10, {4})});
   c.add<nn::EmbeddingBag>("EmbeddingBag", [] { return nn::EmbeddingBag(10, 3); },
-                          {classes("x", 10, {4})})
-      .dynamic_refused();
+                          {classes("x", 10, {4})});
   c.add<nn::Flatten>("Flatten", [] { return nn::Flatten(); }, {x2});
   c.add<nn::Unflatten>("Unflatten",
                        [] {
@@ -409,8 +399,7 @@ inline std::vector<LayerCase> layer_cases() {
   c.add<nn::GRU>(
       "GRU with state", [] { return nn::GRU(nn::GRUOptions(4, 3).batch_first(true)); },
       {steps, state("h0", 1, 3)}, {"y", "h"}, false);
-  c.add<nn::RNNCell>("RNNCell", [] { return nn::RNNCell(4, 3); }, {normal("x", {4})})
-      .dynamic_refused();
+  c.add<nn::RNNCell>("RNNCell", [] { return nn::RNNCell(4, 3); }, {normal("x", {4})});
   c.add<nn::GRUCell>("GRUCell", [] { return nn::GRUCell(4, 3); },
                      {normal("x", {4}), normal("h0", {3})});
   c.add<nn::LSTMCell>("LSTMCell", [] { return nn::LSTMCell(4, 3); },

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <torch/csrc/jit/serialization/import.h>
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/nn/modules/activation.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -478,4 +479,36 @@ TEST_CASE("torchscript: a dict is refused when two outputs' keys join to the sam
         "    relu = torch.relu(x)\n"
         "    neg = torch.neg(x)\n"
         "    return (relu, neg)\n");
+}
+
+namespace {
+
+// MultiheadAttention reads `at::equal(query, key)` to pick its path: the trace records that
+// read as a guard (`_assert_async`).
+struct AttendImpl : torch::nn::Module {
+  AttendImpl() : mha(register_module("mha", torch::nn::MultiheadAttention(4, 2))) {}
+  at::Tensor forward(const at::Tensor& query, const at::Tensor& memory) {
+    return std::get<0>(mha->forward(query, memory, memory));
+  }
+  torch::nn::MultiheadAttention mha;
+};
+TORCH_MODULE(Attend);
+
+}  // namespace
+
+TEST_CASE("torchscript: a guard the trace recorded (MultiheadAttention's at::equal) is kept") {
+  // TorchScript's dead code elimination drops `_assert_async`; the module asserts instead.
+  auto module = tdfx::make_td_module(Attend(), {"query", "memory"}, {"y"});
+  module->eval();
+  const at::Tensor query = at::randn({3, 2, 4});
+  const ExportedProgram program =
+      export_program(module, {{"query", query}, {"memory", query.clone()}});
+  torch::jit::Module scripted = to_torchscript(program);
+  CHECK(torchscript_code(program).find("assert bool(") != std::string::npos);
+  check_equal(run(scripted, {query, query.clone()}), program.module()({query, query.clone()}));
+  const at::Tensor other = at::randn({3, 2, 4});
+  CHECK_THROWS_AS(program.module()({query, other}), RunError);
+  CHECK_THROWS_WITH(run(scripted, {query, other}),
+                    doctest::Contains("a condition the program held when it was traced does "
+                                      "not hold"));
 }

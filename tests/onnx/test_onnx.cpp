@@ -17,10 +17,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "samples/attention.h"
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/onnx/onnx_export.h"
@@ -171,6 +173,21 @@ TEST_CASE("onnx: a dynamic PPO actor-critic runs at its batch and at two others"
   for (int64_t batch : {6, 1, 13}) {
     CAPTURE(batch);
     check_against_ort(program, {{"observation", at::randn({batch, 8})}});
+  }
+}
+
+TEST_CASE("onnx: attention, transformer layers and reshape(B*T) run at any batch") {
+  // Their sizes that are functions of the batch (s0*2 heads, s0*5 steps) are computed from
+  // the input's shape in the model, not fixed at the traced batch.
+  for (auto& [name, module] : samples::batch_sized_pipelines()) {
+    CAPTURE(name);
+    at::manual_seed(0);
+    const auto program =
+        export_dynamic(module, {{"obs", samples::batch_sized_input(4).get("obs")}});
+    for (const int64_t batch : {1, 7, 33}) {
+      CAPTURE(batch);
+      check_against_ort(program, {{"obs", samples::batch_sized_input(batch).get("obs")}});
+    }
   }
 }
 
@@ -328,9 +345,44 @@ TEST_CASE("onnx: the operator table is sorted and names what each operator becom
   }
 }
 
+namespace {
+
+// The layer table's dynamic column: the layer traced with a dynamic batch at kBatch, exported
+// to ONNX and run at batch 7 in ONNX Runtime against tdfx: "runs", "DIFFERS", or the refusal.
+std::string dynamic_batch_column(const tdfx::testing::nn_layers::LayerCase& layer,
+                                 const TensorDictModuleBasePtr& module, const ScratchDir& dir) {
+  namespace layers = tdfx::testing::nn_layers;
+  TraceOptions options;
+  options.dynamic_batch = true;
+  std::string bytes;
+  std::optional<ExportedProgram> program;
+  try {
+    program.emplace(
+        export_program(symbolic_trace(module, layers::inputs_at(layer, layers::kBatch), options)));
+    bytes = onnx_model(*program);
+  } catch (const Error& e) {
+    return std::string("refused: ") + e.what();
+  }
+  const std::string path = (dir / "layer_dynamic.onnx").string();
+  std::ofstream(path, std::ios::binary) << bytes;
+  const auto inputs = layers::program_inputs(layer, layers::inputs_at(layer, 7));
+  at::manual_seed(11);
+  const std::vector<at::Tensor> expected = program->module()(inputs);
+  const auto actual = run_in_ort(path, inputs);
+  bool agrees = actual.size() == expected.size();
+  for (size_t i = 0; agrees && i < expected.size(); ++i) {
+    agrees = close(actual[i].second, expected[i]);
+  }
+  CHECK_MESSAGE(agrees, layer.name << ": at batch 7, ONNX Runtime's outputs differ from tdfx's");
+  return agrees ? "runs" : "DIFFERS";
+}
+
+}  // namespace
+
 TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is refused by name") {
   // Each layer case tdfx exports (tests/export/nn_layer_cases.h), wrapped directly, at batch
-  // kBatch: one line per case, "ONNX Runtime agrees" or the OnnxError, compared whole.
+  // kBatch: one line per case, "ONNX Runtime agrees" or the OnnxError, and for a layer whose
+  // TensorDict has a batch, the dynamic column (dynamic_batch_column); compared whole.
   namespace layers = tdfx::testing::nn_layers;
   std::string report;
   ScratchDir dir("tdfx_onnx_layers");
@@ -359,7 +411,9 @@ TEST_CASE("onnx: every torch::nn layer runs in ONNX Runtime as in tdfx, or is re
       agrees = close(actual[i].second, expected[i]);
     CHECK_MESSAGE(agrees, layer.name << ": ONNX Runtime's outputs differ from tdfx's");
     report += layer.name + (layer.train ? " (train)" : "") +
-              (agrees ? ": ONNX Runtime agrees\n" : ": ONNX Runtime DIFFERS\n");
+              (agrees ? ": ONNX Runtime agrees" : ": ONNX Runtime DIFFERS");
+    if (layer.batched) report += "; dynamic batch: " + dynamic_batch_column(layer, module, dir);
+    report += "\n";
   }
   tdfx::testing::check_golden("tests/onnx/golden", "nn_layers.txt", report);
 }

@@ -2,14 +2,16 @@
 """python/tdfx_fx.py loads the archives tdfx writes into torch.fx GraphModules that run
 bit-identically to tdfx, and refuses archives it does not understand.
 
-usage: test_loader.py TDFX EXPORT_MODULE SCRATCH_DIR
+usage: test_loader.py TDFX EXPORT_MODULE EXPORT_BATCH_SIZED SCRATCH_DIR
 
-Writes the test suite's archives - the demo's (`TDFX demo --out SCRATCH_DIR/demo`) and seed
-000's model.pt2 with its TorchScript model.pt (EXPORT_MODULE run in SCRATCH_DIR/seed_000) -
-and for each:
+Writes the test suite's archives - the demo's (`TDFX demo --out SCRATCH_DIR/demo`), seed
+000's model.pt2 with its TorchScript model.pt (EXPORT_MODULE run in SCRATCH_DIR/seed_000),
+and attention, transformer layers and reshape(B*T) with a dynamic batch, each with its
+TorchScript (EXPORT_BATCH_SIZED run in SCRATCH_DIR/batch_sized) - and for each:
 
   - tdfx_fx.load() gives a GraphModule whose graph lints, whose nodes carry program.json's
-    names in order, which calls torch.ops.aten overloads and operator.getitem, and whose
+    names in order, which calls torch.ops.aten overloads, operator.getitem and Python's int
+    operators on sizes (operator.mul), and whose
     parameters and buffers sit at the signature's paths holding the weights' bytes;
   - gm(*user inputs) on seeded random inputs is bit-identical (values, dtypes, shapes,
     strides) to the independent interpreter of program.json in
@@ -20,6 +22,8 @@ and for each:
     the outputs tdfx computed; the GraphModule on those inputs gives those outputs, bit for
     bit. Where tdfx's C++ wrote a TorchScript module beside the archive (X.pt for X.pt2),
     it agrees too: same parameters, bit-identical outputs;
+  - a dynamic archive at batches 1, 7 and 33: the C++ run of the same inputs (`tdfx run
+    --input`) and the TorchScript module agree with the GraphModule bit for bit;
   - Python's FX tools work on it: ShapeProp gives each node the dtype and shape
     program.json records, torch.fx.Interpreter runs it bit-identically, print_tabular
     prints a row per node.
@@ -62,7 +66,7 @@ def run(command, cwd=None):
     return process.stdout.decode()
 
 
-def write_archives(checks, tdfx, export_module, scratch):
+def write_archives(checks, tdfx, export_module, export_batch_sized, scratch):
     """The archives of the test suite, written by the build's own binaries."""
     archives = []
 
@@ -99,7 +103,26 @@ def write_archives(checks, tdfx, export_module, scratch):
         archives.append(target)
         return ""
     checks.check("seed 000's model with a weight as a constant input", constant)
+
+    def batch_sized():
+        # Attention, transformer layers and reshape(B*T) with a dynamic batch: sizes such as
+        # s0*2 are operator.mul nodes of the program.
+        work = os.path.join(scratch, "batch_sized")
+        os.makedirs(work)
+        run([export_batch_sized], cwd=work)
+        names = sorted(n for n in os.listdir(work) if n.endswith(".pt2"))
+        if len(names) != 4:
+            return f"export_batch_sized wrote {names}"
+        archives.extend(os.path.join(work, n) for n in names)
+        return ""
+    checks.check("export_batch_sized writes four dynamic archives", batch_sized)
     return archives
+
+
+def contiguous(outputs):
+    """Outputs as `tdfx run --save` writes them: each tensor's values, contiguous (a view's
+    strides, as attention's transposed output has, are not saved)."""
+    return tuple(t.contiguous() for t in outputs)
 
 
 def user_values(program, values):
@@ -123,7 +146,8 @@ def check_archive(checks, tdfx, path):
         for node in gm.graph.nodes:
             if node.op == "call_function" and not (
                     isinstance(node.target, torch._ops.OpOverload)
-                    or node.target is operator.getitem):
+                    or node.target in (operator.getitem, operator.add, operator.sub,
+                                       operator.mul, operator.floordiv)):
                 return f"%{node.name} calls {node.target!r}"
         kinds = {n.name: n.op for n in gm.graph.nodes}
         for spec in program.inputs:
@@ -215,8 +239,47 @@ def check_archive(checks, tdfx, path):
             return "a saved tensor requires grad"
         with torch.no_grad():
             got = gm(*inputs)
-        return oracle.difference(got, want)
+        return oracle.difference(contiguous(got), want)
     checks.check(f"{label}: the C++ run (`tdfx run --save`) agrees bit for bit", cpp_run)
+
+    def other_batches():
+        # At batches the trace never saw: the C++ run of the same inputs (`tdfx run --input`)
+        # and the TorchScript module agree with the GraphModule bit for bit.
+        metas = {n["name"]: n["meta"] for n in program.document["nodes"]
+                 if n["op"] == "placeholder"}
+        specs = [spec for spec in program.inputs if spec.kind == "user_input"]
+        stem = os.path.splitext(path)[0]
+        for batch in (1, 7, 33):
+            inputs, arguments = [], []
+            torch.manual_seed(batch)
+            for spec, value in zip(specs, state["user"]):
+                dims = metas[spec.name].get("batch_dims", ())
+                shape = [batch if d in dims else s for d, s in enumerate(value.shape)]
+                tensor = (torch.randn(shape, dtype=value.dtype) if value.is_floating_point()
+                          else torch.randint(0, 10, shape).to(value.dtype))
+                file = f"{stem}.batch{batch}.{spec.name}.pt"
+                torch.save(tensor, file)
+                inputs.append(tensor)
+                arguments += ["--input", f"{spec.name}={file}"]
+            saved = f"{stem}.batch{batch}.run.pt"
+            run([tdfx, "run", path, *arguments, "--save", saved])
+            values = torch.load(saved)
+            want = tuple(values["output:" + ("_".join(spec.key) if isinstance(spec.key, tuple)
+                                             else spec.key)] for spec in program.outputs)
+            with torch.no_grad():
+                got = gm(*inputs)
+            problem = oracle.difference(contiguous(got), want)
+            if not problem and os.path.exists(script):
+                with torch.no_grad():
+                    scripted = torch.jit.load(script)(*inputs)
+                problem = oracle.difference(
+                    got, tuple(scripted) if isinstance(scripted, list) else scripted)
+            if problem:
+                return f"batch {batch}: {problem}"
+        return ""
+    if not program.batch_specialisation:
+        checks.check(f"{label}: at batches 1, 7 and 33, the C++ run and TorchScript agree bit "
+                     f"for bit", other_batches)
 
     def wrong_inputs():
         # At another batch, with another dtype, or one input short: tdfx_fx.ShapeError, as
@@ -482,14 +545,14 @@ def check_allowlist(checks):
 
 
 def main(argv):
-    if len(argv) != 4:
+    if len(argv) != 5:
         print(__doc__, file=sys.stderr)
         return 2
-    tdfx, export_module, scratch = (os.path.abspath(a) for a in argv[1:])
+    tdfx, export_module, export_batch_sized, scratch = (os.path.abspath(a) for a in argv[1:])
     shutil.rmtree(scratch, ignore_errors=True)
     os.makedirs(scratch)
     checks = oracle.Checks()
-    archives = write_archives(checks, tdfx, export_module, scratch)
+    archives = write_archives(checks, tdfx, export_module, export_batch_sized, scratch)
     for path in archives:
         check_archive(checks, tdfx, path)
     demo = os.path.join(scratch, "demo", "trace_sequential.pt2")

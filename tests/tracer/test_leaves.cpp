@@ -47,9 +47,6 @@ struct LayerCase {
   std::function<Holder()> make;
   std::vector<int64_t> shape;  // of "x" at batch 2
   bool indices = false;        // "x" holds int64 indices below 10
-  /// The graph holds the batch size (a recurrent layer's zero initial state): other batches
-  /// are refused with a ShapeError.
-  bool batch_specialised = false;
   /// The op's torch.fx target is torch._C._nn.<op>.
   bool nn_namespace = false;
 };
@@ -108,54 +105,36 @@ std::vector<LayerCase> layer_cases() {
       {"lstm",
        holding<nn::LSTM>([] { return nn::LSTM(nn::LSTMOptions(3, 4).batch_first(true)); },
                          [](nn::LSTM& layer, T x) { return std::get<0>(layer(x)); }),
-       {2, 5, 3},
-       false,
-       true},
+       {2, 5, 3}},
       {"lstm_hidden",
        holding<nn::LSTM>([] { return nn::LSTM(nn::LSTMOptions(3, 4).batch_first(true)); },
                          [](nn::LSTM& layer, T x) {
                            return torch::squeeze(std::get<0>(std::get<1>(layer(x))), 0);
                          }),
-       {2, 5, 3},
-       false,
-       true},
+       {2, 5, 3}},
       {"gru",
        holding<nn::GRU>([] { return nn::GRU(nn::GRUOptions(3, 4).batch_first(true)); },
                         [](nn::GRU& layer, T x) { return std::get<0>(layer(x)); }),
-       {2, 5, 3},
-       false,
-       true},
+       {2, 5, 3}},
       {"dropout", holding<nn::Dropout>([] { return nn::Dropout(0.5); }), {2, 4}},
       {"relu", holding<nn::ReLU>([] { return nn::ReLU(); }), {2, 4}},
       {"tanh", holding<nn::Tanh>([] { return nn::Tanh(); }), {2, 4}},
       {"sigmoid", holding<nn::Sigmoid>([] { return nn::Sigmoid(); }), {2, 4}},
       {"softmax", holding<nn::Softmax>([] { return nn::Softmax(1); }), {2, 4}},
-      {"gelu", holding<nn::GELU>([] { return nn::GELU(); }), {2, 4}, false, false, true},
-      {"elu", holding<nn::ELU>([] { return nn::ELU(); }), {2, 4}, false, false, true},
-      {"leaky_relu",
-       holding<nn::LeakyReLU>([] { return nn::LeakyReLU(); }),
-       {2, 4},
-       false,
-       false,
-       true},
-      {"silu", holding<nn::SiLU>([] { return nn::SiLU(); }), {2, 4}, false, false, true},
-      {"softplus",
-       holding<nn::Softplus>([] { return nn::Softplus(); }),
-       {2, 4},
-       false,
-       false,
-       true},
+      {"gelu", holding<nn::GELU>([] { return nn::GELU(); }), {2, 4}, false, true},
+      {"elu", holding<nn::ELU>([] { return nn::ELU(); }), {2, 4}, false, true},
+      {"leaky_relu", holding<nn::LeakyReLU>([] { return nn::LeakyReLU(); }), {2, 4}, false, true},
+      {"silu", holding<nn::SiLU>([] { return nn::SiLU(); }), {2, 4}, false, true},
+      {"softplus", holding<nn::Softplus>([] { return nn::Softplus(); }), {2, 4}, false, true},
       {"max_pool2d", holding<nn::MaxPool2d>([] { return nn::MaxPool2d(2); }), {2, 3, 4, 4}},
       {"avg_pool2d",
        holding<nn::AvgPool2d>([] { return nn::AvgPool2d(2); }),
        {2, 3, 4, 4},
        false,
-       false,
        true},
       {"adaptive_avg_pool2d",
        holding<nn::AdaptiveAvgPool2d>([] { return nn::AdaptiveAvgPool2d(1); }),
        {2, 3, 4, 4},
-       false,
        false,
        true},
       {"flatten", holding<nn::Flatten>([] { return nn::Flatten(); }), {2, 3, 4, 4}},
@@ -213,17 +192,11 @@ TEST_CASE("leaves: every common layer in a user module prints as torch.fx and ru
     // Probed at 3 and 11, not 1: batch_norm1d is in training.
     TraceOptions options = tdfx::testing::dynamic_batch();
     options.batch_probes = {3, 11};
-    if (c.batch_specialised) {
-      CHECK_THROWS_WITH_AS(symbolic_trace(module, input, options),
-                           doctest::Contains("no dynamic batch: the recordings at batch 2 and at "
-                                             "batch 3 differ"),
-                           TraceError);
-    } else {
-      const TDGraphModule dynamic = symbolic_trace(module, input, options);
-      CHECK(to_string(dynamic.graph()) == graph);
-      CHECK_FALSE(dynamic.batch_specialisation().has_value());
-      check_bit_identical(module, dynamic, other);
-    }
+    // Every layer runs at any batch, the recurrent ones' zero initial state included.
+    const TDGraphModule dynamic = symbolic_trace(module, input, options);
+    CHECK(to_string(dynamic.graph()) == graph);
+    CHECK_FALSE(dynamic.batch_specialisation().has_value());
+    check_bit_identical(module, dynamic, other);
   }
 }
 

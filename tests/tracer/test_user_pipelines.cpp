@@ -314,15 +314,15 @@ TEST_CASE("user pipelines: a reshape by the batch size read as an integer") {
 }
 
 TEST_CASE("user pipelines: a loop over the batch size read as an integer") {
-  // The loop's length and select indices hold the batch size: no size node can stand for
-  // them. A dynamic trace is refused at %select, the first op whose arguments differ at
-  // another batch.
+  // The loop's length holds the batch size. Its first select, `v[steps - 1]`, is a size
+  // expression (s0 - 1); at batch 1 the loop does not run, so the recordings part at the
+  // loop's first op, %mul.
   check_pipeline(
       {"loop_over_batch", make_td_module(DiscountedReturn(), {"x"}, {"returns"}), normal("x", {4}),
        std::string("TensorDictModule(module=(anonymous namespace)::DiscountedReturnImpl, "
                    "in_keys=['x'], out_keys=['returns']): no dynamic batch: the "
-                   "recordings at batch 8 and at batch 9 differ at %select (a "
-                   "constant), so the pipeline branches or loops on the batch size "
+                   "recordings at batch 8 and at batch 1 differ at %mul (another "
+                   "op), so the pipeline branches or loops on the batch size "
                    "there; trace with a static batch (the default), or compute it "
                    "with tensor ops")});
 }

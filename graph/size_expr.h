@@ -1,0 +1,43 @@
+#pragma once
+
+/// \file
+/// SizeExpr: a size that is a function of the batch size s0, as a dynamic trace finds them
+/// (tracer/dynamic_batch.h): `s0`, `s0*2`, `s0*T`, `s0 - 1`, `s0//2`. Printed as torch.export
+/// prints a symbolic size.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tdfx {
+
+/// (s0 * scale) // divisor + offset, for a positive batch size s0. `scale` and `divisor` are
+/// at least 1; divisor > 1 only with scale 1 (`s0//2`).
+struct SizeExpr {
+  int64_t scale = 1;
+  int64_t divisor = 1;
+  int64_t offset = 0;
+
+  /// The batch itself: `s0`.
+  bool is_batch() const { return scale == 1 && divisor == 1 && offset == 0; }
+  /// The size at batch `batch`; nullopt when it overflows int64.
+  std::optional<int64_t> at(int64_t batch) const;
+  /// `s0`, `s0*2`, `s0//2`, `s0*3 + 1`, `s0 - 1`.
+  std::string str() const;
+
+  friend bool operator==(const SizeExpr& a, const SizeExpr& b) {
+    return a.scale == b.scale && a.divisor == b.divisor && a.offset == b.offset;
+  }
+  friend bool operator!=(const SizeExpr& a, const SizeExpr& b) { return !(a == b); }
+};
+
+/// A dimension of a tensor that is a function of the batch other than the batch itself.
+struct DerivedDim {
+  int64_t dim = 0;
+  SizeExpr size;
+  friend bool operator==(const DerivedDim& a, const DerivedDim& b) {
+    return a.dim == b.dim && a.size == b.size;
+  }
+};
+
+}  // namespace tdfx
