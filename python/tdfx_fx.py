@@ -16,7 +16,8 @@ in C++ can be inspected and run with Python's FX tools:
     >>> gm.graph.print_tabular()
 
 The graph keeps tdfx's node names (`linear`, `linear_1`, `getitem`), calls
-`torch.ops.aten.X.overload` (and `operator.getitem`), and each node's `meta["tdfx"]`
+`torch.ops.aten.X.overload` (and `operator.getitem`, and `operator.mul`, `add`, `sub` and
+`floordiv` on the sizes of a dynamic batch), and each node's `meta["tdfx"]`
 holds what program.json says of it (module path and type, TensorDict module, dtype,
 shape, batch dimensions). The signature decides what a placeholder becomes:
 
@@ -326,7 +327,7 @@ _MISSING = _Missing()
 
 class NodeRecord:
     """One node of program.json, checked: `target` is the callable for call_function
-    (a torch.ops.aten OpOverload or operator.getitem) and the text otherwise; `args`
+    (a torch.ops.aten OpOverload, operator.getitem or an int operator) and the text otherwise; `args`
     and `kwargs` hold Python values with node references; `meta` what the file says of
     the node's module and tensor; `body` a call_module's nodes."""
 

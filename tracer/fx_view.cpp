@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 #include "tdfx/core/error.h"
@@ -21,6 +22,68 @@ bool single_result(const Node& node) {
   if (!node.target().is_aten()) return true;
   const auto& returns = node.target().schema().returns();
   return returns.size() == 1 && returns[0].type()->kind() != c10::TypeKind::ListType;
+}
+
+// C++'s `c - y` (LibTorch's operator-(Scalar, Tensor)) as the recorder sees it:
+// `e = empty_like(y)`, `f = fill_(e, c)`, `s = sub_(f, y)`, each read only by the next.
+struct ScalarMinus {
+  const Node* empty = nullptr;
+  const Node* fill = nullptr;
+  Node* y = nullptr;
+  Argument c;
+};
+
+bool is_aten(const Node* node, const char* qualified) {
+  return node && node->op() == OpCode::kCallFunction && node->target().is_aten() &&
+         node->target().str() == qualified;
+}
+
+// `sub` as the end of a ScalarMinus whose `rsub(y, c)` computes it bit for bit: y of float32
+// or float64, or of an integer dtype with an integral c (where rsub would promote, or compute
+// c in another precision, it would not be the same). nullopt otherwise.
+std::optional<ScalarMinus> scalar_minus(const Node& sub) {
+  if (!is_aten(&sub, "aten::sub_.Tensor") || sub.args().size() != 3 || !sub.kwargs().empty()) {
+    return std::nullopt;
+  }
+  const Argument& alpha = sub.args()[2];
+  const bool unit = (alpha.is<int64_t>() && alpha.as<int64_t>() == 1) ||
+                    (alpha.is<double>() && alpha.as<double>() == 1.0);
+  const Node* fill = sub.args()[0].node();
+  Node* y = sub.args()[1].node();
+  if (!unit || !y || !is_aten(fill, "aten::fill_.Scalar") || fill->users().size() != 1 ||
+      fill->args().size() != 2) {
+    return std::nullopt;
+  }
+  const Node* empty = fill->args()[0].node();
+  // empty_like(y) with every option left as y's (the recorder writes them all: None, and
+  // LibTorch's memory format Preserve).
+  if (!is_aten(empty, "aten::empty_like") || empty->users().size() != 1 || empty->args().empty() ||
+      empty->args()[0].node() != y) {
+    return std::nullopt;
+  }
+  for (size_t i = 1; i < empty->args().size(); ++i) {
+    const Argument& option = empty->args()[i];
+    const bool preserve = option.is<c10::MemoryFormat>() &&
+                          option.as<c10::MemoryFormat>() == c10::MemoryFormat::Preserve;
+    if (!option.is<None>() && !preserve) return std::nullopt;
+  }
+  const Argument& c = fill->args()[1];
+  const auto dtype = y->meta().tensor.dtype;
+  const bool exact = dtype && (*dtype == c10::kFloat || *dtype == c10::kDouble ||
+                               (c10::isIntegralType(*dtype, false) && c.is<int64_t>()));
+  if (!exact || !(c.is<double>() || c.is<int64_t>())) return std::nullopt;
+  return ScalarMinus{empty, fill, y, c};
+}
+
+// True when `node` is the empty_like or the fill_ of a ScalarMinus.
+bool folded_into_scalar_minus(const Node& node) {
+  const bool empty = is_aten(&node, "aten::empty_like");
+  if (!empty && !is_aten(&node, "aten::fill_.Scalar")) return false;
+  const Node* next = node.users().size() == 1 ? *node.users().begin() : nullptr;
+  if (empty && next) next = next->users().size() == 1 ? *next->users().begin() : nullptr;
+  if (!next) return false;
+  const std::optional<ScalarMinus> minus = scalar_minus(*next);
+  return minus && (empty ? minus->empty : minus->fill) == &node;
 }
 
 // The state shared by a view's builder and those of its leaf calls' bodies.
@@ -175,8 +238,13 @@ class Builder {
 
   void emit(Node* node) {
     if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kGetAttr) return;
-    if (item_source(*node)) return;  // emitted with its op
+    if (item_source(*node)) return;               // emitted with its op
+    if (folded_into_scalar_minus(*node)) return;  // emitted as the `c - y` of its sub_
     current_call_ = rec().call_of(node);
+    if (const std::optional<ScalarMinus> minus = scalar_minus(*node)) {
+      emit_scalar_minus(node, *minus);
+      return;
+    }
     if (node->op() != OpCode::kCallFunction ||
         !(node->target().is_aten() || node->target().is_size_arith())) {
       throw InternalError(fmt::format("fx_view: unexpected node %{}", node->name()));
@@ -200,6 +268,17 @@ class Builder {
       set_meta(created, nullptr, current_call_, node);
       emit_items(created, node, current_call_);
     }
+  }
+
+  // `c - y` as the one op torch.fx would record, `rsub(y, c)`; the program keeps LibTorch's
+  // three (the view lowers to rsub only when edited and recompiled).
+  void emit_scalar_minus(Node* sub, const ScalarMinus& minus) {
+    const Target target = Target::aten("aten::rsub.Scalar");
+    Node* created =
+        create(OpCode::kCallFunction, target, {lookup(minus.y), minus.c}, current_call_, "rsub");
+    out_.origin[sub] = created;
+    set_meta(created, sub, current_call_);
+    env_[sub] = created;
   }
 
   // A call of `target` as torch.fx records `x.view(...)`: self first, then the positional

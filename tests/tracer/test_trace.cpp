@@ -598,3 +598,48 @@ TEST_CASE("trace: describe_module of a module whose pretty_print describes anoth
   CHECK(tdfx::detail::describe_module(*outer->fc) ==
         "Linear(in_features=3, out_features=4, bias=true)");
 }
+
+TEST_CASE("trace: C++'s `1 - done` prints as the rsub it means, and runs bit-identically") {
+  // LibTorch's operator-(Scalar, Tensor) is empty_like + fill_ + sub_; the view shows the one
+  // op torch.fx would record, and keeps it through an edit and recompile().
+  auto module = make_td_module(
+      [](const at::Tensor& r, const at::Tensor& done) { return r * (1 - done) + (0.5 - r); },
+      {"r", "done"}, {"y"});
+  at::manual_seed(0);
+  const TensorDict input({{"r", at::randn({6})}, {"done", (at::rand({6}) > 0.5).to(at::kFloat)}},
+                         {6});
+  TDGraphModule gm = symbolic_trace(module, input);
+  CHECK(gm.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['r']\n"
+        "    getitem_1 = tensordict['done'];  tensordict = None\n"
+        "    rsub = torch.rsub(getitem, other = 0.5)\n"
+        "    rsub_1 = torch.rsub(getitem_1, other = 1);  getitem_1 = None\n"
+        "    mul = getitem * rsub_1;  getitem = rsub_1 = None\n"
+        "    add = mul + rsub;  mul = rsub = None\n"
+        "    return (add,)\n"
+        "    ");
+  const at::Tensor eager = module->call({input.get("r"), input.get("done")}, {})[0];
+  CHECK(gm.run(input)[0].equal(eager));
+  gm.mutable_graph().eliminate_dead_code();
+  gm.recompile();
+  CHECK(gm.run(input)[0].equal(eager));
+  // An integer tensor with an integral c folds too; a float c on integers does not (rsub
+  // would promote where fill_ truncates).
+  auto ints = make_td_module([](const at::Tensor& n) { return (3 - n) * (2.5 - n); }, {"n"}, {"y"});
+  const TensorDict counts({{"n", at::arange(4)}}, {4});
+  const TDGraphModule gi = symbolic_trace(ints, counts);
+  CHECK(gi.code() ==
+        "\n\n\n"
+        "def forward(self, tensordict):\n"
+        "    getitem = tensordict['n'];  tensordict = None\n"
+        "    empty_like = torch.empty_like(getitem, memory_format = torch.preserve_format)\n"
+        "    fill_ = empty_like.fill_(2.5);  empty_like = None\n"
+        "    sub_ = fill_.sub_(getitem);  fill_ = None\n"
+        "    rsub = torch.rsub(getitem, other = 3);  getitem = None\n"
+        "    mul = rsub * sub_;  rsub = sub_ = None\n"
+        "    return (mul,)\n"
+        "    ");
+  CHECK(gi.run(counts)[0].equal(ints->call({counts.get("n")}, {})[0]));
+}
