@@ -393,7 +393,16 @@ void check_graph(const Graph& graph, uint64_t budget, const std::string& where) 
         break;
       case OpCode::kCallFunction: {
         // Indexing and int arithmetic (checked for overflow as it runs) allocate nothing.
-        if (node->target().is_getitem() || node->target().is_size_arith()) break;
+        if (node->target().is_getitem()) break;
+        if (node->target().is_size_arith()) {
+          const bool by_zero = node->target().arith() == Target::SizeArith::kFloorDiv &&
+                               node->args().size() == 2 && node->args()[1].is<int64_t>() &&
+                               node->args()[1].as<int64_t>() == 0;
+          if (by_zero)
+            fail<ArchiveError>("{}: node %{}: operator.floordiv divides by zero", where,
+                               node->name());
+          break;
+        }
         const std::string& op = node->target().op_name();
         if (node->target().str().rfind("aten::", 0) != 0 || !is_allowed_operator(op)) {
           if (const char* why = refusal_reason(op)) {

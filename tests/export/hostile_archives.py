@@ -859,6 +859,21 @@ def cases(base):
     add(Case("run_tensor_file_stride_0", "1.2 GB", make=program_and_stride_0_file,
              commands=(f"run --memory-budget 64 --input input_x={stride_0}",), status=2,
              names_file=False))
+    # Size arithmetic (a dynamic batch's `s0*2`) is Python's int arithmetic, checked as it
+    # runs: an overflow or a division by zero is a refusal, not a wrapped size.
+    def size_arithmetic(target, operand):
+        def edit(a):
+            with_buffer(a, "b_sized", [3, 0])
+            before_victim(a, ["n", "aten::size.int", [{"node": "b_sized"}, {"int": 0}], []],
+                          ["m", target, [{"node": "n"}, {"int": operand}], []])
+            call("aten::zeros", [ints({"node": "m"}, 0)], [("dtype", {"dtype": "float32"})])(a)
+        return edit
+    run_attack("size_mul_overflow", size_arithmetic("operator.mul", 1 << 62),
+               "operator.mul of 3 and 4611686018427387904 overflows int64")
+    add(Case("size_floordiv_zero", "operator.floordiv divides by zero",
+             make=edited(base, size_arithmetic("operator.floordiv", 0))))
+    add(Case("derived_dims_not_a_list", "derived_dims must be",
+             make=edited(base, lambda a: a.victim()["meta"].update(derived_dims=[[0, 0, 1, 0]]))))
     def one_hot(a):
         before_victim(a, ["classes", "aten::zeros", [ints(32)], [("dtype", {"dtype": "int64"})]])
         call("aten::one_hot", [{"node": "classes"}, {"int": 500000000}])(a)
