@@ -191,6 +191,27 @@ TEST_CASE("onnx: attention, transformer layers and reshape(B*T) run at any batch
   }
 }
 
+TEST_CASE("onnx: sizes s0//2 and s0 - 1 are computed from the input's shape") {
+  // Python's floor division on sizes is (a - a mod b) / b in the model.
+  auto module = make_td_module(
+      [](const at::Tensor& x) {
+        const at::Tensor padded = at::cat({x, at::ones({x.size(0) / 2, 3}, x.options())});
+        return x - padded.sum(0) * x.select(0, x.size(0) - 1);
+      },
+      {"obs"}, {"y"});
+  at::manual_seed(0);
+  const auto program = export_dynamic(module, {{"obs", at::randn({8, 3})}});
+  const std::string code = program.code();
+  CHECK(code.find(" // 2") != std::string::npos);
+  CHECK(code.find(" - 1;") != std::string::npos);
+  for (const int64_t batch : {1, 7, 33}) {
+    CAPTURE(batch);
+    const at::Tensor obs = at::randn({batch, 3});
+    CHECK(program.module()({{"obs", obs}})[0].equal(module->call({obs}, {})[0]));
+    check_against_ort(program, {{"obs", obs}});
+  }
+}
+
 TEST_CASE("onnx: a conv encoder with BatchNorm in eval mode, dynamic") {
   at::manual_seed(2);
   auto conv = nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1)),
