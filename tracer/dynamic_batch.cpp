@@ -18,8 +18,8 @@ namespace {
 // A (batch, value) sample of a size: the example's first, then one per probe.
 using SizePoints = std::vector<std::pair<int64_t, int64_t>>;
 
-// The function of the batch that `points` follow: the batch itself (which two recordings
-// suffice to find, as before size expressions), or, fitted on the first two and checked on
+// The function of the batch that `points` follow: the batch itself (accepted from two
+// recordings, as a caller naming one probe gets), or, fitted on the first two and checked on
 // every further one, s0*a + c (a >= 1) or s0//d. nullopt when none does.
 std::optional<SizeExpr> fit_size(const SizePoints& points) {
   auto fits = [&](const SizeExpr& expr) {
