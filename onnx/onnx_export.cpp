@@ -692,10 +692,26 @@ bool is_attention_path_guard(const Node& node) {
   return aten_call_of(eq, "eq") && eq->target().overload() == "Tensor";
 }
 
+/// True for the `eq`, `all` and `logical_not` nodes that only an attention path guard reads.
+bool only_feeds_attention_path_guard(const Node& node) {
+  if (!aten_call_of(&node, "eq") && !aten_call_of(&node, "all") &&
+      !aten_call_of(&node, "logical_not")) {
+    return false;
+  }
+  if (node.users().size() == 0) return false;
+  for (const Node* user : node.users()) {
+    if (!is_attention_path_guard(*user) && !only_feeds_attention_path_guard(*user)) return false;
+  }
+  return true;
+}
+
 Value Converter::convert_node() {
   const Node& n = *node_;
   if (n.target().is_size_arith()) return size_arith();
-  if (is_attention_path_guard(n)) return {Value::Kind::kList, "", {}};  // no ONNX node
+  // The guard and what only it reads have no ONNX node (is_attention_path_guard).
+  if (is_attention_path_guard(n) || only_feeds_attention_path_guard(n)) {
+    return {Value::Kind::kList, "", {}};
+  }
   if (n.target().is_getitem()) {
     args_ = n.args();
     const Node* from = arg(0).node();
