@@ -7,7 +7,7 @@ namespace tdfx {
 std::optional<int64_t> SizeExpr::at(int64_t batch) const {
   int64_t scaled = 0;
   if (__builtin_mul_overflow(batch, scale, &scaled) || divisor <= 0) return std::nullopt;
-  // Python's floor division (the batch is positive, but a loaded program's need not be).
+  // Python's floor division, for either sign of `scaled` (the divisor is positive here).
   int64_t quotient = scaled / divisor;
   if ((scaled % divisor != 0) && ((scaled < 0) != (divisor < 0))) --quotient;
   int64_t out = 0;
