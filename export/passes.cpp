@@ -19,18 +19,15 @@ bool is_one(const Argument& arg) {
          (arg.is<double>() && arg.as<double>() == 1.0);
 }
 
-// Replaces `last` by aten::linear(x, w, b) and erases the chain it ends.
+// Makes `last` aten::linear(x, w, b), named afresh, and erases the rest of the chain it ends.
 void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, Argument b,
-                         std::vector<Node*> chain) {
+                         const std::vector<Node*>& rest) {
   static const Target kLinear = Target::aten("aten::linear");  // looked up once
-  Node* linear;
-  {
-    auto guard = graph.inserting_before(last);
-    linear = graph.call_function(kLinear, {x, w, std::move(b)});
-  }
-  linear->meta() = last->meta();
-  last->replace_all_uses_with(linear);
-  for (Node* node : chain) graph.erase_node(node);  // last first
+  last->set_target(kLinear);
+  last->set_args({x, w, std::move(b)});
+  last->set_kwargs({});
+  graph.rename_fresh(last, "linear");
+  for (Node* node : rest) graph.erase_node(node);  // the chain's nodes before `last`, last first
 }
 
 }  // namespace
@@ -48,7 +45,7 @@ size_t fuse_linear(Graph& graph) {
       Node* w = t->args()[0].node();
       Node* x = args[1].node();
       if (!w || !x) continue;
-      replace_with_linear(graph, node, x, w, args[0], {node, t});
+      replace_with_linear(graph, node, x, w, args[0], {t});
       ++rewrites;
     } else if (is_op(node, "aten::add_.Tensor")) {
       // add_(matmul(x, t(w)), bias, alpha=1)
@@ -62,7 +59,7 @@ size_t fuse_linear(Graph& graph) {
       Node* w = t->args()[0].node();
       Node* x = matmul->args()[0].node();
       if (!w || !x) continue;
-      replace_with_linear(graph, node, x, w, args[1], {node, matmul, t});
+      replace_with_linear(graph, node, x, w, args[1], {matmul, t});
       ++rewrites;
     }
   }
@@ -109,9 +106,12 @@ std::vector<LiftedState> lift_parameters(
   for (Node* node : graph.nodes()) {
     if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
   }
-  Node* first = nullptr;
+  // Lifted placeholders go before the graph's first node but get_attr reads (each of which
+  // is lifted, or refused below), in the order lifted.
+  Node* anchor = nullptr;
   for (Node* node : graph.nodes()) {
-    first = node;
+    if (node->op() == OpCode::kGetAttr) continue;
+    anchor = node;
     break;
   }
   std::vector<LiftedState> lifted;
@@ -121,15 +121,14 @@ std::vector<LiftedState> lift_parameters(
     if (it == attributes.end()) return;
     std::string name = (constant ? "c_" : parameter ? "p_" : "b_") + path;
     for (char& c : name) c = c == '.' ? '_' : c;
-    Node* placeholder;
-    {
-      auto guard = first ? graph.inserting_before(first) : Graph::InsertGuard(graph, nullptr);
-      placeholder = graph.placeholder(name);
-    }
+    // The first read becomes the placeholder; the others read it instead.
+    Node* placeholder = it->second.front();
+    graph.lift_to_placeholder(placeholder, name, anchor);
     placeholder->meta().tensor.dtype = tensor.scalar_type();
     placeholder->meta().tensor.shape = tensor.sizes().vec();
     placeholder->meta().tensor.device = tensor.device();
-    for (Node* node : it->second) {
+    for (size_t i = 1; i < it->second.size(); ++i) {
+      Node* node = it->second[i];
       node->replace_all_uses_with(placeholder);
       graph.erase_node(node);
     }

@@ -51,30 +51,71 @@ const std::set<std::string_view>& random_ops() {
   return random;
 }
 
-// The rule for one aten call, written as a function or as a method (whose first argument is
-// `self`, so the argument positions are the same): its effect's word (effect_of), "" for none.
-std::string_view aten_call_effect(const Node& node) {
-  const c10::FunctionSchema& schema = node.target().schema();
-  if (schema.is_mutable()) return "mutates";
-  if (schema.returns().empty()) return "asserts";
-  // The dropouts draw only when training (their third argument).
+// What an operator's schema and name say of its effect, worked out once per operator and
+// thread (aten_call_effect runs for every node of every pass that looks for effects): the
+// effect, or which of its arguments decide it.
+struct OperatorEffect {
+  enum class Decider : uint8_t { kNone, kTrainingArg2, kTrainingArg3, kRunningStats };
+  std::string_view effect;  // when decided by the operator alone
+  Decider decider = Decider::kNone;
+};
+
+OperatorEffect operator_effect(const c10::FunctionSchema& schema, const std::string& name) {
+  using Decider = OperatorEffect::Decider;
+  if (schema.is_mutable()) return {"mutates"};
+  if (schema.returns().empty()) return {"asserts"};
+  // The dropouts draw only when training (their third argument; rrelu's fourth).
   static const std::set<std::string_view> dropouts = {"dropout",        "feature_dropout",
                                                       "alpha_dropout",  "feature_alpha_dropout",
                                                       "native_dropout", "rrelu"};
   static const std::set<std::string_view> allocations = {"empty", "empty_like", "new_empty",
                                                          "empty_strided", "new_empty_strided"};
-  const std::string& name = node.target().op_name();
-  if (random_ops().count(name)) return "random";
+  if (random_ops().count(name)) return {"random"};
   if (dropouts.count(name)) {
-    return (name == "rrelu" ? arg_is_true(node, 3) : arg_is_true(node, 2)) ? "random" : "";
+    return {"", name == "rrelu" ? Decider::kTrainingArg3 : Decider::kTrainingArg2};
   }
   for (const c10::Argument& formal : schema.arguments()) {
     c10::TypePtr type = formal.real_type();
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
-    if (type->kind() == c10::TypeKind::GeneratorType) return "random";
+    if (type->kind() == c10::TypeKind::GeneratorType) return {"random"};
   }
-  if (writes_running_stats(node)) return "running stats";
-  if (allocations.count(name)) return kUninitialised;
+  if (name == "batch_norm" || name == "instance_norm" || name == "native_batch_norm" ||
+      name == "_batch_norm_impl_index") {
+    return {"", Decider::kRunningStats};
+  }
+  if (allocations.count(name)) return {kUninitialised};
+  return {};
+}
+
+// The rule for one aten call, written as a function or as a method (whose first argument is
+// `self`, so the argument positions are the same): its effect's word (effect_of), "" for none.
+std::string_view aten_call_effect(const Node& node) {
+  const c10::FunctionSchema& schema = node.target().schema();
+  // By the schema's address, checked against its name: an operator registered after another
+  // was removed may reuse the address.
+  struct Cached {
+    c10::OperatorName name;
+    OperatorEffect effect;
+  };
+  thread_local std::unordered_map<const c10::FunctionSchema*, Cached> cache;
+  auto it = cache.find(&schema);
+  if (it == cache.end() || !(it->second.name == schema.operator_name())) {
+    it = cache
+             .insert_or_assign(&schema, Cached{schema.operator_name(),
+                                               operator_effect(schema, node.target().op_name())})
+             .first;
+  }
+  const OperatorEffect& effect = it->second.effect;
+  switch (effect.decider) {
+    case OperatorEffect::Decider::kNone:
+      return effect.effect;
+    case OperatorEffect::Decider::kTrainingArg2:
+      return arg_is_true(node, 2) ? "random" : "";
+    case OperatorEffect::Decider::kTrainingArg3:
+      return arg_is_true(node, 3) ? "random" : "";
+    case OperatorEffect::Decider::kRunningStats:
+      return writes_running_stats(node) ? "running stats" : "";
+  }
   return "";
 }
 

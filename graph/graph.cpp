@@ -222,6 +222,36 @@ void Graph::rename(Node* node, const std::string& name) {
   bump_generation();
 }
 
+void Graph::rename_fresh(Node* node, std::string_view hint) {
+  if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  node->name_ = names_.create_name(hint);
+  bump_generation();
+}
+
+void Graph::lift_to_placeholder(Node* node, const std::string& name, Node* before) {
+  if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
+  if (node->op_ != OpCode::kGetAttr) {
+    fail<GraphError>("cannot lift %{} to a placeholder: it is a {}, not a get_attr", node->name(),
+                     to_string(node->op_));
+  }
+  if (before && before->owner() != this) {
+    fail<GraphError>("%{} is not a node of this graph", before->name());
+  }
+  Target target(name);
+  Node::check_target(OpCode::kPlaceholder, target,
+                     [&] { return "cannot lift %" + node->name_ + ": "; });
+  node->op_ = OpCode::kPlaceholder;
+  node->target_ = std::move(target);
+  node->name_ = names_.create_name(name);
+  node->meta_ = NodeMeta();
+  if (before && before != node && node->next_ != before) {
+    if (insert_before_ == node) insert_before_ = node->next_;
+    unlink(node);
+    link_before(node, before);
+  }
+  bump_generation();
+}
+
 void Graph::rename_all(const std::function<std::string(const Node&)>& hint_of) {
   rename_keeping_generation(hint_of);
   bump_generation();

@@ -113,6 +113,14 @@ class Graph {
   void erase_node(Node* node);
   /// Renames `node` to `name` exactly; the name must be a free identifier.
   void rename(Node* node, const std::string& name);
+  /// Gives `node` the name `hint` made unique, as create_node names a new node: for a pass that
+  /// rewrites a node in place (fuse_linear's addmm becomes `linear`).
+  void rename_fresh(Node* node, std::string_view hint);
+  /// Turns `node`, a get_attr without users outside this graph, into a placeholder whose target
+  /// is `name` and whose name is `name` made unique, with empty meta, moved before `before`
+  /// (nullptr or `node` itself: left where it is). Its users keep reading it. What
+  /// lift_parameters does to a state read, without making one node and erasing another.
+  void lift_to_placeholder(Node* node, const std::string& name, Node* before);
   /// Names every node afresh, in order, from `hint_of(node)` made unique as create_node makes
   /// a name hint unique (`add`, `add_1`): what a pass that rewrites a graph in place gives its
   /// nodes instead of the names they had. `hint_of` sees each node before it is renamed.

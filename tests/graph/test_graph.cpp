@@ -469,6 +469,36 @@ TEST_CASE("graph: rename checks the name") {
   CHECK_THROWS_AS(g.rename(a, "list"), GraphError);
 }
 
+TEST_CASE("graph: rename_fresh and lift_to_placeholder rewrite a node in place") {
+  Graph g;
+  Node* w = g.get_attr("fc.weight");
+  Node* x = g.placeholder("x");
+  Node* b = g.get_attr("fc.bias");
+  Node* a = g.call_function(relu(), {x});
+  Node* s = g.call_function(Target::aten("aten::add.Tensor"), {a, w});
+  Node* t = g.call_function(Target::aten("aten::add.Tensor"), {s, b});
+  g.output(t);
+  // A name made unique as a new node's is: `relu` is taken.
+  g.rename_fresh(s, "relu");
+  CHECK(s->name() == "relu_1");
+  // Each lifted read goes before `x`, in the order lifted; its readers keep reading it.
+  g.lift_to_placeholder(b, "p_fc_bias", x);
+  CHECK_THROWS_WITH_AS(g.lift_to_placeholder(w, "p_fc.weight", x),
+                       doctest::Contains("not an identifier"), GraphError);
+  g.lift_to_placeholder(w, "p_fc_weight", x);
+  std::vector<std::string> names;
+  for (Node* n : g.nodes()) names.push_back(n->name());
+  CHECK(names == std::vector<std::string>{"p_fc_bias", "p_fc_weight", "x", "relu", "relu_1",
+                                          "add_1", "output"});
+  CHECK(w->op() == OpCode::kPlaceholder);
+  CHECK(w->target().str() == "p_fc_weight");
+  CHECK(s->args()[1].node() == w);
+  CHECK(t->args()[1].node() == b);
+  g.lint();
+  CHECK_THROWS_WITH_AS(g.lift_to_placeholder(a, "p", nullptr), doctest::Contains("not a get_attr"),
+                       GraphError);
+}
+
 TEST_CASE("graph: lint rejects a node that reads a node from another graph") {
   Graph a;
   Graph b;
