@@ -4,7 +4,6 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -15,6 +14,7 @@
 #include "tdfx/graph/module_call.h"
 #include "tdfx/graph/plan.h"
 #include "tdfx/graph/schema_arguments.h"
+#include "tdfx/graph/size_expr.h"
 
 namespace tdfx {
 namespace {
@@ -399,12 +399,11 @@ c10::IValue run_size_arith(Target::SizeArith op, const c10::IValue& a, const c10
       break;
     case Target::SizeArith::kFloorDiv:
       if (y == 0) fail<RunError>("{} // 0: integer division by zero", x);
-      if (x == std::numeric_limits<int64_t>::min() && y == -1) {
-        overflow = true;
-        break;
+      if (const std::optional<int64_t> quotient = floor_div(x, y)) {
+        out = *quotient;
+      } else {
+        overflow = true;  // INT64_MIN // -1
       }
-      out = x / y;
-      if (x % y != 0 && ((x < 0) != (y < 0))) --out;  // floor, as Python's //
       break;
   }
   if (overflow) fail<RunError>("{} of {} and {} overflows int64", node.target().str(), x, y);

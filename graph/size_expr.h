@@ -2,8 +2,8 @@
 
 /// \file
 /// SizeExpr: a size that is a function of the batch size s0, as a dynamic trace finds them
-/// (tracer/dynamic_batch.h): `s0`, `s0*2`, `s0*T`, `s0 - 1`, `s0//2`. Printed as torch.export
-/// prints a symbolic size.
+/// (tracer/dynamic_batch.h): `s0`, `2*s0`, `T*s0`, `s0 - 1`, `(s0//2)`. Printed as torch.export
+/// prints a symbolic size (sympy's order, torch's FloorDiv in parentheses).
 
 #include <cstdint>
 #include <optional>
@@ -22,7 +22,7 @@ struct SizeExpr {
   bool is_batch() const { return scale == 1 && divisor == 1 && offset == 0; }
   /// The size at batch `batch`; nullopt when it overflows int64.
   std::optional<int64_t> at(int64_t batch) const;
-  /// `s0`, `s0*2`, `s0//2`, `s0*3 + 1`, `s0 - 1`.
+  /// `s0`, `2*s0`, `(s0//2)`, `3*s0 + 1`, `s0 - 1`.
   std::string str() const;
 
   friend bool operator==(const SizeExpr& a, const SizeExpr& b) {
@@ -30,6 +30,10 @@ struct SizeExpr {
   }
   friend bool operator!=(const SizeExpr& a, const SizeExpr& b) { return !(a == b); }
 };
+
+/// Python's `a // b` on int64: rounded towards negative infinity. nullopt when `b` is 0 or the
+/// quotient overflows (INT64_MIN // -1).
+std::optional<int64_t> floor_div(int64_t a, int64_t b);
 
 /// A dimension of a tensor that is a function of the batch other than the batch itself.
 struct DerivedDim {

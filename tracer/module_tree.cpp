@@ -2,6 +2,8 @@
 
 #include <optional>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "tdfx/core/error.h"
 #include "tdfx/tracer/symbolic_trace.h"
@@ -130,13 +132,17 @@ std::string short_type_of(std::string_view cpp_name) {
 
 namespace {
 
-/// Elements of the parameters (or the buffers) of `module` and its children, as
-/// parameters(true) would list them, without making the path of each.
-int64_t elements(const torch::nn::Module& module, bool parameters) {
-  int64_t n = 0;
+/// Elements of the parameters and of the buffers of `module` and its children, as
+/// parameters(true) and buffers(true) would list them, in one walk and without making the
+/// path of each.
+std::pair<int64_t, int64_t> elements(const torch::nn::Module& module) {
+  std::pair<int64_t, int64_t> n{0, 0};
   module.apply([&](const torch::nn::Module& m) {
-    for (const at::Tensor& t : parameters ? m.parameters(false) : m.buffers(false)) {
-      if (t.defined()) n += t.numel();
+    for (const at::Tensor& t : m.parameters(false)) {
+      if (t.defined()) n.first += t.numel();
+    }
+    for (const at::Tensor& t : m.buffers(false)) {
+      if (t.defined()) n.second += t.numel();
     }
   });
   return n;
@@ -151,14 +157,12 @@ ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace
   if (const auto* seq = dynamic_cast<const TensorDictSequential*>(&module)) {
     box.type = "TensorDictSequential";
     box.sequential = true;
-    box.parameters = elements(*seq, true);
-    box.buffers = elements(*seq, false);
+    std::tie(box.parameters, box.buffers) = elements(*seq);
   } else if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
     const torch::nn::Module& inner = *td->inner_ptr();
     box.label = detail::describe_module(inner);
     box.type = detail::short_type(inner);
-    box.parameters = elements(inner, true);
-    box.buffers = elements(inner, false);
+    std::tie(box.parameters, box.buffers) = elements(inner);
   } else {
     box.type = detail::short_type(module);
   }

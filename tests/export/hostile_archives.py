@@ -859,7 +859,7 @@ def cases(base):
     add(Case("run_tensor_file_stride_0", "1.2 GB", make=program_and_stride_0_file,
              commands=(f"run --memory-budget 64 --input input_x={stride_0}",), status=2,
              names_file=False))
-    # Size arithmetic (a dynamic batch's `s0*2`) is Python's int arithmetic, checked as it
+    # Size arithmetic (a dynamic batch's `2*s0`) is Python's int arithmetic, checked as it
     # runs: an overflow or a division by zero is a refusal, not a wrapped size.
     def size_arithmetic(target, operand):
         def edit(a):

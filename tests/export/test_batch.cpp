@@ -461,7 +461,7 @@ TEST_CASE("batch: attention, transformer layers and reshape(B*T) export with a d
   }
 }
 
-TEST_CASE("batch: an exported size expression prints as s0*5 and survives the archive") {
+TEST_CASE("batch: an exported size expression prints as 5*s0 and survives the archive") {
   auto module = make_td_module(samples::TimeDistributed(samples::kEmbed), {"obs"}, {"y"});
   const ExportedProgram program =
       export_program(module, {{"obs", samples::batch_sized_input(4).get("obs")}}, {true, {}});
@@ -474,16 +474,16 @@ TEST_CASE("batch: an exported size expression prints as s0*5 and survives the ar
       "        # Module: module (tdfx::samples::TimeDistributedImpl)\n"
       "        size = torch.ops.aten.size.int(obs, 0)\n"
       "        mul = size * 5;  size = None\n"
-      "        reshape: \"f32[s0*5, 8]\" = torch.ops.aten.reshape.default(obs, [mul, -1]);  mul = "
+      "        reshape: \"f32[5*s0, 8]\" = torch.ops.aten.reshape.default(obs, [mul, -1]);  mul = "
       "None\n"
       "\n"
       "        # Module: module.linear (Linear(in_features=8, out_features=8, bias=true))\n"
-      "        linear: \"f32[s0*5, 8]\" = torch.ops.aten.linear.default(reshape, "
+      "        linear: \"f32[5*s0, 8]\" = torch.ops.aten.linear.default(reshape, "
       "p_module_linear_weight, p_module_linear_bias);  reshape = p_module_linear_weight = "
       "p_module_linear_bias = None\n"
       "\n"
       "        # Module: module (tdfx::samples::TimeDistributedImpl)\n"
-      "        relu: \"f32[s0*5, 8]\" = torch.ops.aten.relu.default(linear);  linear = None\n"
+      "        relu: \"f32[5*s0, 8]\" = torch.ops.aten.relu.default(linear);  linear = None\n"
       "        size_1 = torch.ops.aten.size.int(obs, 0);  obs = None\n"
       "        reshape_1: \"f32[s0, 5, 8]\" = torch.ops.aten.reshape.default(relu, [size_1, 5, "
       "-1]);  relu = size_1 = None\n"

@@ -177,7 +177,7 @@ TEST_CASE("onnx: a dynamic PPO actor-critic runs at its batch and at two others"
 }
 
 TEST_CASE("onnx: attention, transformer layers and reshape(B*T) run at any batch") {
-  // Their sizes that are functions of the batch (s0*2 heads, s0*5 steps) are computed from
+  // Their sizes that are functions of the batch (2*s0 heads, 5*s0 steps) are computed from
   // the input's shape in the model, not fixed at the traced batch.
   for (auto& [name, module] : samples::batch_sized_pipelines()) {
     CAPTURE(name);

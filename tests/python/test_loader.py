@@ -106,7 +106,7 @@ def write_archives(checks, tdfx, export_module, export_batch_sized, scratch):
 
     def batch_sized():
         # Attention, transformer layers and reshape(B*T) with a dynamic batch: sizes such as
-        # s0*2 are operator.mul nodes of the program.
+        # 2*s0 are operator.mul nodes of the program.
         work = os.path.join(scratch, "batch_sized")
         os.makedirs(work)
         run([export_batch_sized], cwd=work)

@@ -1,4 +1,4 @@
-// Sizes that are functions of the batch (issue 37 §2): a dynamic trace finds `s0*2`, `s0*T`,
+// Sizes that are functions of the batch (issue 37 §2): a dynamic trace finds `2*s0`, `T*s0`,
 // `s0//2` by comparing its recordings, makes them size nodes, and runs attention, transformer
 // layers and `reshape({B*T, -1})` at any batch bit-equal to eager.
 #include <doctest/doctest.h>
@@ -61,11 +61,11 @@ TEST_CASE("batch sizes: reshape({B*T, -1}) prints its size as torch.fx prints ar
       "        getitem: \"f32[s0, 5, 8]\" = tensordict['obs'];  tensordict = None\n"
       "        size = getitem.size(0)\n"
       "        mul = size * 5;  size = None\n"
-      "        reshape: \"f32[s0*5, 8]\" = torch.reshape(getitem, shape = [mul, -1]);  mul = None\n"
+      "        reshape: \"f32[5*s0, 8]\" = torch.reshape(getitem, shape = [mul, -1]);  mul = None\n"
       "\n"
       "        # Module: linear (Linear(in_features=8, out_features=8, bias=true))\n"
-      "        linear: \"f32[s0*5, 8]\" = self.linear(reshape);  reshape = None\n"
-      "        relu: \"f32[s0*5, 8]\" = torch.relu(linear);  linear = None\n"
+      "        linear: \"f32[5*s0, 8]\" = self.linear(reshape);  reshape = None\n"
+      "        relu: \"f32[5*s0, 8]\" = torch.relu(linear);  linear = None\n"
       "        size_1 = getitem.size(0);  getitem = None\n"
       "        reshape_1: \"f32[s0, 5, 8]\" = torch.reshape(relu, shape = [size_1, 5, -1]);  "
       "relu = size_1 = None\n"
@@ -135,7 +135,7 @@ TEST_CASE("batch sizes: an integer that is no function of the batch is refused b
       "1, 6 at batches 8, 9, 1, 35, which is no function of the batch (s0*a + c, s0//d); trace "
       "with a static batch (the default), or compute it with tensor ops",
       TraceError);
-  // Two probes only: s0*2 cannot be checked on a further one, so it is refused.
+  // Two probes only: 2*s0 cannot be checked on a further one, so it is refused.
   auto doubled = make_td_module(
       [](const at::Tensor& x) {
         return x.reshape({x.size(0) * 2, -1}).relu().reshape({x.size(0), -1});
