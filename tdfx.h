@@ -18,6 +18,7 @@
 #include "tdfx/graph/interpreter.h"
 #include "tdfx/graph/passes.h"
 #include "tdfx/graph/tabular.h"
+#include "tdfx/graph/value_type.h"
 
 // Python code printers.
 #include "tdfx/codegen/python_code.h"

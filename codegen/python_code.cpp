@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 #include "tdfx/core/dtype_names.h"
@@ -11,6 +12,7 @@
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/schema_arguments.h"
+#include "tdfx/graph/value_type.h"
 
 namespace tdfx {
 namespace {
@@ -184,9 +186,14 @@ Body generate_body(const Graph& graph, const CodeOptions& options) {
   Body body;
   std::string current_module;
   bool first_statement = true;
+  std::optional<ValueTypes> types;
+  if (options.annotations) types.emplace(graph);
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& node = *nodes[i];
-    const std::string annotation = options.annotations ? type_annotation(node) : "";
+    std::string annotation = options.annotations ? type_annotation(node) : "";
+    if (options.annotations && annotation.empty() && types->of(&node).size) {
+      annotation = types->of(&node).str();  // Sym(s0)
+    }
     const std::string typed = annotation.empty() ? "" : fmt::format(": \"{}\"", annotation);
     if (node.op() == OpCode::kPlaceholder) {
       body.places.push_back({Body::kParameter, body.parameters.size()});

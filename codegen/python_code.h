@@ -23,7 +23,9 @@ enum class CodeStyle {
 /// Options of the source printers.
 struct CodeOptions {
   CodeStyle style = CodeStyle::kFx;
-  /// Annotate placeholders and tensor-valued nodes with `"f32[1, 3]"`.
+  /// Annotate placeholders and tensor-valued nodes with `"f32[1, 3]"`, and an int that is a
+  /// function of the batch (a size node of a dynamic trace) as torch.export annotates a SymInt,
+  /// `"Sym(5*s0)"` (graph/value_type.h).
   bool annotations = false;
   /// Put a `# Module: path (type)` comment before each run of nodes that
   /// came from the same module.

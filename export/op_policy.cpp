@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tdfx/core/error.h"
+#include "tdfx/graph/value_type.h"
 
 namespace tdfx {
 namespace {
@@ -463,6 +464,12 @@ std::vector<std::string_view> allowed_operators() {
 void check_program_operations(const Graph& graph, uint64_t memory_budget,
                               const std::string& where) {
   check_graph(graph, memory_budget, where);
+  // Every value is taken as its type allows (getitem of a list or tuple, arithmetic on ints).
+  try {
+    check_value_types(graph, ValueTypes(graph));
+  } catch (const GraphError& e) {
+    fail<ArchiveError>("{}: {}", where, e.what());
+  }
 }
 
 }  // namespace tdfx

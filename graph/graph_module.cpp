@@ -15,6 +15,7 @@
 #include "tdfx/graph/plan.h"
 #include "tdfx/graph/schema_arguments.h"
 #include "tdfx/graph/size_expr.h"
+#include "tdfx/graph/value_type.h"
 
 namespace tdfx {
 namespace {
@@ -136,6 +137,14 @@ class Compiler {
       : root_(root), attributes_(attributes), prefix_(std::move(prefix)) {}
 
   std::shared_ptr<Plan> compile(const Graph& graph) {
+    // An item of a tensor or arithmetic on one is refused here, naming the node, rather than
+    // when it runs; only a graph with such nodes has its value types worked out.
+    for (const Node* node : graph.nodes()) {
+      if (node->target().is_getitem() || node->target().is_size_arith()) {
+        check_value_types(graph, ValueTypes(graph));
+        break;
+      }
+    }
     auto plan = std::make_shared<Plan>();
     const auto nodes = graph.node_list();
     for (size_t i = 0; i < nodes.size(); ++i) slots_.set(nodes[i], static_cast<int>(i));

@@ -522,6 +522,72 @@ _SIZE_ARITHMETIC = {
 }
 
 
+def _schema_type(type_text):
+    """A schema type as tdfx's value types spell it (graph/value_type.h)."""
+    text = type_text.rstrip("?")
+    if text == "Tensor":
+        return "Tensor"
+    if text in ("int", "SymInt"):
+        return "int"
+    if text in ("float", "bool", "None"):
+        return text
+    if text == "Scalar":
+        return "number"
+    if text.endswith("[]"):
+        return f"List[{_schema_type(text[:-2])}]"
+    return "Any"
+
+
+def _value_type(record, types, where):
+    """The type of a node's result, as tdfx works it out (graph/value_type.h): refuses a node
+    that takes a value as a type it is not, as tdfx refuses it, naming both."""
+    def taken(ref):
+        return f"takes %{ref.name}, a {types.get(ref.name, 'Any')}"
+    if record.op == "placeholder":
+        return "Tensor"
+    if record.op != "call_function":
+        return "Any"
+    if record.target is operator.getitem:
+        source, index = record.args
+        if not _int(index):
+            return "Tensor"  # a key
+        of = types.get(source.name, "Any")
+        if not (of == "Any" or of.startswith("List[") or of.startswith("Tuple[")):
+            _fail(where, f"{taken(source)}, where operator.getitem takes a list or a tuple")
+        if of.startswith("List["):
+            return of[len("List["):-1]
+        if of.startswith("Tuple["):
+            items = _tuple_items(of)
+            if not -len(items) <= index < len(items):
+                _fail(where, f"takes item {index} of %{source.name}, a {of} of {len(items)} "
+                             f"item(s)")
+            return items[index]
+        return "Any"
+    if record.target in _SIZE_ARITHMETIC.values():
+        name = next(k for k, v in _SIZE_ARITHMETIC.items() if v is record.target)
+        for arg in record.args:
+            if isinstance(arg, _Ref) and types.get(arg.name, "Any") not in ("int", "Any"):
+                _fail(where, f"{taken(arg)}, where {name} takes ints")
+        return "int"
+    returns = [_schema_type(str(r.type)) for r in record.target._schema.returns]
+    if len(returns) == 1:
+        return returns[0]
+    return f"Tuple[{', '.join(returns)}]" if returns else "None"
+
+
+def _tuple_items(text):
+    """The item types of `Tuple[A, B]`, whose items are never tuples themselves."""
+    inner, items, depth, start = text[len("Tuple["):-1], [], 0, 0
+    for i, c in enumerate(inner):
+        depth += c == "["
+        depth -= c == "]"
+        if c == "," and depth == 0:
+            items.append(inner[start:i].strip())
+            start = i + 1
+    items.append(inner[start:].strip())
+    return items
+
+
 class _GraphReader:
     """Reads a list of nodes (the program's, or a call_module's body), checking each."""
 
@@ -534,7 +600,7 @@ class _GraphReader:
             _fail(self.where, "bodies nested too deeply")
         if not isinstance(nodes, list):
             _fail(self.where, "'nodes' is not a list")
-        records, defined, input_names = [], set(), set()
+        records, defined, input_names, types = [], set(), set(), {}
         for i, entry in enumerate(nodes):
             name = _text(entry, "name", f"{self.where}: node {i}")
             if not _is_identifier(name):
@@ -550,6 +616,7 @@ class _GraphReader:
                     _fail(f"{self.where}: node %{name}",
                           f"placeholder target {record.target!r} {problem}")
                 input_names.add(record.target)
+            types[name] = _value_type(record, types, f"{self.where}: node %{name}")
             defined.add(name)
             records.append(record)
         outputs = [i for i, r in enumerate(records) if r.op == "output"]

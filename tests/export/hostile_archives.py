@@ -872,6 +872,16 @@ def cases(base):
                "operator.mul of 3 and 4611686018427387904 overflows int64")
     add(Case("size_floordiv_zero", "operator.floordiv divides by zero",
              make=edited(base, size_arithmetic("operator.floordiv", 0))))
+    # A value taken as a type it is not (graph/value_type.h): refused at load, naming both.
+    def taken_as(target):
+        def edit(a):
+            a.victim().update(op="call_function", target=target,
+                              args=[{"node": a.user_placeholder()["name"]}, {"int": 2}], kwargs=[])
+        return edited(base, edit)
+    add(Case("getitem_of_a_tensor", "a Tensor, where operator.getitem takes a list or a tuple",
+             make=taken_as("operator.getitem")))
+    add(Case("size_mul_of_a_tensor", "a Tensor, where operator.mul takes ints",
+             make=taken_as("operator.mul")))
     add(Case("derived_dims_not_a_list", "derived_dims must be",
              make=edited(base, lambda a: a.victim()["meta"].update(derived_dims=[[0, 0, 1, 0]]))))
     def one_hot(a):

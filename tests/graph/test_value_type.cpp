@@ -1,0 +1,101 @@
+// The type of each node's result (graph/value_type.h), worked out from the graph alone.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "tdfx/core/error.h"
+#include "tdfx/graph/graph.h"
+#include "tdfx/graph/graph_module.h"
+#include "tdfx/graph/value_type.h"
+
+using namespace tdfx;
+
+namespace {
+
+Node* batch_input(Graph& g) {
+  Node* x = g.placeholder("x");
+  x->meta().tensor.dtype = at::kFloat;
+  x->meta().tensor.shape = std::vector<int64_t>{4, 3};
+  x->meta().tensor.batch_dims = {0};
+  return x;
+}
+
+Target arith(Target::SizeArith op) { return Target::size_arith(op); }
+
+}  // namespace
+
+TEST_CASE("value types: operators, items, and sizes that are functions of the batch") {
+  Graph g;
+  Node* x = batch_input(g);
+  Node* max = g.call_function(Target::aten("aten::max.dim"), {x, int64_t{1}});
+  Node* values = g.call_function(Target::getitem(), {max, int64_t{0}});
+  Node* last = g.call_function(Target::getitem(), {max, int64_t{-1}});
+  Node* parts = g.call_function(Target::aten("aten::split.Tensor"), {x, int64_t{1}});
+  Node* part = g.call_function(Target::getitem(), {parts, int64_t{2}});
+  Node* size = g.call_function(Target::aten("aten::size.int"), {x, int64_t{0}});
+  Node* width = g.call_function(Target::aten("aten::size.int"), {x, int64_t{1}});
+  Node* mul = g.call_function(arith(Target::SizeArith::kMul), {size, int64_t{5}});
+  Node* add = g.call_function(arith(Target::SizeArith::kAdd), {mul, int64_t{3}});
+  Node* half = g.call_function(arith(Target::SizeArith::kFloorDiv), {size, int64_t{2}});
+  Node* less = g.call_function(arith(Target::SizeArith::kSub), {size, int64_t{1}});
+  Node* twice = g.call_function(arith(Target::SizeArith::kMul), {int64_t{2}, size});
+  Node* square = g.call_function(arith(Target::SizeArith::kMul), {size, size});
+  Node* flag = g.call_function(Target::aten("aten::is_nonzero"), {values});
+  g.output(tuple({values, last, part, add, half, less, twice, square, width, flag}));
+  const ValueTypes types(g);
+  auto str = [&](const Node* n) { return types.of(n).str(); };
+  CHECK(str(x) == "Tensor");
+  CHECK(str(max) == "Tuple[Tensor, Tensor]");
+  CHECK(str(values) == "Tensor");
+  CHECK(str(last) == "Tensor");
+  CHECK(str(parts) == "List[Tensor]");
+  CHECK(str(part) == "Tensor");
+  CHECK(str(size) == "Sym(s0)");
+  CHECK(str(width) == "int");
+  CHECK(str(mul) == "Sym(5*s0)");
+  CHECK(str(add) == "Sym(5*s0 + 3)");
+  CHECK(str(half) == "Sym((s0//2))");
+  CHECK(str(less) == "Sym(s0 - 1)");
+  CHECK(str(twice) == "Sym(2*s0)");
+  CHECK(str(square) == "int");  // no affine function of the batch
+  CHECK(str(flag) == "bool");
+  CHECK(str(g.output_node()) == "None");
+  CHECK_NOTHROW(check_value_types(g, types));
+}
+
+TEST_CASE("value types: a value taken as a type it is not is refused, by name") {
+  SUBCASE("an item of a tensor") {
+    Graph g;
+    Node* x = batch_input(g);
+    g.output(g.call_function(Target::getitem(), {x, int64_t{0}}));
+    CHECK_THROWS_WITH_AS(check_value_types(g, ValueTypes(g)),
+                         "%getitem takes %x, a Tensor, where operator.getitem takes a list or a "
+                         "tuple",
+                         GraphError);
+  }
+  SUBCASE("an item past a tuple's end") {
+    Graph g;
+    Node* x = batch_input(g);
+    Node* max = g.call_function(Target::aten("aten::max.dim"), {x, int64_t{1}});
+    g.output(g.call_function(Target::getitem(), {max, int64_t{2}}));
+    CHECK_THROWS_WITH_AS(check_value_types(g, ValueTypes(g)),
+                         "%getitem takes item 2 of %max_1, a Tuple[Tensor, Tensor] of 2 item(s)",
+                         GraphError);
+  }
+  SUBCASE("size arithmetic on a tensor") {
+    Graph g;
+    Node* x = batch_input(g);
+    g.output(g.call_function(Target::size_arith(Target::SizeArith::kMul), {x, int64_t{2}}));
+    CHECK_THROWS_WITH_AS(check_value_types(g, ValueTypes(g)),
+                         "%mul takes %x, a Tensor, where operator.mul takes ints", GraphError);
+  }
+}
+
+TEST_CASE("value types: a graph module refuses an item of a tensor when it compiles") {
+  Graph g;
+  Node* x = batch_input(g);
+  g.output(g.call_function(Target::getitem(), {x, int64_t{0}}));
+  CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(g)),
+                       doctest::Contains("%getitem takes %x, a Tensor"), GraphError);
+}
