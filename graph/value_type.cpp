@@ -153,14 +153,9 @@ ValueType body_result_type(const Graph& body) {
 ValueType node_type(const Node& node, const ValueTypes& types) {
   switch (node.op()) {
     case OpCode::kPlaceholder:
-      // The FX view's `tensordict` is read by key; every other input is a tensor.
-      for (const Node* user : node.users()) {
-        if (user->target().is_getitem() && user->args().size() == 2 &&
-            (user->args()[1].is<std::string>() || user->args()[1].is<NestedKey>())) {
-          return ValueType::of_kind(Kind::kUnknown);
-        }
-      }
-      return ValueType::of_kind(Kind::kTensor);
+      // A placeholder a trace, an export or an archive made records its tensor; one a user
+      // added may take anything (a tuple, a TensorDict).
+      return node.meta().tensor.dtype ? ValueType::of_kind(Kind::kTensor) : ValueType{};
     case OpCode::kGetAttr:
       return ValueType::of_kind(Kind::kTensor);
     case OpCode::kCallFunction:

@@ -74,7 +74,8 @@ ValueType value_type_of(const c10::Type& type);
 /// The type of every node's result in one graph, worked out in one walk in program order
 /// (no recursion: a chain of 100,000 nodes is no deeper than one).
 ///
-/// - placeholder, get_attr: a tensor (what tdfx's programs take and hold);
+/// - placeholder: a tensor when its meta records one (a trace's, an export's, an archive's),
+///   else unknown; get_attr: a tensor (a parameter, buffer or constant);
 /// - an aten call (function or method): its schema's return, or a tuple of its returns;
 /// - getitem: the element of a list, the item of a tuple;
 /// - size arithmetic: an int, and its function of the batch when its operands have one;

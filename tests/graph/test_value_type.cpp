@@ -92,6 +92,19 @@ TEST_CASE("value types: a value taken as a type it is not is refused, by name") 
   }
 }
 
+TEST_CASE("value types: a placeholder a user adds may hold a tuple") {
+  Graph g;
+  Node* pair = g.placeholder("pair");  // no recorded tensor: its type is unknown
+  g.output(g.call_function(Target::getitem(), {pair, int64_t{1}}));
+  const ValueTypes types(g);
+  CHECK(types.of(pair).str() == "Any");
+  CHECK_NOTHROW(check_value_types(g, types));
+  GraphModule gm(nullptr, std::move(g));
+  const at::Tensor a = at::ones({2}), b = at::zeros({3});
+  const auto out = gm.run({c10::ivalue::Tuple::create({a, b})});
+  CHECK(out.at(0).toTensor().equal(b));
+}
+
 TEST_CASE("value types: a graph module refuses an item of a tensor when it compiles") {
   Graph g;
   Node* x = batch_input(g);
