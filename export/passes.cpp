@@ -1,6 +1,8 @@
 #include "tdfx/export/passes.h"
 
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "tdfx/core/error.h"
 #include "tdfx/graph/schema_arguments.h"
@@ -102,7 +104,9 @@ std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) 
 std::vector<LiftedState> lift_parameters(
     Graph& graph, const std::vector<detail::StateTensor>& state,
     const std::unordered_map<std::string, at::Tensor>& constants) {
-  std::unordered_map<std::string, std::vector<Node*>> attributes;
+  // By target path, a view of the first reading node's target: each entry is erased before
+  // that node is lifted and its target replaced.
+  std::unordered_map<std::string_view, std::vector<Node*>> attributes;
   for (Node* node : graph.nodes()) {
     if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
   }
@@ -119,20 +123,20 @@ std::vector<LiftedState> lift_parameters(
                   bool constant) {
     auto it = attributes.find(path);
     if (it == attributes.end()) return;
+    const std::vector<Node*> reads = std::move(it->second);
+    attributes.erase(it);
     std::string name = (constant ? "c_" : parameter ? "p_" : "b_") + path;
     for (char& c : name) c = c == '.' ? '_' : c;
     // The first read becomes the placeholder; the others read it instead.
-    Node* placeholder = it->second.front();
+    Node* placeholder = reads.front();
     graph.lift_to_placeholder(placeholder, name, anchor);
     placeholder->meta().tensor.dtype = tensor.scalar_type();
     placeholder->meta().tensor.shape = tensor.sizes().vec();
     placeholder->meta().tensor.device = tensor.device();
-    for (size_t i = 1; i < it->second.size(); ++i) {
-      Node* node = it->second[i];
-      node->replace_all_uses_with(placeholder);
-      graph.erase_node(node);
+    for (size_t i = 1; i < reads.size(); ++i) {
+      reads[i]->replace_all_uses_with(placeholder);
+      graph.erase_node(reads[i]);
     }
-    attributes.erase(it);
     lifted.push_back({placeholder->name(), path, tensor, parameter, constant});
   };
   for (const detail::StateTensor& entry : state) {

@@ -147,11 +147,12 @@ void describe_modules(PipelineRecording& recording) {
 }
 
 LeafCalls give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
-                       const StateUpdates& updates, const TraceOptions& options) {
+                       const StateUpdates& updates, const TraceOptions& options, bool state_reads) {
   describe_modules(recording);
   LeafCalls leaves = find_leaf_calls(program, recording, live, updates, options);
   for (Node* node : program.nodes()) {
     if (node->op() == OpCode::kOutput) continue;
+    if (!state_reads && node->op() == OpCode::kGetAttr) continue;
     // A parameter belongs to the leaf call that first reads it.
     Node* reader = node->op() == OpCode::kGetAttr ? live.first_user(node) : nullptr;
     if (const LeafCall* leaf = leaves.find(reader ? reader : node)) {
@@ -168,11 +169,15 @@ LeafCalls give_modules(const Graph& program, PipelineRecording& recording, const
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options) {
   FlatProgram out = prune_program(recording, live);
-  give_modules(out.graph, recording, live, updates, options);
+  give_modules(out.graph, recording, live, updates, options, /*state_reads=*/false);
   // Named afresh: the recorder named each op as it ran, before anything was known to be dead,
   // and a pruned op leaves no gap in the names.
   ProgramNames name_of(recording);
-  out.graph.rename_all([&](const Node& node) { return name_of(node); });
+  // export_program, this pass's user, lifts every get_attr to a placeholder named for its path
+  // (lift_parameters), which replaces the name it would get here: it keeps the recorder's.
+  out.graph.rename_all([&](const Node& node) {
+    return node.op() == OpCode::kGetAttr ? node.name() : name_of(node);
+  });
   return out;
 }
 

@@ -48,10 +48,12 @@ void describe_modules(PipelineRecording& recording);
 /// Finds the leaf calls of `program` (find_leaf_calls: the pruned program, so both a trace
 /// and export find them on the live nodes alone) and writes each node's module into its meta
 /// (td_module, module_path, module_type): the leaf call it belongs to (a parameter: the one
-/// that first reads it), else what the recording says (after describe_modules). Returns the
+/// that first reads it), else what the recording says (after describe_modules); a get_attr
+/// node only when `state_reads` (export, which lifts them, leaves them without). Returns the
 /// leaf calls, which the FX view is made with.
 LeafCalls give_modules(const Graph& program, PipelineRecording& recording, const LiveNodes& live,
-                       const StateUpdates& updates, const TraceOptions& options);
+                       const StateUpdates& updates, const TraceOptions& options,
+                       bool state_reads = true);
 
 /// The name each program node takes, for Graph::rename_all: as the tensordict prototype tracer
 /// names it in the TensorDictModule call that recorded it (name_scopes.h), a parameter by its
@@ -71,7 +73,9 @@ class ProgramNames {
 };
 
 /// prune_program, give_modules and the nodes named by ProgramNames: what a trace does in two
-/// steps (the second when first looked at), at once.
+/// steps (the second when first looked at), at once, for export_program. Its get_attr nodes
+/// keep the recorder's names and get no module: export lifts each to a placeholder named for
+/// its path, with meta of its own.
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options);
 
