@@ -27,9 +27,21 @@ void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, Argument b,
   static const Target kLinear = Target::aten("aten::linear");  // looked up once
   last->set_target(kLinear);
   last->set_args({x, w, std::move(b)});
-  last->set_kwargs({});
+  if (!last->kwargs().empty()) last->set_kwargs({});
   graph.rename_fresh(last, "linear");
   for (Node* node : rest) graph.erase_node(node);  // the chain's nodes before `last`, last first
+}
+
+// The arguments of `node` by position, `count` of them, those after the first `required`
+// defaulting to 1 (addmm's beta and alpha, add_'s alpha): as recorded when given
+// positionally, else schema_arguments'.
+Args positional_arguments(const Node& node, size_t required, size_t count) {
+  if (!node.kwargs().empty() || node.args().size() < required || node.args().size() > count) {
+    return schema_arguments(node);
+  }
+  Args args = node.args();
+  args.resize(count, Argument(int64_t{1}));
+  return args;
 }
 
 }  // namespace
@@ -39,7 +51,7 @@ size_t fuse_linear(Graph& graph) {
   for (Node* node : graph.node_list()) {
     if (is_op(node, "aten::addmm")) {
       // addmm(bias, x, t(w), beta=1, alpha=1)
-      const Args args = schema_arguments(*node);
+      const Args args = positional_arguments(*node, 3, 5);
       Node* t = args[2].node();
       if (!is_op(t, "aten::t") || t->users().size() != 1 || !is_one(args[3]) || !is_one(args[4])) {
         continue;
@@ -51,7 +63,7 @@ size_t fuse_linear(Graph& graph) {
       ++rewrites;
     } else if (is_op(node, "aten::add_.Tensor")) {
       // add_(matmul(x, t(w)), bias, alpha=1)
-      const Args args = schema_arguments(*node);
+      const Args args = positional_arguments(*node, 2, 3);
       Node* matmul = args[0].node();
       if (!is_op(matmul, "aten::matmul") || matmul->users().size() != 1 || !is_one(args[2])) {
         continue;
