@@ -544,7 +544,7 @@ def _value_type(record, types, where):
     def taken(ref):
         return f"takes %{ref.name}, a {types.get(ref.name, 'Any')}"
     if record.op == "placeholder":
-        return "Tensor"
+        return "Tensor" if "dtype" in record.meta else "Any"  # as tdfx: what its meta records
     if record.op != "call_function":
         return "Any"
     if record.target is operator.getitem:
