@@ -6,9 +6,9 @@
 /// Worked out from the graph alone — an operator's schema, an item of a list or tuple, size
 /// arithmetic on ints — so it holds for a traced, an edited and a loaded graph alike. The
 /// readable code prints an int that follows the batch as torch.export prints a SymInt
-/// (`mul: "Sym(5*s0)"`), the plan takes a list argument's kind from its items' types where
-/// no schema says it, and a loaded program is refused when a node takes a value of a type
-/// it cannot (an item of a tensor, arithmetic on a tensor, an item past a tuple's end).
+/// (`mul: "Sym(5*s0)"`), and a graph module (when it compiles) and both archive loaders refuse
+/// a node that takes a value of a type it cannot (an item of a tensor, arithmetic on a tensor,
+/// an item past a tuple's end).
 ///
 ///     ValueTypes types(graph);
 ///     types.of(max_node).str();     // "Tuple[Tensor, Tensor]"
@@ -54,7 +54,6 @@ struct ValueType {
   static ValueType tuple(std::vector<ValueType> items) {
     return ValueType{Kind::kTuple, std::move(items), {}};
   }
-  static ValueType size_of(SizeExpr size) { return ValueType{Kind::kInt, {}, size}; }
 
   /// As Python's typing spells it, and a batch-derived int as torch.export prints a SymInt:
   /// `Tensor`, `int`, `Sym(s0)`, `float`, `bool`, `None`, `number`, `List[Tensor]`,
