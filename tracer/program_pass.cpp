@@ -170,13 +170,15 @@ FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options) {
   FlatProgram out = prune_program(recording, live);
   give_modules(out.graph, recording, live, updates, options, /*state_reads=*/false);
-  // Named afresh: the recorder named each op as it ran, before anything was known to be dead,
-  // and a pruned op leaves no gap in the names.
-  ProgramNames name_of(recording);
-  // export_program, this pass's user, lifts every get_attr to a placeholder named for its path
-  // (lift_parameters), which replaces the name it would get here: it keeps the recorder's.
-  out.graph.rename_all([&](const Node& node) {
-    return node.op() == OpCode::kGetAttr ? node.name() : name_of(node);
+  // Named afresh in one namespace, as torch.export names a program's ops (`linear`, `relu`,
+  // `linear_1`): the recorder named each op as it ran, before anything was known to be dead,
+  // and a pruned op leaves no gap in the names. export_program, this pass's user, lifts every
+  // get_attr to a placeholder named for its path (lift_parameters), which replaces the name it
+  // would get here: it keeps the recorder's, as placeholders keep theirs.
+  out.graph.rename_all([](const Node& node) {
+    if (node.op() != OpCode::kCallFunction) return node.name();
+    return node.target().is_getitem() ? std::string("getitem")
+                                      : fx_name(node.target(), node.args(), node.kwargs());
   });
   return out;
 }
