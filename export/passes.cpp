@@ -116,11 +116,15 @@ std::vector<LiftedState> lift_parameters(Graph& graph, torch::nn::Module& root) 
 std::vector<LiftedState> lift_parameters(
     Graph& graph, const std::vector<detail::StateTensor>& state,
     const std::unordered_map<std::string, at::Tensor>& constants) {
-  // By target path, a view of the first reading node's target: each entry is erased before
-  // that node is lifted and its target replaced.
-  std::unordered_map<std::string_view, std::vector<Node*>> attributes;
+  // By target path (a view of the first reading node's target: each entry is erased before
+  // that node is lifted and its target replaced), the first read. Most paths are read once;
+  // the further reads of the others are in `more_reads`, in graph order.
+  std::unordered_map<std::string_view, Node*> attributes;
+  std::unordered_map<const Node*, std::vector<Node*>> more_reads;
   for (Node* node : graph.nodes()) {
-    if (node->op() == OpCode::kGetAttr) attributes[node->target().str()].push_back(node);
+    if (node->op() != OpCode::kGetAttr) continue;
+    auto [first, added] = attributes.emplace(node->target().str(), node);
+    if (!added) more_reads[first->second].push_back(node);
   }
   // Lifted placeholders go before the graph's first node but get_attr reads (each of which
   // is lifted, or refused below), in the order lifted.
@@ -135,19 +139,23 @@ std::vector<LiftedState> lift_parameters(
                   bool constant) {
     auto it = attributes.find(path);
     if (it == attributes.end()) return;
-    const std::vector<Node*> reads = std::move(it->second);
-    attributes.erase(it);
-    std::string name = (constant ? "c_" : parameter ? "p_" : "b_") + path;
-    for (char& c : name) c = c == '.' ? '_' : c;
     // The first read becomes the placeholder; the others read it instead.
-    Node* placeholder = reads.front();
+    Node* placeholder = it->second;
+    attributes.erase(it);
+    std::string name;
+    name.reserve(path.size() + 2);
+    name += constant ? "c_" : parameter ? "p_" : "b_";
+    name += path;
+    for (char& c : name) c = c == '.' ? '_' : c;
     graph.lift_to_placeholder(placeholder, name, anchor);
     placeholder->meta().tensor.dtype = tensor.scalar_type();
     placeholder->meta().tensor.shape = tensor.sizes().vec();
     placeholder->meta().tensor.device = tensor.device();
-    for (size_t i = 1; i < reads.size(); ++i) {
-      reads[i]->replace_all_uses_with(placeholder);
-      graph.erase_node(reads[i]);
+    if (auto more = more_reads.find(placeholder); more != more_reads.end()) {
+      for (Node* read : more->second) {
+        read->replace_all_uses_with(placeholder);
+        graph.erase_node(read);
+      }
     }
     lifted.push_back({placeholder->name(), path, tensor, parameter, constant});
   };
@@ -165,7 +173,7 @@ std::vector<LiftedState> lift_parameters(
   }
   if (!attributes.empty()) {
     fail<GraphError>("get_attr %{} reads '{}', which is no parameter, buffer or constant",
-                     attributes.begin()->second.front()->name(), attributes.begin()->first);
+                     attributes.begin()->second->name(), attributes.begin()->first);
   }
   return lifted;
 }

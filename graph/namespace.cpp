@@ -203,6 +203,11 @@ std::string Namespace::create_name(std::string_view raw) {
   long long* highest = from_base ? highest_suffix_.insert(base).first : nullptr;
   if (counted) {
     write(num);
+  } else if (!leading_zero) {
+    // The bare candidate was refused above (reserved or taken): count from its first free
+    // suffix, as the loop below would after trying it again.
+    num = std::max(1LL, *highest + 1);
+    write(num);
   } else {
     next.assign(candidate);
   }

@@ -193,20 +193,21 @@ bool is_target(const Node* node, const char* qualified) {
 
 size_t functionalize(Graph& graph) {
   size_t rewrites = 0;
-  std::unordered_map<const Node*, size_t> position;
-  for (Node* node : graph.nodes()) position.emplace(node, position.size());
+  NodeTable<size_t> position;  // in program order; a functional twin takes its op's
+  size_t next_position = 0;
+  for (Node* node : graph.nodes()) position.set(node, next_position++);
   for (Node* node : graph.node_list()) {
     if (!is_aten_call(node) || node->args().empty()) continue;
     Node* self = node->args()[0].node();
     if (!computes_fresh_tensor(self)) continue;
     const auto twin = functional_twin(*node);
     if (!twin || !same_dtypes(*node, *self)) continue;
-    const size_t at = position.at(node);
+    const size_t at = position.get(node);
     bool shared_before = false;
     std::vector<Node*> later;
     for (Node* reader : self->users()) {
       if (reader == node) continue;
-      if (position.at(reader) > at) {
+      if (position.get(reader) > at) {
         later.push_back(reader);
       } else if (may_alias(*reader, self)) {
         shared_before = true;
@@ -219,7 +220,7 @@ size_t functionalize(Graph& graph) {
       functional = graph.create_node(OpCode::kCallFunction, *twin, node->args(), node->kwargs());
     }
     functional->meta() = node->meta();
-    position.emplace(functional, at);
+    position.set(functional, at);
     node->replace_all_uses_with(functional);
     for (Node* reader : later) reader->replace_input_with(self, functional);
     graph.erase_node(node);

@@ -67,10 +67,20 @@ const std::vector<std::string>* ops_of(const std::string& layer) {
 const LayerFacts& facts_of(const torch::nn::Module& module) {
   static std::mutex mutex;
   static std::unordered_map<std::type_index, LayerFacts> known;
-  const std::type_index type(typeid(module));
+  // The facts this thread asked for last: passes ask several questions of one layer in a row,
+  // and finding a type in the map hashes its name. The same type_info object is the same type.
+  thread_local const std::type_info* last_type = nullptr;
+  thread_local const LayerFacts* last_facts = nullptr;
+  const std::type_info& info = typeid(module);
+  if (&info == last_type) return *last_facts;
+  const std::type_index type(info);
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = known.find(type);
-  if (it != known.end()) return it->second;  // references into the map stay valid
+  if (it != known.end()) {  // references into the map stay valid
+    last_type = &info;
+    last_facts = &it->second;
+    return it->second;
+  }
   static const std::set<std::string> containers = {"Sequential",    "ModuleList",    "ModuleDict",
                                                    "ParameterList", "ParameterDict", "Functional"};
   static const std::set<std::string> repeated = {

@@ -1,7 +1,6 @@
 #include "tdfx/tracer/leaf_calls.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 #include <string_view>
 
@@ -106,15 +105,21 @@ class LeafCallFinder {
         const std::string& path = node->target().str();
         auto aliases = recording.state_paths.find(path);
         if (aliases == recording.state_paths.end()) {
-          state_by_path_[path] = node;
+          state_by_path_.emplace_back(path, node);
         } else {
-          for (const std::string& alias : aliases->second) state_by_path_[alias] = node;
+          for (const std::string& alias : aliases->second) state_by_path_.emplace_back(alias, node);
         }
         continue;
       }
       const size_t call = recording.call_of(node);
       if (call < recording.calls.size() && live.contains(node)) call_nodes_[call].push_back(node);
     }
+    // Sorted by path, the last read of a path kept where there are several.
+    std::stable_sort(state_by_path_.begin(), state_by_path_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    auto last_of_each = std::unique(state_by_path_.rbegin(), state_by_path_.rend(),
+                                    [](const auto& a, const auto& b) { return a.first == b.first; });
+    state_by_path_.erase(state_by_path_.begin(), last_of_each.base());
     for (const Node* out : graph.output_node()->input_nodes()) escaping_.insert(out);
     for (const RecordedCall& call : recording.calls) {
       for (const Node* out : call.outputs) {
@@ -151,11 +156,11 @@ class LeafCallFinder {
         const std::string& sub = item.key();
         bool inside_chosen = false;
         for (const auto& outer : chosen) inside_chosen |= sub.rfind(outer + ".", 0) == 0;
-        if (inside_chosen || !is_leaf(options_, *item.value(), join_path(call.inner_path, sub))) {
-          continue;
-        }
+        if (inside_chosen) continue;
+        std::string target = join_path(call.inner_path, sub);
+        if (!is_leaf(options_, *item.value(), target)) continue;
         bool found = false;
-        for (LeafCall& leaf : calls_from_parameters(c, sub, *item.value())) {
+        for (LeafCall& leaf : calls_from_parameters(c, sub, std::move(target), *item.value())) {
           found |= add(std::move(leaf));
         }
         // A leaf that outlines hides its children; one that does not shows theirs.
@@ -172,16 +177,18 @@ class LeafCallFinder {
   // parameter twice). A run becomes a call when it takes at least one tensor from outside,
   // gives at least one value, and holds the op its layer records (ops_a_call_records); others
   // stay inline as the ops they are (a weight read by user code, `torch.t(self.emb.weight)`).
-  std::vector<LeafCall> calls_from_parameters(size_t c, const std::string& sub,
+  // `target` is the leaf's path from the graph root.
+  std::vector<LeafCall> calls_from_parameters(size_t c, const std::string& sub, std::string target,
                                               const torch::nn::Module& module) {
-    const RecordedCall& call = recording_.calls[c];
     const std::vector<Node*>& nodes = call_nodes_[c];
-    const std::string target = join_path(call.inner_path, sub);
     params_.clear();
     bool any_param = false;
     const std::string prefix = target + ".";
-    for (auto it = state_by_path_.lower_bound(prefix);
-         it != state_by_path_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    for (auto it = std::lower_bound(state_by_path_.begin(), state_by_path_.end(), prefix,
+                                    [](const auto& entry, const std::string& key) {
+                                      return entry.first < std::string_view(key);
+                                    });
+         it != state_by_path_.end() && it->first.substr(0, prefix.size()) == prefix; ++it) {
       params_.insert(it->second);
       any_param = true;
     }
@@ -192,9 +199,8 @@ class LeafCallFinder {
     // again starts the next call only once the call has read every parameter of the layer.
     std::vector<const Node*> required;
     if (reads_parameters_repeatedly(module)) {
-      for (const std::string_view path : parameters_under(target)) {
-        auto it = state_by_path_.find(path);
-        if (it != state_by_path_.end()) required.push_back(it->second);
+      for (const std::string_view path : parameters_under(prefix)) {
+        if (Node* node = state_at(path)) required.push_back(node);
       }
     }
     auto complete = [&] {
@@ -223,7 +229,8 @@ class LeafCallFinder {
         continue;
       }
       bool reads = false, again = false, only_parameters = true;
-      for (Node* input : node->input_nodes()) {
+      const InputNodes inputs = node->input_nodes();
+      for (Node* input : inputs) {
         const bool parameter = is_param(input);
         reads |= parameter || derived_.contains(input);
         again |= parameter && read_.contains(updates_.state_of(input)) && complete();
@@ -235,7 +242,7 @@ class LeafCallFinder {
         read_.clear();
       }
       runs.back().second = i;
-      for (Node* input : node->input_nodes()) {
+      for (Node* input : inputs) {
         if (is_param(input)) read_.insert(updates_.state_of(input));
       }
       if (only_parameters && derived_.insert(node)) derived.push_back(node);
@@ -251,7 +258,7 @@ class LeafCallFinder {
       find_boundary(leaf);
       order_as_called(leaf);
       if (leaf.inputs.empty() || leaf.outputs.empty() || !records_its_op(module, leaf.nodes) ||
-          !reads_every_parameter(leaf, module, target)) {
+          !reads_every_parameter(leaf, module, prefix)) {
         continue;
       }
       leaf.target = target;
@@ -296,32 +303,40 @@ class LeafCallFinder {
   // False when `leaf` leaves out a parameter of the built-in layer `module`: a call of a
   // Linear reads its weight and its bias, so `F::linear(x, lin->weight)` is user code reading
   // the weight, not a call of `lin` (it would print as one, and seem to add the bias).
+  // `prefix`: the module's path from the graph root and a dot.
   bool reads_every_parameter(const LeafCall& leaf, const torch::nn::Module& module,
-                             const std::string& target) {
+                             std::string_view prefix) {
     if (!is_torch_nn(module)) return true;  // a declared leaf: any reads
     read_.clear();
     for (const Node* node : leaf.nodes) {
       for (Node* input : node->input_nodes()) read_.insert(updates_.state_of(input));
     }
-    for (const std::string_view path : parameters_under(target)) {
-      auto it = state_by_path_.find(path);
-      if (it == state_by_path_.end() || !read_.contains(it->second)) return false;
+    for (const std::string_view path : parameters_under(prefix)) {
+      const Node* node = state_at(path);
+      if (!node || !read_.contains(node)) return false;
     }
     return true;
   }
 
-  // The paths of the parameters of the module at `target` and its children: a range of the
-  // recording's parameter paths, sorted (parameter_paths_).
+  // The get_attr node that reads the tensor at `path`, or nullptr.
+  Node* state_at(std::string_view path) const {
+    auto it = std::lower_bound(
+        state_by_path_.begin(), state_by_path_.end(), path,
+        [](const auto& entry, std::string_view key) { return entry.first < key; });
+    return it != state_by_path_.end() && it->first == path ? it->second : nullptr;
+  }
+
+  // The paths of the parameters of the module whose path and dot are `prefix`, and of its
+  // children: a range of the recording's parameter paths, sorted (parameter_paths_).
   struct PathRange {
     using It = std::vector<std::string_view>::const_iterator;
     It b, e;
     It begin() const { return b; }
     It end() const { return e; }
   };
-  PathRange parameters_under(const std::string& target) const {
+  PathRange parameters_under(std::string_view prefix) const {
     const std::vector<std::string_view>& paths = parameter_paths_;
-    const std::string prefix = target + ".";
-    const auto first = std::lower_bound(paths.begin(), paths.end(), std::string_view(prefix));
+    const auto first = std::lower_bound(paths.begin(), paths.end(), prefix);
     auto last = first;
     while (last != paths.end() && last->substr(0, prefix.size()) == prefix) ++last;
     return {first, last};
@@ -475,8 +490,9 @@ class LeafCallFinder {
   /// parameters and what is derived from them alone; what the current run read; a run's or a
   /// call's nodes; a prelude's nodes kept; inputs visited.
   NodeSet params_, derived_, read_, members_, kept_, seen_;
-  /// get_attr nodes by each path of their tensor, sorted so a module's are one range.
-  std::map<std::string, Node*, std::less<>> state_by_path_;
+  /// get_attr nodes by each path of their tensor (views of the nodes' targets and of the
+  /// recording's aliases), sorted so a module's are one range.
+  std::vector<std::pair<std::string_view, Node*>> state_by_path_;
   /// The recording's parameter paths, sorted: a module's are one range.
   std::vector<std::string_view> parameter_paths_;
   LeafCalls out_;
