@@ -18,6 +18,7 @@
 
 #include "tdfx/core/file_io.h"
 #include "tdfx/graph/schema_arguments.h"
+#include "tdfx/graph/value_type.h"
 
 namespace tdfx {
 namespace {
@@ -25,13 +26,13 @@ namespace {
 using onnx::NodeProto;
 using onnx::TensorProto;
 
-/// What a program node's value is in the ONNX graph.
+/// Where a program node's value is in the ONNX graph. What the value is — a tensor, a size
+/// (an int), a list or tuple — is its type (ValueTypes, graph/value_type.h).
 struct Value {
-  enum class Kind { kTensor, kInt, kList };
-  Kind kind = Kind::kTensor;
-  /// kTensor: the tensor's name. kInt: a 1-D int64 tensor of one element (a size).
+  /// A tensor's name; for a size, the name of a 1-D int64 tensor of one element. Empty for a
+  /// list or tuple, and for a node with no ONNX form of its own (an attention path guard).
   std::string name;
-  /// kList: the items (a tuple or list result: chunk, lstm).
+  /// A list's or tuple's items (chunk, lstm).
   std::vector<Value> items;
 };
 
@@ -114,7 +115,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules();
 class Converter {
  public:
   Converter(const ExportedProgram& program, onnx::GraphProto* graph)
-      : program_(program), graph_(graph) {}
+      : program_(program), graph_(graph), types_(program.graph()) {}
 
   void convert();
 
@@ -206,6 +207,12 @@ class Converter {
   std::string fresh_node(const std::string& candidate) { return unique(node_names_, candidate); }
   static std::string unique(std::unordered_set<std::string>& used, const std::string& candidate);
   const Value& value_of(const Node* node) const;
+  /// True when `node`'s value is a size (an int), a list or tuple.
+  bool is_int(const Node* node) const { return types_.of(node).kind == ValueType::Kind::kInt; }
+  bool is_sequence(const Node* node) const {
+    const ValueType::Kind kind = types_.of(node).kind;
+    return kind == ValueType::Kind::kList || kind == ValueType::Kind::kTuple;
+  }
   /// Gives the value `value` the name of `node` when it has a made-up name (`linear/MatMul`)
   /// and was computed by a node emitted for the program node being converted or `from`.
   void adopt_name(Value& value, const Node& node);
@@ -213,6 +220,7 @@ class Converter {
   const ExportedProgram& program_;
   onnx::GraphProto* graph_;
   std::unordered_map<const Node*, Value> values_;
+  ValueTypes types_;
   std::unordered_set<std::string> names_, node_names_;
   std::unordered_map<std::string, std::string> const_cache_;
   // Each node output's node index and output slot, so that a value can be renamed.
@@ -342,9 +350,12 @@ std::string Converter::reshape_to_output(const std::string& value, size_t from) 
 std::string Converter::tensor(size_t i, std::optional<c10::ScalarType> dtype_for_numbers) {
   const Argument& a = arg(i);
   if (const Node* n = a.node()) {
+    if (is_sequence(n)) {
+      refuse(fmt::format("argument {} is a {}, not a tensor", i, types_.of(n).str()));
+    }
     const Value& v = value_of(n);
-    if (v.kind == Value::Kind::kList) refuse(fmt::format("argument {} is a list, not a tensor", i));
-    if (v.kind == Value::Kind::kInt) {
+    if (v.name.empty()) refuse(fmt::format("argument {} ('{}') has no ONNX value", i, n->name()));
+    if (is_int(n)) {
       // A size used as a tensor: a 0-d int64.
       NodeProto* squeeze = emit("Squeeze", {v.name, const_ints({0})});
       return squeeze->output(0);
@@ -362,18 +373,18 @@ std::vector<std::string> Converter::tensors(size_t i) {
   const Argument& a = arg(i);
   std::vector<std::string> out;
   if (const Node* n = a.node()) {
-    const Value& v = value_of(n);
-    if (v.kind != Value::Kind::kList) refuse(fmt::format("argument {} is not a list", i));
-    for (const Value& item : v.items) out.push_back(item.name);
+    if (!is_sequence(n)) refuse(fmt::format("argument {} is not a list", i));
+    for (const Value& item : value_of(n).items) out.push_back(item.name);
     return out;
   }
   if (!a.is<ArgumentList>()) refuse(fmt::format("argument {} is not a list of tensors", i));
   for (const Argument& item : a.as<ArgumentList>().items) {
     const Node* n = item.node();
     if (!n) refuse(fmt::format("argument {} holds something other than tensors", i));
-    const Value& v = value_of(n);
-    if (v.kind != Value::Kind::kTensor) refuse(fmt::format("argument {} holds a non-tensor", i));
-    out.push_back(v.name);
+    if (types_.of(n).kind != ValueType::Kind::kTensor || value_of(n).name.empty()) {
+      refuse(fmt::format("argument {} holds a non-tensor", i));
+    }
+    out.push_back(value_of(n).name);
   }
   return out;
 }
@@ -439,7 +450,7 @@ std::string Converter::ints_tensor(size_t i) {
       continue;
     }
     const Node* n = item.node();
-    if (!n || value_of(n).kind != Value::Kind::kInt) {
+    if (!n || !is_int(n)) {
       refuse(fmt::format("argument {} holds something other than ints and sizes", i));
     }
     if (!constant.empty()) pieces.push_back(const_ints(constant));
@@ -455,7 +466,7 @@ std::string Converter::ints_tensor(size_t i) {
 c10::ScalarType Converter::dtype_of(size_t i) const {
   const Argument& a = arg(i);
   if (const Node* n = a.node()) {
-    if (value_of(n).kind == Value::Kind::kInt) return c10::kLong;
+    if (is_int(n)) return c10::kLong;
     if (!n->meta().tensor.dtype) {
       refuse(fmt::format("the dtype of argument {} ('{}') is not known", i, n->name()));
     }
@@ -518,6 +529,13 @@ void Converter::value_info(onnx::ValueInfoProto* info, const std::string& name, 
 }
 
 void Converter::convert() {
+  // A node that takes a value of a type it cannot (an item of a tensor, arithmetic on one) is
+  // refused by name before anything is written.
+  try {
+    check_value_types(program_.graph(), types_);
+  } catch (const GraphError& e) {
+    throw OnnxError(fmt::format("cannot write the program as ONNX: {}", e.what()));
+  }
   const GraphSignature& signature = program_.graph_signature();
   std::unordered_map<std::string, const InputSpec*> input_of;
   for (const InputSpec& in : signature.inputs) input_of[in.name] = &in;
@@ -551,7 +569,7 @@ void Converter::convert() {
         const InputSpec& spec = *it->second;
         if (spec.kind == InputKind::kUserInput) {
           value_info(graph_->add_input(), spec.target, *n);
-          values_[n] = {Value::Kind::kTensor, spec.target, {}};
+          values_[n] = {spec.target, {}};
         } else {
           auto state = program_.state().find(spec.name);
           if (state == program_.state().end()) {
@@ -561,7 +579,7 @@ void Converter::convert() {
           TensorProto* init = graph_->add_initializer();
           init->set_name(spec.name);
           fill_tensor(init, state->second, fmt::format("placeholder '{}'", spec.name));
-          values_[n] = {Value::Kind::kTensor, spec.name, {}};
+          values_[n] = {spec.name, {}};
         }
         break;
       }
@@ -572,7 +590,8 @@ void Converter::convert() {
         }
         for (size_t i = 0; i < results.size(); ++i) {
           const Node* result = results[i].node();
-          if (!result || value_of(result).kind != Value::Kind::kTensor) {
+          if (!result || types_.of(result).kind != ValueType::Kind::kTensor ||
+              value_of(result).name.empty()) {
             throw OnnxError(fmt::format("cannot write output '{}' as ONNX: it is not a tensor",
                                         output_names[i]));
           }
@@ -608,7 +627,10 @@ void Converter::convert() {
 }
 
 void Converter::adopt_name(Value& value, const Node& node) {
-  if (value.kind != Value::Kind::kTensor || value.name.find('/') == std::string::npos) return;
+  if (types_.of(&node).kind != ValueType::Kind::kTensor ||
+      value.name.find('/') == std::string::npos) {
+    return;
+  }
   auto it = producer_.find(value.name);
   if (it == producer_.end()) return;  // an initializer
   const auto [index, slot] = it->second;
@@ -639,7 +661,7 @@ Value Converter::size_arith() {
   std::string operands[2];
   for (size_t i = 0; i < 2; ++i) {
     if (const Node* from = arg(i).node()) {
-      if (value_of(from).kind != Value::Kind::kInt) refuse("size arithmetic takes ints");
+      if (!is_int(from)) refuse("size arithmetic takes ints");
       operands[i] = value_of(from).name;
     } else if (arg(i).is<int64_t>()) {
       operands[i] = const_ints({arg(i).as<int64_t>()});
@@ -666,7 +688,7 @@ Value Converter::size_arith() {
       out = floor_div(operands[0], operands[1]);
       break;
   }
-  return {Value::Kind::kInt, out, {}};
+  return {out, {}};
 }
 
 /// `node` when it is a call_function of the aten operator `op`, else null.
@@ -710,12 +732,12 @@ Value Converter::convert_node() {
   if (n.target().is_size_arith()) return size_arith();
   // The guard and what only it reads have no ONNX node (is_attention_path_guard).
   if (is_attention_path_guard(n) || only_feeds_attention_path_guard(n)) {
-    return {Value::Kind::kList, "", {}};
+    return {};
   }
   if (n.target().is_getitem()) {
     args_ = n.args();
     const Node* from = arg(0).node();
-    if (!from || value_of(from).kind != Value::Kind::kList || !arg(1).is<int64_t>()) {
+    if (!from || !is_sequence(from) || !arg(1).is<int64_t>()) {
       refuse("getitem reads an item of a list by a constant index only");
     }
     const auto& items = value_of(from).items;
@@ -764,7 +786,7 @@ Value Converter::convert_node() {
 // --------------------------------------------------------------------------------------
 // The rules: one per aten operator (or overload), each returning the node's value.
 
-Value tensor_value(std::string name) { return {Value::Kind::kTensor, std::move(name), {}}; }
+Value tensor_value(std::string name) { return {std::move(name), {}}; }
 
 /// The dtype two operands compute in: ATen's promotion, where a number operand does not
 /// widen a tensor of its own category.
@@ -1015,7 +1037,7 @@ Value split_into(Converter& c, const std::vector<int64_t>& sizes, int64_t dim) {
   NodeProto* s =
       c.emit("Split", {c.tensor(0), c.const_ints(sizes)}, static_cast<int>(sizes.size()));
   set_attr(s, "axis", dim);
-  Value list{Value::Kind::kList, "", {}};
+  Value list;
   for (int i = 0; i < s->output_size(); ++i) list.items.push_back(tensor_value(s->output(i)));
   return list;
 }
@@ -1150,8 +1172,7 @@ Value max_dim_rule(Converter& c, bool is_max) {
   NodeProto* index = c.emit(is_max ? "ArgMax" : "ArgMin", {x});
   set_attr(index, "axis", dim);
   set_attr(index, "keepdims", keep);
-  return {
-      Value::Kind::kList, "", {tensor_value(values->output(0)), tensor_value(index->output(0))}};
+  return {"", {tensor_value(values->output(0)), tensor_value(index->output(0))}};
 }
 
 Value arg_rule(Converter& c, const std::string& op) {
@@ -1391,7 +1412,7 @@ Value pow_rule(Converter& c) {
 
 Value size_rule(Converter& c) {
   const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  return {Value::Kind::kInt, c.dim_size(c.tensor(0), dim), {}};
+  return {c.dim_size(c.tensor(0), dim), {}};
 }
 
 /// An activation ONNX has with float attributes `names` taken from arguments 1, 2, ...
@@ -1746,7 +1767,7 @@ Value recurrent_rule(Converter& c, const std::string& kind) {
     set_attr(cat, "axis", int64_t{0});
     return cat->output(0);
   };
-  Value out{Value::Kind::kList, "", {tensor_value(x), tensor_value(stack_states(h_out))}};
+  Value out{"", {tensor_value(x), tensor_value(stack_states(h_out))}};
   if (lstm) out.items.push_back(tensor_value(stack_states(c_out)));
   return out;
 }
@@ -1812,7 +1833,7 @@ Value broadcast_tensors_rule(Converter& c) {
   std::string sum = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) sum = c.op("Add", {sum, parts[i]});
   const std::string shape = c.shape(sum);
-  Value list{Value::Kind::kList, "", {}};
+  Value list;
   for (const auto& p : parts) list.items.push_back(tensor_value(c.op("Expand", {p, shape})));
   return list;
 }

@@ -290,6 +290,26 @@ TEST_CASE("onnx: an operator with no ONNX form is refused by name and nothing is
   CHECK_FALSE(std::filesystem::exists(path));
 }
 
+TEST_CASE("onnx: a node that takes a value of the wrong type is refused by name, by its type") {
+  // A program tdfx's own passes could not make, built as a stranger could (a program made
+  // with CompileOnFirstRun is not compiled, so nothing checked it before).
+  Graph g;
+  Node* x = g.placeholder("x");
+  x->meta().tensor.dtype = c10::kFloat;
+  x->meta().tensor.shape = std::vector<int64_t>{2, 3};
+  Node* item = g.call_function(Target::getitem(), {x, 0});
+  g.output(tuple({item}));
+  GraphSignature signature;
+  signature.inputs = {{InputKind::kUserInput, "x", "x", {}}};
+  signature.outputs = {{"getitem", NestedKey("y")}};
+  const ExportedProgram program(ExportedProgram::CompileOnFirstRun{}, std::move(g),
+                                std::move(signature), {}, std::nullopt, {});
+  CHECK_THROWS_WITH_AS(onnx_model(program),
+                       "cannot write the program as ONNX: %getitem takes %x, a Tensor, where "
+                       "operator.getitem takes a list or a tuple",
+                       OnnxError);
+}
+
 TEST_CASE("onnx: training-mode layers are refused, naming the node") {
   // BatchNorm tracking statistics updates its buffers in place first; without them it still
   // normalises by the batch's statistics. Dropout draws a mask.
