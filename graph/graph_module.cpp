@@ -137,11 +137,12 @@ class Compiler {
       : root_(root), attributes_(attributes), prefix_(std::move(prefix)) {}
 
   std::shared_ptr<Plan> compile(const Graph& graph) {
+    graph_ = &graph;
     // An item of a tensor or arithmetic on one is refused here, naming the node, rather than
-    // when it runs; only a graph with such nodes has its value types worked out.
+    // when it runs; only a graph with such nodes has its value types worked out here.
     for (const Node* node : graph.nodes()) {
       if (node->target().is_getitem() || node->target().is_size_arith()) {
-        check_value_types(graph, ValueTypes(graph));
+        check_value_types(graph, types());
         break;
       }
     }
@@ -178,8 +179,12 @@ class Compiler {
       } else {
         s.kind = Source::Kind::kTuple;
       }
-      for (const auto& item : arg.as<ArgumentList>().items)
+      for (const auto& item : arg.as<ArgumentList>().items) {
+        if (const Node* input = item.node(); input && type) {
+          check_list_item(node, *input, s.kind, *type);
+        }
         s.items.push_back(source(node, item, element));
+      }
       return s;
     }
     Source s;
@@ -351,10 +356,47 @@ class Compiler {
     }
   }
 
+  // The graph's value types, worked out on first use: most graphs pass no node in a list.
+  const ValueTypes& types() {
+    if (!types_) types_.emplace(*graph_);
+    return *types_;
+  }
+
+  // GraphError naming `node` when `item`, in a list argument of `list_type` that the plan
+  // builds as `kind`, is of a type the list cannot hold (a tensor in `int[]`, a size in
+  // `Tensor[]`): the list is built from the items' values as the schema types it. An item
+  // whose type nothing says is checked when it runs.
+  void check_list_item(const Node& node, const Node& item, Source::Kind kind,
+                       const c10::Type& list_type) {
+    using VK = ValueType::Kind;
+    const ValueType& type = types().of(&item);
+    bool fits = true;
+    switch (kind) {
+      case Source::Kind::kTensorList:
+        fits = type.kind == VK::kTensor || type.kind == VK::kUnknown;
+        break;
+      case Source::Kind::kOptionalTensorList:
+        fits = type.kind == VK::kTensor || type.kind == VK::kNone || type.kind == VK::kUnknown;
+        break;
+      case Source::Kind::kIntList:
+        fits = type.kind == VK::kInt || type.kind == VK::kUnknown;
+        break;
+      default:
+        break;
+    }
+    if (!fits) {
+      fail<GraphError>(
+          "%{}: a list argument of {} holds %{}, of type {}, where the schema takes {}",
+          node.name(), node.target().str(), item.name(), type.str(), list_type.str());
+    }
+  }
+
   const std::shared_ptr<torch::nn::Module>& root_;
   const AttributeMap& attributes_;
   std::string prefix_;
   NodeTable<int> slots_{-1};
+  const Graph* graph_ = nullptr;
+  std::optional<ValueTypes> types_;
 };
 
 c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, const Node& node) {

@@ -117,8 +117,9 @@ class LeafCallFinder {
     // Sorted by path, the last read of a path kept where there are several.
     std::stable_sort(state_by_path_.begin(), state_by_path_.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    auto last_of_each = std::unique(state_by_path_.rbegin(), state_by_path_.rend(),
-                                    [](const auto& a, const auto& b) { return a.first == b.first; });
+    auto last_of_each =
+        std::unique(state_by_path_.rbegin(), state_by_path_.rend(),
+                    [](const auto& a, const auto& b) { return a.first == b.first; });
     state_by_path_.erase(state_by_path_.begin(), last_of_each.base());
     for (const Node* out : graph.output_node()->input_nodes()) escaping_.insert(out);
     for (const RecordedCall& call : recording.calls) {
@@ -185,7 +186,7 @@ class LeafCallFinder {
     bool any_param = false;
     const std::string prefix = target + ".";
     for (auto it = std::lower_bound(state_by_path_.begin(), state_by_path_.end(), prefix,
-                                    [](const auto& entry, const std::string& key) {
+                                    [](const auto&entry, const std::string&key) {
                                       return entry.first < std::string_view(key);
                                     });
          it != state_by_path_.end() && it->first.substr(0, prefix.size()) == prefix; ++it) {
@@ -320,9 +321,9 @@ class LeafCallFinder {
 
   // The get_attr node that reads the tensor at `path`, or nullptr.
   Node* state_at(std::string_view path) const {
-    auto it = std::lower_bound(
-        state_by_path_.begin(), state_by_path_.end(), path,
-        [](const auto& entry, std::string_view key) { return entry.first < key; });
+    auto it =
+        std::lower_bound(state_by_path_.begin(), state_by_path_.end(), path,
+                         [](const auto& entry, std::string_view key) { return entry.first < key; });
     return it != state_by_path_.end() && it->first == path ? it->second : nullptr;
   }
 
