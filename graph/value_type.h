@@ -6,9 +6,11 @@
 /// Worked out from the graph alone — an operator's schema, an item of a list or tuple, size
 /// arithmetic on ints — so it holds for a traced, an edited and a loaded graph alike. The
 /// readable code prints an int that follows the batch as torch.export prints a SymInt
-/// (`mul: "Sym(5*s0)"`), and a graph module (when it compiles) and both archive loaders refuse
-/// a node that takes a value of a type it cannot (an item of a tensor, arithmetic on a tensor,
-/// an item past a tuple's end).
+/// (`mul: "Sym(5*s0)"`); a graph module (when it compiles), ONNX export and both archive
+/// loaders refuse a node that takes a value of a type it cannot (an item of a tensor,
+/// arithmetic on a tensor, an item past a tuple's end), and a graph module's plan a list
+/// argument holding an item its schema's list cannot (a tensor among `int[]` sizes); ONNX
+/// export reads from it whether a value is a tensor, a size or a list.
 ///
 ///     ValueTypes types(graph);
 ///     types.of(max_node).str();     // "Tuple[Tensor, Tensor]"

@@ -538,6 +538,13 @@ def _schema_type(type_text):
     return "Any"
 
 
+# The list arguments whose items tdfx's plan checks (graph/graph_module.cpp), by their
+# schema type as Python spells it, and the item types each holds.
+_LIST_ELEMENTS = {"List[int]": "int", "List[SymInt]": "int", "List[Tensor]": "Tensor",
+                  "List[Optional[Tensor]]": "Tensor?"}
+_LIST_HOLDS = {"int": ("int",), "Tensor": ("Tensor",), "Tensor?": ("Tensor", "None")}
+
+
 def _value_type(record, types, where):
     """The type of a node's result, as tdfx works it out (graph/value_type.h): refuses a node
     that takes a value as a type it is not, as tdfx refuses it, naming both."""
@@ -569,7 +576,19 @@ def _value_type(record, types, where):
             if isinstance(arg, _Ref) and types.get(arg.name, "Any") not in ("int", "Any"):
                 _fail(where, f"{taken(arg)}, where {name} takes ints")
         return "int"
-    returns = [_schema_type(str(r.type)) for r in record.target._schema.returns]
+    schema = record.target._schema
+    for i, formal in enumerate(schema.arguments):
+        value = record.args[i] if i < len(record.args) else record.kwargs.get(formal.name)
+        element = _LIST_ELEMENTS.get(str(formal.type))
+        if element is None or not isinstance(value, (list, tuple)):
+            continue
+        for item in value:
+            of = types.get(item.name, "Any") if isinstance(item, _Ref) else "Any"
+            if of != "Any" and of not in _LIST_HOLDS[element]:
+                op = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+                _fail(where, f"a list argument of {op} holds %{item.name}, of type {of}, where "
+                             f"the schema takes {element}[]")
+    returns = [_schema_type(str(r.type)) for r in schema.returns]
     if len(returns) == 1:
         return returns[0]
     return f"Tuple[{', '.join(returns)}]" if returns else "None"

@@ -882,6 +882,13 @@ def cases(base):
              make=taken_as("operator.getitem")))
     add(Case("size_mul_of_a_tensor", "a Tensor, where operator.mul takes ints",
              make=taken_as("operator.mul")))
+    # A tensor among view's sizes: the plan builds an int[] from the items' values.
+    def tensor_in_sizes(a):
+        a.victim().update(op="call_function", target="aten::view",
+                          args=[{"node": a.user_placeholder()["name"]},
+                                {"list": [{"node": a.user_placeholder()["name"]}]}], kwargs=[])
+    add(Case("tensor_in_int_list", "of type Tensor, where the schema takes int[]",
+             make=edited(base, tensor_in_sizes)))
     add(Case("derived_dims_not_a_list", "derived_dims must be",
              make=edited(base, lambda a: a.victim()["meta"].update(derived_dims=[[0, 0, 1, 0]]))))
     def one_hot(a):
