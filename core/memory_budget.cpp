@@ -1,5 +1,6 @@
 #include "tdfx/core/memory_budget.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <c10/core/Allocator.h>
@@ -133,33 +134,95 @@ uint64_t ScopedMemoryBudget::peak() const {
 
 bool memory_budget_active() { return active != nullptr; }
 
-void check_list_op(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
-  ScopedMemoryBudget::State* budget = active;
-  if (budget == nullptr || args.empty() || !args[0].isTensor()) return;
-  const std::string& name = schema.name();
-  if (name != "aten::unbind" && name != "aten::split" && name != "aten::unsafe_split" &&
-      name != "aten::chunk" && name != "aten::tensor_split") {
-    return;
+namespace {
+
+// The number of items of the list argument `name`, or -1 when there is none.
+int64_t list_length(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+                    const char* name) {
+  const auto index = schema.argumentIndexWithName(name);
+  if (!index || static_cast<size_t>(*index) >= args.size() || !args[*index].isList()) return -1;
+  return static_cast<int64_t>(args[*index].toListRef().size());
+}
+
+// `dim` of a tensor of `rank` dimensions as an index, or -1 when it is out of range (the op
+// itself then says what is wrong).
+int64_t wrapped_dim(int64_t dim, int64_t rank) {
+  if (dim < 0) dim += rank;
+  return dim >= 0 && dim < rank ? dim : -1;
+}
+
+// The tensors an op returning a list of them makes, or 0 for another op.
+int64_t tensors_made(const std::string& name, const c10::FunctionSchema& schema,
+                     const std::vector<c10::IValue>& args, int64_t size) {
+  if (name == "aten::unbind") return size;
+  if (name == "aten::chunk" || name == "aten::unsafe_chunk") {
+    return std::min(int_arg(schema, args, "chunks", 1), std::max<int64_t>(size, 1));
   }
+  if (name == "aten::tensor_split") {
+    const int64_t indices = list_length(schema, args, "indices");
+    return indices >= 0 ? indices + 1 : int_arg(schema, args, "sections", 1);
+  }
+  if (name == "aten::split_with_sizes" || name == "aten::unsafe_split_with_sizes") {
+    return std::max<int64_t>(list_length(schema, args, "split_sizes"), 0);
+  }
+  if (name == "aten::split" || name == "aten::unsafe_split") {
+    const int64_t sizes = list_length(schema, args, "split_size");  // split.sizes
+    if (sizes >= 0) return sizes;
+    const int64_t step = int_arg(schema, args, "split_size", 1);
+    return step > 0 ? (size + step - 1) / step : 1;
+  }
+  return 0;
+}
+
+// Sorting ops whose CPU kernels sort each slice in a work vector of their own, one (value,
+// index) pair per element, outside LibTorch's allocator.
+bool sorts_in_work_memory(const std::string& name) {
+  return name == "aten::sort" || name == "aten::argsort" || name == "aten::msort" ||
+         name == "aten::topk" || name == "aten::kthvalue" || name == "aten::median" ||
+         name == "aten::nanmedian" || name == "aten::mode";
+}
+
+}  // namespace
+
+void check_unseen_memory(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {
+  ScopedMemoryBudget::State* budget = active;
+  if (budget == nullptr) return;
+  const std::string& name = schema.name();
+  for (const c10::IValue& arg : args) {
+    if (arg.isTensor() && arg.toTensor().dim() > kMaxDims) {
+      throw BudgetExceeded(fmt::format(
+          "{} takes a tensor of {} dimensions; a program run under a budget may use at most {} "
+          "(LibTorch keeps each tensor's sizes and strides outside its allocator, where no "
+          "budget sees them)",
+          name, arg.toTensor().dim(), kMaxDims));
+    }
+  }
+  if (args.empty() || !args[0].isTensor()) return;
   const at::Tensor& self = args[0].toTensor();
   if (self.dim() == 0) return;
-  int64_t dim = int_arg(schema, args, "dim", 0);
-  if (dim < 0) dim += self.dim();
-  if (dim < 0 || dim >= self.dim()) return;  // the op itself says what is wrong
-  const int64_t size = self.size(dim);
-  int64_t count = 1;
-  if (name == "aten::unbind") {
-    count = size;
-  } else if (name == "aten::chunk") {
-    count = std::min(int_arg(schema, args, "chunks", 1), std::max<int64_t>(size, 1));
-  } else if (name == "aten::tensor_split") {
-    count = int_arg(schema, args, "sections", 1);
-  } else {  // split by a size
-    const int64_t step = int_arg(schema, args, "split_size", 1);
-    count = step > 0 ? (size + step - 1) / step : 1;
+  if (sorts_in_work_memory(name)) {
+    const int64_t dim =
+        wrapped_dim(int_arg(schema, args, "dim", name == "aten::msort" ? 0 : -1), self.dim());
+    if (dim < 0) return;
+    const int64_t length = self.size(dim);
+    if (length == 0) return;
+    // Slices are sorted at once, each in its own work vector, by up to one per thread.
+    const int64_t slices = self.numel() / length;
+    const int64_t at_once = std::max<int64_t>(1, std::min<int64_t>(slices, at::get_num_threads()));
+    const uint64_t bytes = static_cast<uint64_t>(length) * 16 * static_cast<uint64_t>(at_once);
+    if (bytes > budget->left()) {
+      budget->refuse(fmt::format("{} sorts {} elements at a time in work memory of its own, "
+                                 "which takes",
+                                 name, length),
+                     bytes);
+    }
+    return;
   }
+  const int64_t dim = wrapped_dim(int_arg(schema, args, "dim", 0), self.dim());
+  if (dim < 0) return;
+  const int64_t count = tensors_made(name, schema, args, self.size(dim));
   const uint64_t bytes = static_cast<uint64_t>(std::max<int64_t>(count, 0)) * kTensorBookkeeping;
-  if (bytes > budget->left()) {
+  if (count > 0 && bytes > budget->left()) {
     budget->refuse(fmt::format("{} makes {} tensors, whose bookkeeping takes", name, count), bytes);
   }
 }

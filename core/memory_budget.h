@@ -11,8 +11,9 @@
 ///
 /// What counts: the bytes LibTorch's CPU allocator hands out on this thread from the scope's
 /// start and has not taken back (the live set, reported through c10's memory-reporting hook),
-/// plus, for an op that returns a list of tensors (`unbind`, `split`, `chunk`), what its
-/// tensors' bookkeeping takes (check_list_op), which no allocation shows.
+/// plus what an op takes outside that allocator, checked before it runs
+/// (check_unseen_memory): the bookkeeping of the tensors an op returning a list makes
+/// (`unbind`, `split`, `chunk`), and the work vectors sorting ops sort in (`sort`, `topk`).
 
 #include <ATen/core/ivalue.h>
 
@@ -61,10 +62,20 @@ class ScopedMemoryBudget {
 /// True while a ScopedMemoryBudget is active on this thread.
 bool memory_budget_active();
 
-/// Before an op runs under a budget: an op returning a list of tensors (`aten::unbind`,
-/// `split`, `unsafe_split`, `chunk`, `tensor_split`) is refused with BudgetExceeded when the
-/// tensors it would make (a few hundred bytes of bookkeeping each, and no allocation) would
-/// not fit in what is left. Does nothing without a budget.
-void check_list_op(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
+/// The most dimensions a tensor may have in an op run under a budget.
+inline constexpr int64_t kMaxDims = 64;
+
+/// Before an op runs under a budget, what it would take outside LibTorch's allocator; each is
+/// refused with BudgetExceeded when it would not fit in what is left:
+/// - an op returning a list of tensors (`aten::unbind`, `split`, `unsafe_split`,
+///   `split_with_sizes`, `unsafe_split_with_sizes`, `chunk`, `unsafe_chunk`, `tensor_split`):
+///   the tensors it would make, a few hundred bytes of bookkeeping each;
+/// - a sorting op (`sort`, `argsort`, `msort`, `topk`, `kthvalue`, `median`, `nanmedian`,
+///   `mode`): the work vectors it sorts in, 16 bytes per element of the dimension sorted, one
+///   per slice sorted at once (up to one per thread);
+/// - any op taking a tensor of more than kMaxDims dimensions is refused outright: LibTorch
+///   keeps sizes and strides (and an op's per-dimension state) where no budget sees them.
+/// Does nothing without a budget.
+void check_unseen_memory(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 
 }  // namespace tdfx

@@ -507,7 +507,15 @@ std::string shown_node(const Node& node) {
 
 std::string Plan::shown(const Node& node) const {
   std::string shown = shown_as ? shown_as(node) : std::string();
-  return shown.empty() ? shown_node(node) : shown;
+  if (shown.empty()) shown = shown_node(node);
+  // A node with a list of a million sizes names itself in a message by its start.
+  constexpr size_t kMost = 300;
+  if (shown.size() > kMost) {
+    size_t cut = kMost - 40;
+    while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
+    shown = fmt::format("{}… ({} characters)", shown.substr(0, cut), shown.size());
+  }
+  return shown;
 }
 
 void fetch_args(const Step& step, const std::vector<c10::IValue>& slots,
@@ -518,7 +526,7 @@ void fetch_args(const Step& step, const std::vector<c10::IValue>& slots,
 c10::IValue call_step(const Step& step, std::vector<c10::IValue>& args) {
   switch (step.kind) {
     case Step::Kind::kAten:
-      if (memory_budget_active()) check_list_op(step.op->schema(), args);
+      if (memory_budget_active()) check_unseen_memory(step.op->schema(), args);
       step.op->callBoxed(&args);
       if (step.returns == 1) return std::move(args[0]);
       return c10::ivalue::Tuple::create(std::move(args));

@@ -23,8 +23,9 @@ constexpr uint64_t kBudget = uint64_t{64} << 20;
 
 /// A program with one user input `x` (f32[2, 2]), the given state, and the node `build`
 /// makes from them as its one output; saved and loaded back with a 64 MiB budget.
-ExportedProgram attack(const std::function<Node*(Graph&, Node* x, std::map<std::string, Node*>&)>& build,
-                       std::map<std::string, at::Tensor> state = {}) {
+ExportedProgram attack(
+    const std::function<Node*(Graph&, Node* x, std::map<std::string, Node*>&)>& build,
+    std::map<std::string, at::Tensor> state = {}) {
   Graph g;
   std::map<std::string, Node*> placeholders;
   GraphSignature signature;
@@ -63,6 +64,12 @@ std::string refusal(const ExportedProgram& program) {
   return message;
 }
 
+std::string repeated(const std::string& text, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += text;
+  return out;
+}
+
 Node* aten(Graph& g, const char* op, Args args, Kwargs kwargs = {}) {
   return g.call_function(Target::aten(op), std::move(args), std::move(kwargs));
 }
@@ -76,7 +83,10 @@ TEST_CASE("budget: programs that ask for gigabytes at run time are refused where
            [](Graph& g, Node*, auto&) {
              return aten(g, "aten::arange", {9e8}, {{"dtype", c10::ScalarType::Double}});
            }},
-          {"eye", [](Graph& g, Node*, auto&) { return aten(g, "aten::eye.m", {40000, 40000}); }},
+          {"eye",
+           [](Graph& g, Node*, auto&) {
+             return aten(g, "aten::eye.m", {40000, 40000});
+           }},
           {"zeros_of_a_size",
            [](Graph& g, Node*, auto& state) {
              Node* n = aten(g, "aten::size.int", {state.at("b_empty"), 0});
@@ -105,6 +115,42 @@ TEST_CASE("budget: programs that ask for gigabytes at run time are refused where
            [](Graph& g, Node*, auto& state) {
              Node* parts = aten(g, "aten::unbind.int", {state.at("b_tall"), 0});
              return g.call_function(Target::getitem(), {parts, 0});
+           }},
+          {"unsafe_chunk",
+           [](Graph& g, Node*, auto& state) {
+             Node* parts = aten(g, "aten::unsafe_chunk", {state.at("b_tall"), 30000000});
+             return g.call_function(Target::getitem(), {parts, 0});
+           }},
+          {"split_with_sizes",
+           [](Graph& g, Node*, auto& state) {
+             Node* parts = aten(
+                 g, "aten::split_with_sizes",
+                 {state.at("b_tall"), list(std::vector<Argument>(200000, Argument(int64_t{1})))});
+             return g.call_function(Target::getitem(), {parts, 0});
+           }},
+          // A weight of no elements, expanded along its size: a long dimension that takes no
+          // memory, sorted in work memory the allocator does not see.
+          {"topk_of_an_expanded_view",
+           [](Graph& g, Node* x, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_tall"), 0});
+             Node* one = aten(g, "aten::reshape", {aten(g, "aten::sum", {x}), list({1})});
+             Node* wide = aten(g, "aten::expand", {one, list({n})});
+             return g.call_function(Target::getitem(), {aten(g, "aten::topk", {wide, 1}), 0});
+           }},
+          {"sort_stable_of_an_expanded_view",
+           [](Graph& g, Node* x, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_tall"), 0});
+             Node* one = aten(g, "aten::reshape", {aten(g, "aten::sum", {x}), list({1})});
+             Node* wide = aten(g, "aten::expand", {one, list({n})});
+             Node* sorted = aten(g, "aten::sort.stable", {wide}, {{"stable", true}});
+             return g.call_function(Target::getitem(), {sorted, 0});
+           }},
+          {"hundred_dimensions",
+           [](Graph& g, Node* x, auto&) {
+             std::vector<Argument> sizes(98, Argument(int64_t{1}));
+             sizes.emplace_back(int64_t{2});
+             sizes.emplace_back(int64_t{2});
+             return aten(g, "aten::relu", {aten(g, "aten::view", {x, list(sizes)})});
            }},
       };
   const std::map<std::string, at::Tensor> state = {{"b_empty", at::zeros({60000, 0})},
@@ -140,6 +186,34 @@ TEST_CASE("budget: programs that ask for gigabytes at run time are refused where
                          "while executing %unbind = torch.unbind(%b_tall): aten::unbind makes "
                          "30000000 tensors, whose bookkeeping takes 15.4 GB (15,360,000,000 "
                          "bytes)" +
+                             none_live},
+                        {"hundred_dimensions",
+                         "while executing %relu = torch.relu(%view): aten::relu takes a tensor "
+                         "of 100 dimensions; a program run under a budget may use at most 64 "
+                         "(LibTorch keeps each tensor's sizes and strides outside its "
+                         "allocator, where no budget sees them)"},
+                        {"sort_stable_of_an_expanded_view",
+                         "while executing %sort = torch.sort(%expand, stable=True): aten::sort "
+                         "sorts 30000000 elements at a time in work memory of its own, which "
+                         "takes 480 MB (480,000,000 bytes), with 4 bytes live already; " +
+                             budget},
+                        {"split_with_sizes",
+                         // The node names itself by its first 260 characters.
+                         "while executing %split_with_sizes = torch.split_with_sizes(%b_tall, "
+                         "split_sizes=[" +
+                             repeated("1, ", 65) +
+                             "… (600065 characters): aten::split_with_sizes makes 200000 "
+                             "tensors, whose bookkeeping takes 102 MB (102,400,000 bytes)" +
+                             none_live},
+                        {"topk_of_an_expanded_view",
+                         "while executing %topk = torch.topk(%expand, k=1): aten::topk sorts "
+                         "30000000 elements at a time in work memory of its own, which takes "
+                         "480 MB (480,000,000 bytes), with 4 bytes live already; " +
+                             budget},
+                        {"unsafe_chunk",
+                         "while executing %unsafe_chunk = torch.unsafe_chunk(%b_tall, "
+                         "chunks=30000000): aten::unsafe_chunk makes 30000000 tensors, whose "
+                         "bookkeeping takes 15.4 GB (15,360,000,000 bytes)" +
                              none_live},
                         {"upsample",
                          "while executing %upsample_nearest2d = "
