@@ -64,11 +64,13 @@ std::vector<std::pair<std::string, TensorMeta>> user_inputs(const ExportedProgra
     for (const Node* node : program.graph().nodes()) {
       if (node->op() == OpCode::kPlaceholder && node->name() == spec.name) {
         const TensorMeta& meta = node->meta().tensor;
+        // Named by its key, as the program's module takes it (the placeholder may be named
+        // otherwise, as a weight's placeholder can be named like a key).
         if (!meta.dtype || !meta.shape) {
           fail<Error>("input '{}' has no recorded dtype and shape; give it with --input {}=FILE",
-                      spec.name, spec.name);
+                      spec.target, spec.target);
         }
-        out.emplace_back(spec.name, meta);
+        out.emplace_back(spec.target, meta);
       }
     }
   }

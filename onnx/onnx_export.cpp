@@ -539,9 +539,15 @@ void Converter::convert() {
   const GraphSignature& signature = program_.graph_signature();
   std::unordered_map<std::string, const InputSpec*> input_of;
   for (const InputSpec& in : signature.inputs) input_of[in.name] = &in;
-  // Names the model gives: graph inputs, initializers, then output keys.
+  // Names the model gives: graph inputs (the user's keys, as spelled), then initializers (a
+  // weight's placeholder name, made fresh where a key took it: a program whose input `w` and
+  // parameter `w` were one ONNX name would read the weight for both), then output keys.
   for (const InputSpec& in : signature.inputs) {
-    names_.insert(in.kind == InputKind::kUserInput ? in.target : in.name);
+    if (in.kind == InputKind::kUserInput) names_.insert(in.target);
+  }
+  std::unordered_map<std::string, std::string> initializer_names;
+  for (const InputSpec& in : signature.inputs) {
+    if (in.kind != InputKind::kUserInput) initializer_names[in.name] = fresh(in.name);
   }
   std::vector<std::string> output_names;
   for (const OutputSpec& out : signature.outputs) {
@@ -577,9 +583,9 @@ void Converter::convert() {
                 fmt::format("cannot write placeholder '{}' as ONNX: no tensor for it", spec.name));
           }
           TensorProto* init = graph_->add_initializer();
-          init->set_name(spec.name);
+          init->set_name(initializer_names.at(spec.name));
           fill_tensor(init, state->second, fmt::format("placeholder '{}'", spec.name));
-          values_[n] = {spec.name, {}};
+          values_[n] = {init->name(), {}};
         }
         break;
       }

@@ -310,6 +310,36 @@ TEST_CASE("onnx: a node that takes a value of the wrong type is refused by name,
                        OnnxError);
 }
 
+TEST_CASE("onnx: a user input named like a weight stays two values") {
+  // The key `w` names the graph input; the parameter placeholder `w` is an initializer of
+  // another name. One name for both made ONNX Runtime add the weight to itself.
+  Graph g;
+  Node* w = g.placeholder("w");
+  w->meta().tensor.dtype = c10::kFloat;
+  w->meta().tensor.shape = std::vector<int64_t>{3};
+  Node* x = g.placeholder("x");
+  x->meta().tensor.dtype = c10::kFloat;
+  x->meta().tensor.shape = std::vector<int64_t>{3};
+  Node* sum = g.call_function(Target::aten("aten::add.Tensor"), {x, w});
+  sum->meta().tensor = x->meta().tensor;
+  g.output(tuple({sum}));
+  GraphSignature signature;
+  signature.inputs = {{InputKind::kParameter, "w", "module.w", {}},
+                      {InputKind::kUserInput, "x", "w", {}}};
+  signature.outputs = {{"add", NestedKey("y")}};
+  const ExportedProgram program(std::move(g), std::move(signature),
+                                {{"w", at::tensor({10.0f, 20.0f, 30.0f})}});
+  const Inputs inputs = {{"w", at::tensor({1.0f, 2.0f, 3.0f})}};
+  CHECK(program.module()(inputs)[0].equal(at::tensor({11.0f, 22.0f, 33.0f})));
+  check_against_ort(program, inputs);
+  onnx::ModelProto model;
+  REQUIRE(model.ParseFromString(onnx_model(program)));
+  REQUIRE(model.graph().input_size() == 1);
+  CHECK(model.graph().input(0).name() == "w");
+  REQUIRE(model.graph().initializer_size() == 1);
+  CHECK(model.graph().initializer(0).name() == "w_1");
+}
+
 TEST_CASE("onnx: training-mode layers are refused, naming the node") {
   // BatchNorm tracking statistics updates its buffers in place first; without them it still
   // normalises by the batch's statistics. Dropout draws a mask.
