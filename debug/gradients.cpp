@@ -247,7 +247,7 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
   if (debuggee.state_inputs.empty()) pass.wrt = root_parameters(debuggee);
   std::vector<at::Tensor> wrt;
   for (const auto& [name, t] : pass.wrt) wrt.push_back(t);
-  rethrow_foreign_as<RunError>(fmt::format("backward from the loss ({})", loss.describe()), [&] {
+  try {
     if (wrt.empty()) {
       // Gradients of intermediate values only (inputs that require grad): hooks see them.
       torch::autograd::backward({pass.loss}, {}, /*retain_graph=*/false);
@@ -255,7 +255,21 @@ Pass forward_backward(const Debuggee& debuggee, const Loss& loss) {
       pass.wrt_grads = torch::autograd::grad({pass.loss}, wrt, {}, /*retain_graph=*/false,
                                              /*create_graph=*/false, /*allow_unused=*/true);
     }
-  });
+  } catch (const Error&) {
+    throw;
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Autograd runs a node's backward once its value's gradient has arrived: what failed (an
+    // allocation past the budget, a kernel's check) is in the backward of the last node whose
+    // gradient arrived, or of the loss when none had.
+    const std::string at =
+        pass.run->order.empty()
+            ? std::string("in the backward of the loss")
+            : fmt::format("in the backward of %{} (the last node whose gradient was computed)",
+                          pass.run->order.back()->name());
+    fail<RunError>("backward from the loss ({}), {}: {}", loss.describe(), at, library_message(e));
+  }
   const bool reached =
       !pass.run->order.empty() || std::any_of(pass.wrt_grads.begin(), pass.wrt_grads.end(),
                                               [](const at::Tensor& g) { return g.defined(); });

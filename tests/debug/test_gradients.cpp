@@ -14,6 +14,7 @@
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/debug/gradients.h"
 #include "tdfx/debug/overlay.h"
 #include "tdfx/diagram/traced_diagram.h"
@@ -631,4 +632,40 @@ TEST_CASE("gradients: the flow of a pipeline that is one TensorDictModule has it
   const std::string table = flow_table(flow, 100).str();
   CHECK(table.find("\n(root)") != std::string::npos);
   CHECK(table.find("\n  fc1") != std::string::npos);
+}
+
+TEST_CASE("gradients: a backward past the memory budget is refused naming the node it was in") {
+  // gather's backward writes into zeros the size of its input: an expanded weight, 14.4 GB
+  // though the forward holds a few bytes.
+  Graph g;
+  Node* w = g.placeholder("p_w");
+  w->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{1, 1}};
+  Node* empty = g.placeholder("b_empty");
+  empty->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{60000, 0}};
+  Node* index = g.placeholder("b_index");
+  index->meta().tensor = TensorMeta{at::kLong, std::vector<int64_t>{1, 1}};
+  Node* x = g.placeholder("x");
+  x->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{1, 1}};
+  Node* n = g.call_function(Target::aten("aten::size.int"), {empty, int64_t{0}});
+  Node* wide = g.call_function(Target::aten("aten::expand"), {w, list({n, n})});
+  Node* picked = g.call_function(Target::aten("aten::gather"), {wide, int64_t{0}, index});
+  Node* out = g.call_function(Target::aten("aten::mul.Tensor"), {picked, x});
+  g.output(tuple({out}));
+  GraphSignature signature;
+  signature.inputs = {{InputKind::kParameter, "p_w", "module.w", {}},
+                      {InputKind::kBuffer, "b_empty", "module.empty", {}},
+                      {InputKind::kBuffer, "b_index", "module.index", {}},
+                      {InputKind::kUserInput, "x", "x", {}}};
+  signature.outputs = {{"mul", NestedKey("y")}};
+  const ExportedProgram program(std::move(g), std::move(signature),
+                                {{"p_w", at::ones({1, 1})},
+                                 {"b_empty", at::zeros({60000, 0})},
+                                 {"b_index", at::zeros({1, 1}, at::kLong)}});
+  const ScopedMemoryBudget budget(uint64_t{64} << 20, "the test's budget");
+  CHECK_THROWS_WITH_AS(
+      grad_stats(debuggee(program, {at::ones({1, 1})}), Loss::sum()),
+      doctest::Contains("backward from the loss (sum of every output), in the backward of "
+                        "%gather (the last node whose gradient was computed): an allocation of "
+                        "14.4 GB (14,400,000,000 bytes)"),
+      RunError);
 }
