@@ -279,9 +279,21 @@ std::string Converter::const_scalar(double value, c10::ScalarType dtype) {
   const std::string key = fmt::format("{}:{}", c10::toString(dtype), value);
   auto it = const_cache_.find(key);
   if (it != const_cache_.end()) return it->second;
+  // A floating constant past its dtype's range is infinite, as C++'s conversion makes it in
+  // ATen's kernels (round's 10^40 in float); an integer one that does not fit is refused.
+  at::Tensor scalar;
+  if (at::isFloatingType(dtype)) {
+    scalar = at::scalar_tensor(value, at::TensorOptions().dtype(at::kDouble)).to(dtype);
+  } else {
+    try {
+      scalar = at::scalar_tensor(value, at::TensorOptions().dtype(dtype));
+    } catch (const c10::Error&) {
+      refuse(fmt::format("the constant {} does not fit {}", value, c10::toString(dtype)));
+    }
+  }
   TensorProto* init = graph_->add_initializer();
   init->set_name(fresh("const/" + std::string(c10::toString(dtype))));
-  fill_tensor(init, at::scalar_tensor(value, at::TensorOptions().dtype(dtype)), where());
+  fill_tensor(init, scalar, where());
   return const_cache_[key] = init->name();
 }
 
@@ -1122,7 +1134,15 @@ Value slice_rule(Converter& c) {
 
 Value narrow_rule(Converter& c) {
   const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  const int64_t start = c.int_arg(2), length = c.int_arg(3);
+  int64_t start = c.int_arg(2);
+  const int64_t length = c.int_arg(3);
+  if (start < 0) {
+    // ATen counts a negative start from the dimension's end; Slice would count its end
+    // (start + length) from the end too, and take nothing where that reaches 0.
+    if (c.follows_batch(0, dim))
+      c.refuse("narrow from the end of a dimension that follows the batch");
+    start += c.shape_of(0)[static_cast<size_t>(dim)];
+  }
   return tensor_value(c.op("Slice", {c.tensor(0), c.const_ints({start}),
                                      c.const_ints({start + length}), c.const_ints({dim})}));
 }

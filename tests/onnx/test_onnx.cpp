@@ -506,6 +506,15 @@ TEST_CASE(
   const Inputs values = {{"x", at::randn({4, 6}) * 100}};
   check(make_td_module([](const at::Tensor& x) { return at::round(x, 1); }, {"x"}, {"y"}), values);
   check(make_td_module([](const at::Tensor& x) { return at::round(x, -1); }, {"x"}, {"y"}), values);
+  // 10^40 is past float: ATen multiplies by infinity and divides by it, NaN for every element.
+  check(make_td_module([](const at::Tensor& x) { return at::round(x, 40); }, {"x"}, {"y"}), values);
+  check(make_td_module([](const at::Tensor& x) { return at::round(x, -40); }, {"x"}, {"y"}),
+        values);
+  // narrow from the end: a negative start counts from the dimension's end.
+  check(make_td_module([](const at::Tensor& x) { return x.narrow(1, -2, 2); }, {"x"}, {"y"}),
+        values);
+  check(make_td_module([](const at::Tensor& x) { return x.narrow(0, -3, 1); }, {"x"}, {"y"}),
+        values);
   check(
       make_td_module([](const at::Tensor& x) { return x * x.var() + x.std(false); }, {"x"}, {"y"}),
       values);
