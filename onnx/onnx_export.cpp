@@ -862,6 +862,29 @@ Rule comparison(std::string op, bool negate) {
   };
 }
 
+/// ATen's floor division of floats (c10's div_floor_floating), not Floor(x / y): the quotient
+/// of x less its remainder, less one where the remainder's sign is not the divisor's, floored
+/// and rounded up when that left more than a half (1 // 0.1 is 9, where Floor(1 / 0.1) is
+/// 10); the quotient `q` itself where y is 0; 0 with the quotient's sign where it is 0.
+std::string floor_divide_as_aten(Converter& c, const std::string& x, const std::string& y,
+                                 const std::string& q, c10::ScalarType t) {
+  const std::string zero = c.const_scalar(0.0, t);
+  NodeProto* remainder = c.emit("Mod", {x, y});
+  set_attr(remainder, "fmod", int64_t{1});
+  const std::string mod = remainder->output(0);
+  std::string div = c.op("Div", {c.op("Sub", {x, mod}), y});
+  const std::string other_sign =
+      c.op("And", {c.op("Not", {c.op("Equal", {mod, zero})}),
+                   c.op("Xor", {c.op("Less", {y, zero}), c.op("Less", {mod, zero})})});
+  div = c.op("Sub", {div, c.cast(other_sign, t)});
+  std::string floored = c.op("Floor", {div});
+  const std::string past_half =
+      c.op("Greater", {c.op("Sub", {div, floored}), c.const_scalar(0.5, t)});
+  floored = c.op("Add", {floored, c.cast(past_half, t)});
+  floored = c.op("Where", {c.op("Equal", {div, zero}), c.op("Mul", {zero, q}), floored});
+  return c.op("Where", {c.op("Equal", {y, zero}), q, floored});
+}
+
 Value div_rule(Converter& c) {
   const c10::ScalarType t = c.out_dtype();
   std::string x = c.cast_if(c.tensor(0, t), c.dtype_of(0), t);
@@ -870,7 +893,7 @@ Value div_rule(Converter& c) {
   const std::string mode = c.arg_count() > 2 && !c.is_none(2) ? c.string_arg(2) : "";
   if (mode == "floor") {
     if (!c10::isFloatingType(t)) c.refuse("floor division of integers");
-    q = c.op("Floor", {q});
+    q = floor_divide_as_aten(c, x, y, q, t);
   } else if (mode == "trunc") {
     if (!c10::isFloatingType(t)) c.refuse("truncating division of integers");
     q = c.op("Mul", {c.op("Sign", {q}), c.op("Floor", {c.op("Abs", {q})})});

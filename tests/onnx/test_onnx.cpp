@@ -510,6 +510,17 @@ TEST_CASE(
   check(make_td_module([](const at::Tensor& x) { return at::round(x, 40); }, {"x"}, {"y"}), values);
   check(make_td_module([](const at::Tensor& x) { return at::round(x, -40); }, {"x"}, {"y"}),
         values);
+  // Floor division of floats as ATen computes it: 1 // 0.1 is 9 (Floor(1 / 0.1) is 10), signs
+  // mixed, and division by 0.
+  const Inputs ratios = {{"x", at::tensor({1.0f, -1.0f, 7.0f, -7.0f, 0.0f, 5.0f, 0.3f, -0.3f})}};
+  check(make_td_module([](const at::Tensor& x) { return at::div(x, 0.1, "floor"); }, {"x"}, {"y"}),
+        ratios);
+  check(make_td_module(
+            [](const at::Tensor& x, const at::Tensor& d) { return at::div(x, d, "floor"); },
+            {"x", "d"}, {"y"}),
+        {ratios[0], {"d", at::tensor({0.1f, 0.1f, -2.0f, 2.0f, 3.0f, 0.0f, -0.1f, 0.1f})}});
+  check(make_td_module([](const at::Tensor& x) { return at::div(x, 0.1, "floor"); }, {"x"}, {"y"}),
+        values);
   // narrow from the end: a negative start counts from the dimension's end.
   check(make_td_module([](const at::Tensor& x) { return x.narrow(1, -2, 2); }, {"x"}, {"y"}),
         values);
