@@ -929,6 +929,15 @@ def cases(base):
     add(Case("nodes_named_key_0_key_1", None, make=edited(base, key_names),
              commands=("show", "show --signature", "show --graph", "show --code", "render"),
              accept=True, note="legal: names the diagram once used for its notes"))
+    # A user input whose key is a weight's placeholder name: one tensor each, in `run` (which
+    # names inputs by key) as in ONNX (where the weight's initializer is renamed).
+    def key_named_like_a_weight(a):
+        inputs = a.document["signature"]["inputs"]
+        weight = next(i["name"] for i in inputs if i["kind"] == "parameter")
+        next(i for i in inputs if i["kind"] == "user_input")["target"] = weight
+    add(Case("user_input_key_named_like_a_weight", None,
+             make=edited(base, key_named_like_a_weight), commands=("run", "show --signature"),
+             accept=True, note="legal: keys and placeholder names are apart"))
     add(Case("clone_contiguous_format", None,
              make=edited(base, clone({"memory_format": "contiguous_format"})),
              commands=("show", "show --graph", "show --code", "render"),
