@@ -2216,7 +2216,10 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"sub", {"Sub (Mul for alpha)", add_sub("Sub", false)}},
       {"rsub", {"Sub (Mul for alpha)", add_sub("Sub", true)}},
       {"mul", {"Mul", binary("Mul")}},
-      {"div", {"Div (Floor, Sign and Abs for a rounding mode)", div_rule}},
+      {"div",
+       {"Div (Mod, Floor and Where for floor rounding, as ATen floors; Sign, Abs and Floor for "
+        "trunc)",
+        div_rule}},
       {"pow", {"Pow", pow_rule}},
       {"maximum", {"Max", binary("Max")}},
       {"minimum", {"Min", binary("Min")}},
