@@ -12,7 +12,7 @@
 /// memory nothing recorded wrote, drops the dead nodes and moves the recording's graph out: no
 /// second graph is built), and give_modules with ProgramNames, which only what looks at the
 /// program needs (a trace runs them when its program or view is first looked at,
-/// detail::TracedView). flat_program does both.
+/// detail::TracedView). flat_program does both, naming the ops itself.
 
 #include <unordered_map>
 #include <vector>
@@ -72,10 +72,13 @@ class ProgramNames {
   NameScopes scopes_;
 };
 
-/// prune_program, give_modules and the nodes named by ProgramNames: what a trace does in two
-/// steps (the second when first looked at), at once, for export_program. Its get_attr nodes
-/// keep the recorder's names and get no module: export lifts each to a placeholder named for
-/// its path, with meta of its own.
+/// prune_program and give_modules, what a trace does in two steps (the second when first
+/// looked at), at once, for export_program; then its ops named in one namespace, as
+/// torch.export names a program's (a trace's program, TracedView, names them with
+/// ProgramNames, which replays the prototype's nested scopes: the names come out alike, each
+/// scope counting the same base names in program order). Its get_attr nodes keep the
+/// recorder's names and get no module: export lifts each to a placeholder named for its path,
+/// with meta of its own.
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options);
 
