@@ -1183,6 +1183,27 @@ Value expand_rule(Converter& c) {
   return tensor_value(c.op("Expand", {c.tensor(0), c.const_ints(sizes)}));
 }
 
+Value reduce_rule(Converter& c, const std::string& op, bool axes_as_input);
+
+/// mean as ReduceMean, or, over a dimension of no elements, as ATen has it: the sum (0)
+/// divided by the count (0), NaN.
+Value mean_rule(Converter& c) {
+  const std::vector<int64_t>& shape = c.shape_of(0);
+  std::vector<int64_t> dims;
+  if (c.arg_count() > 1 && (c.arg(1).is<ArgumentList>() || c.arg(1).is<int64_t>())) {
+    for (int64_t d : c.ints_arg(1)) dims.push_back(c.norm_dim(d, c.rank_of(0)));
+  }
+  if (dims.empty()) {
+    for (size_t d = 0; d < shape.size(); ++d) dims.push_back(static_cast<int64_t>(d));
+  }
+  const bool empty = std::any_of(dims.begin(), dims.end(), [&](int64_t d) {
+    return shape[static_cast<size_t>(d)] == 0 && !c.follows_batch(0, d);
+  });
+  if (!empty) return reduce_rule(c, "ReduceMean", false);
+  const std::string sum = reduce_rule(c, "ReduceSum", true).name;
+  return tensor_value(c.op("Div", {sum, c.const_scalar(0.0, c.out_dtype())}));
+}
+
 Value reduce_rule(Converter& c, const std::string& op, bool axes_as_input) {
   // (x, dims, keepdim, dtype) or the whole tensor (x, dtype).
   const int64_t rank = c.rank_of(0);
@@ -1927,23 +1948,26 @@ Value group_norm_rule(Converter& c) {
 }
 
 /// all/any: over everything, or one dimension (all.dim(x, dim, keepdim)).
+/// all and any as counts, which an empty reduction has too (ReduceMin and ReduceMax of nothing
+/// are not ATen's True and False): all is "no element is false", any "some element is true".
 Value all_any_rule(Converter& c, bool all) {
   std::string x = c.tensor(0);
-  std::string as_int =
-      c.cast(c.dtype_of(0) == c10::kBool
-                 ? x
-                 : c.op("Not", {c.op("Equal", {x, c.const_scalar(0, c.dtype_of(0))})}),
-             c10::kInt);
+  std::string truth = c.dtype_of(0) == c10::kBool
+                          ? x
+                          : c.op("Not", {c.op("Equal", {x, c.const_scalar(0, c.dtype_of(0))})});
+  if (all) truth = c.op("Not", {truth});
   NodeProto* r;
   if (c.arg_count() > 1 && c.arg(1).is<int64_t>()) {
-    r = c.emit(all ? "ReduceMin" : "ReduceMax", {as_int});
-    set_attr(r, "axes", std::vector<int64_t>{c.norm_dim(c.int_arg(1), c.rank_of(0))});
+    r = c.emit("ReduceSum",
+               {c.cast(truth, c10::kLong), c.const_ints({c.norm_dim(c.int_arg(1), c.rank_of(0))})});
     set_attr(r, "keepdims", int64_t{c.bool_arg(2)});
   } else {
-    r = c.emit(all ? "ReduceMin" : "ReduceMax", {as_int});
+    r = c.emit("ReduceSum", {c.cast(truth, c10::kLong)});
     set_attr(r, "keepdims", int64_t{0});
   }
-  return tensor_value(c.cast(r->output(0), c10::kBool));
+  const std::string zero = c.const_scalar(0, c10::kLong);
+  return tensor_value(all ? c.op("Equal", {r->output(0), zero})
+                          : c.op("Greater", {r->output(0), zero}));
 }
 
 Value pixel_shuffle_rule(Converter& c) {
@@ -2316,8 +2340,12 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
        {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, std::nullopt); }}},
       {"arange", {"Range", arange_rule}},
       {"broadcast_tensors", {"Add, Shape, Expand", broadcast_tensors_rule}},
-      {"all", {"Equal, Not, Cast, ReduceMin", [](Converter& c) { return all_any_rule(c, true); }}},
-      {"any", {"Equal, Not, Cast, ReduceMax", [](Converter& c) { return all_any_rule(c, false); }}},
+      {"all",
+       {"Equal, Not, Cast, ReduceSum (the false counted)",
+        [](Converter& c) { return all_any_rule(c, true); }}},
+      {"any",
+       {"Equal, Not, Cast, ReduceSum (the true counted)",
+        [](Converter& c) { return all_any_rule(c, false); }}},
       {"pixel_shuffle", {"DepthToSpace (CRD)", pixel_shuffle_rule}},
       {"upsample_nearest2d",
        {"Resize (nearest, asymmetric, floor)",
@@ -2353,7 +2381,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"triu", {"Trilu", [](Converter& c) { return trilu_rule(c, true); }}},
       // Reductions.
       {"sum", {"ReduceSum", [](Converter& c) { return reduce_rule(c, "ReduceSum", true); }}},
-      {"mean", {"ReduceMean", [](Converter& c) { return reduce_rule(c, "ReduceMean", false); }}},
+      {"mean", {"ReduceMean (ReduceSum over 0, NaN, over a dimension of no elements)", mean_rule}},
       {"amax", {"ReduceMax", [](Converter& c) { return reduce_rule(c, "ReduceMax", false); }}},
       {"amin", {"ReduceMin", [](Converter& c) { return reduce_rule(c, "ReduceMin", false); }}},
       {"prod", {"ReduceProd", [](Converter& c) { return reduce_rule(c, "ReduceProd", false); }}},

@@ -521,6 +521,25 @@ TEST_CASE(
         {ratios[0], {"d", at::tensor({0.1f, 0.1f, -2.0f, 2.0f, 3.0f, 0.0f, -0.1f, 0.1f})}});
   check(make_td_module([](const at::Tensor& x) { return at::div(x, 0.1, "floor"); }, {"x"}, {"y"}),
         values);
+  // Reductions over a dimension of no elements, as ATen has them: mean NaN, all true, any
+  // false; and over elements, as before.
+  check(make_td_module([](const at::Tensor& x) { return x.narrow(1, 0, 0).mean(1); }, {"x"},
+                       {"y"}),
+        values);
+  check(make_td_module([](const at::Tensor& x) { return (x.narrow(1, 0, 0) > 0).all(1); },
+                       {"x"}, {"y"}),
+        values);
+  check(make_td_module([](const at::Tensor& x) { return (x.narrow(1, 0, 0) > 0).any(1); },
+                       {"x"}, {"y"}),
+        values);
+  check(make_td_module(
+            [](const at::Tensor& x) {
+              return at::stack({(x > -100).all(1), (x > 0).any(1), (x > 0).all(1)});
+            },
+            {"x"}, {"y"}),
+        values);
+  check(make_td_module([](const at::Tensor& x) { return (x > -500).all(); }, {"x"}, {"y"}),
+        values);
   // narrow from the end: a negative start counts from the dimension's end.
   check(make_td_module([](const at::Tensor& x) { return x.narrow(1, -2, 2); }, {"x"}, {"y"}),
         values);
