@@ -93,6 +93,9 @@ Node* StateUpdates::state_of(Node* node) const {
 namespace {
 
 class LeafCallFinder {
+  /// Paths (views) and the get_attr node reading each: state_by_path_.
+  using StatePaths = std::vector<std::pair<std::string_view, Node*>>;
+
  public:
   LeafCallFinder(const Graph& graph, const PipelineRecording& recording, const LiveNodes& live,
                  const StateUpdates& updates, const TraceOptions& options)
@@ -185,10 +188,7 @@ class LeafCallFinder {
     params_.clear();
     bool any_param = false;
     const std::string prefix = target + ".";
-    for (auto it = std::lower_bound(state_by_path_.begin(), state_by_path_.end(), prefix,
-                                    [](const auto&entry, const std::string&key) {
-                                      return entry.first < std::string_view(key);
-                                    });
+    for (auto it = first_from(prefix);
          it != state_by_path_.end() && it->first.substr(0, prefix.size()) == prefix; ++it) {
       params_.insert(it->second);
       any_param = true;
@@ -319,11 +319,16 @@ class LeafCallFinder {
     return true;
   }
 
+  // The first entry of state_by_path_ whose path is not before `path`.
+  StatePaths::const_iterator first_from(std::string_view path) const {
+    return std::lower_bound(
+        state_by_path_.begin(), state_by_path_.end(), path,
+        [](const auto& entry, std::string_view key) { return entry.first < key; });
+  }
+
   // The get_attr node that reads the tensor at `path`, or nullptr.
   Node* state_at(std::string_view path) const {
-    auto it =
-        std::lower_bound(state_by_path_.begin(), state_by_path_.end(), path,
-                         [](const auto& entry, std::string_view key) { return entry.first < key; });
+    const auto it = first_from(path);
     return it != state_by_path_.end() && it->first == path ? it->second : nullptr;
   }
 
@@ -493,7 +498,7 @@ class LeafCallFinder {
   NodeSet params_, derived_, read_, members_, kept_, seen_;
   /// get_attr nodes by each path of their tensor (views of the nodes' targets and of the
   /// recording's aliases), sorted so a module's are one range.
-  std::vector<std::pair<std::string_view, Node*>> state_by_path_;
+  StatePaths state_by_path_;
   /// The recording's parameter paths, sorted: a module's are one range.
   std::vector<std::string_view> parameter_paths_;
   LeafCalls out_;

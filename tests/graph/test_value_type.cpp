@@ -1,6 +1,7 @@
 // The type of each node's result (graph/value_type.h), worked out from the graph alone.
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -117,28 +118,34 @@ TEST_CASE(
     "value types: a graph module refuses a list item of a type its schema's list cannot hold") {
   // view's sizes are int[]: a tensor among them is refused when the plan is made, naming the
   // node, the item and both types; a size node (an int) is taken.
-  Graph g;
-  Node* x = batch_input(g);
-  Node* size = g.call_function(Target::aten("aten::size.int"), {x, int64_t{0}});
-  g.output(g.call_function(Target::aten("aten::view"), {x, list({size, x})}));
-  CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(g)),
-                       "%view: a list argument of aten::view holds %x, of type Tensor, where "
-                       "the schema takes int[]",
-                       GraphError);
+  // A graph of one op on the input x and its size `size`, with the arguments `args` makes.
+  auto graph_of = [](const char* op, const std::function<Args(Node * x, Node * size)>& args) {
+    Graph g;
+    Node* x = batch_input(g);
+    Node* size = g.call_function(Target::aten("aten::size.int"), {x, int64_t{0}});
+    g.output(g.call_function(Target::aten(op), args(x, size)));
+    return g;
+  };
+  CHECK_THROWS_WITH_AS(
+      GraphModule(nullptr, graph_of("aten::view",
+                                    [](Node* x, Node* size) {
+                                      return Args{x, list({size, x})};
+                                    })),
+      "%view: a list argument of aten::view holds %x, of type Tensor, where the schema takes "
+      "int[]",
+      GraphError);
   // cat's tensors are Tensor[]: a size is refused.
-  Graph h;
-  Node* y = batch_input(h);
-  Node* n = h.call_function(Target::aten("aten::size.int"), {y, int64_t{0}});
-  h.output(h.call_function(Target::aten("aten::cat"), {list({y, n}), int64_t{0}}));
-  CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(h)),
-                       "%cat: a list argument of aten::cat holds %size, of type Sym(s0), where the "
-                       "schema takes Tensor[]",
-                       GraphError);
+  CHECK_THROWS_WITH_AS(
+      GraphModule(nullptr, graph_of("aten::cat",
+                                    [](Node* x, Node* size) {
+                                      return Args{list({x, size}), int64_t{0}};
+                                    })),
+      "%cat: a list argument of aten::cat holds %size, of type Sym(s0), where the schema takes "
+      "Tensor[]",
+      GraphError);
   // A size in view's sizes runs.
-  Graph ok;
-  Node* z = batch_input(ok);
-  Node* rows = ok.call_function(Target::aten("aten::size.int"), {z, int64_t{0}});
-  ok.output(ok.call_function(Target::aten("aten::view"), {z, list({rows, int64_t{-1}})}));
-  GraphModule gm(nullptr, std::move(ok));
+  GraphModule gm(nullptr, graph_of("aten::view", [](Node* x, Node* size) {
+                   return Args{x, list({size, int64_t{-1}})};
+                 }));
   CHECK(gm.run({at::ones({4, 3})}).at(0).toTensor().sizes() == at::IntArrayRef({4, 3}));
 }
