@@ -168,13 +168,17 @@ LeafCalls give_modules(const Graph& program, PipelineRecording& recording, const
 
 FlatProgram flat_program(PipelineRecording& recording, const LiveNodes& live,
                          const StateUpdates& updates, const TraceOptions& options) {
+  const size_t recorded = recording.graph.size();
   FlatProgram out = prune_program(recording, live);
   give_modules(out.graph, recording, live, updates, options, /*state_reads=*/false);
-  // Named afresh in one namespace, as torch.export names a program's ops (`linear`, `relu`,
-  // `linear_1`): the recorder named each op as it ran, before anything was known to be dead,
-  // and a pruned op leaves no gap in the names. export_program, this pass's user, lifts every
-  // get_attr to a placeholder named for its path (lift_parameters), which replaces the name it
-  // would get here: it keeps the recorder's, as placeholders keep theirs.
+  // Named in one namespace, as torch.export names a program's ops (`linear`, `relu`,
+  // `linear_1`). The recorder named each op so as it ran, in the graph's one namespace; but
+  // it named them before anything was known to be dead, so where the program lost a node the
+  // ops are named afresh and a pruned op leaves no gap in the names. export_program, this
+  // pass's user, lifts every get_attr to a placeholder named for its path (lift_parameters),
+  // which replaces the name it would get here: it keeps the recorder's, as placeholders keep
+  // theirs.
+  if (out.graph.size() == recorded) return out;
   out.graph.rename_all([](const Node& node) {
     if (node.op() != OpCode::kCallFunction) return node.name();
     return node.target().is_getitem() ? std::string("getitem")

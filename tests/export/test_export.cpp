@@ -180,6 +180,32 @@ TEST_CASE("export: an input key called self is renamed in the signature, as a Py
   CHECK(program.module()({{"self", at::ones({4, 3})}})[0].equal(at::full({4, 3}, 2.0)));
 }
 
+TEST_CASE("export: ops are named in one namespace whether or not a dead op was pruned") {
+  // The recorder's names stand when nothing was pruned; a pruned op makes the program name
+  // its ops afresh. Either way a key read as `relu_1` takes that name and the ops count on.
+  for (const bool with_dead_op : {false, true}) {
+    CAPTURE(with_dead_op);
+    auto first = make_td_module(
+        [with_dead_op](const at::Tensor& x) {
+          if (with_dead_op) (void)x.sin();
+          return x.relu();
+        },
+        {"x"}, {"a"});
+    auto second = make_td_module([](const at::Tensor& x) { return x.relu(); }, {"relu_1"}, {"b"});
+    auto third = make_td_module([](const at::Tensor& x) { return x.relu(); }, {"a"}, {"c"});
+    auto pipeline = std::make_shared<TensorDictSequential>(
+        std::vector<std::shared_ptr<TensorDictModuleBase>>{first, second, third});
+    const ExportedProgram program =
+        export_program(pipeline, {{"x", at::randn({2})}, {"relu_1", at::randn({2})}});
+    CHECK(program.graph_signature().str() ==
+          "input user_input x -> x\n"
+          "input user_input relu_1 -> relu_1\n"
+          "output relu -> 'a'\n"
+          "output relu_2 -> 'b'\n"
+          "output relu_3 -> 'c'\n");
+  }
+}
+
 TEST_CASE("export: a captured tensor is a constant input, saved, loaded and run") {
   const at::Tensor mask = at::tensor({1.0F, 0.0F, 1.0F});
   auto masked =
