@@ -285,7 +285,7 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
   // The program's GraphModule lints the graph as it compiles it, on its first run.
   return ExportedProgram(ExportedProgram::CompileOnFirstRun{}, std::move(graph),
                          std::move(signature), std::move(weights), specialisation,
-                         pipeline_modules(module, ""));
+                         detail::pipeline_modules(module, "", state));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <optional>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "tdfx/core/error.h"
@@ -148,8 +149,42 @@ std::pair<int64_t, int64_t> elements(const torch::nn::Module& module) {
   return n;
 }
 
-/// The module view's box of `module`, found at `place`.
-ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace& place) {
+/// Elements of the parameters and of the buffers under each module path of a state list
+/// (state_tensors): a tensor at `a.b.w` counts under `a` and under `a.b`.
+class StateElements {
+ public:
+  explicit StateElements(const std::vector<detail::StateTensor>& state) {
+    under_.reserve(2 * state.size());
+    for (const detail::StateTensor& entry : state) {
+      if (!entry.tensor.defined()) continue;
+      const int64_t n = entry.tensor.numel();
+      auto add = [&](std::pair<int64_t, int64_t>& counts) {
+        (entry.parameter ? counts.first : counts.second) += n;
+      };
+      add(total_);
+      const std::string_view path = entry.path;
+      for (size_t dot = path.find('.'); dot != std::string_view::npos;
+           dot = path.find('.', dot + 1)) {
+        add(under_[path.substr(0, dot)]);
+      }
+    }
+  }
+  /// The elements under the module at `path` ("" for the root).
+  std::pair<int64_t, int64_t> under(const std::string& path) const {
+    if (path.empty()) return total_;
+    const auto it = under_.find(path);
+    return it == under_.end() ? std::pair<int64_t, int64_t>{0, 0} : it->second;
+  }
+
+ private:
+  std::unordered_map<std::string_view, std::pair<int64_t, int64_t>> under_;
+  std::pair<int64_t, int64_t> total_{0, 0};
+};
+
+/// The module view's box of `module`, found at `place`; its element counts from `state` when
+/// given, else from its modules.
+ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace& place,
+                 const StateElements* state) {
   ModuleBox box;
   box.path = place.path;
   box.in_keys = module.in_keys();
@@ -157,30 +192,43 @@ ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace
   if (const auto* seq = dynamic_cast<const TensorDictSequential*>(&module)) {
     box.type = "TensorDictSequential";
     box.sequential = true;
-    std::tie(box.parameters, box.buffers) = elements(*seq);
+    std::tie(box.parameters, box.buffers) = state ? state->under(place.path) : elements(*seq);
   } else if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
     const torch::nn::Module& inner = *td->inner_ptr();
     box.label = detail::describe_module(inner);
     box.type = detail::short_type(inner);
-    std::tie(box.parameters, box.buffers) = elements(inner);
+    std::tie(box.parameters, box.buffers) =
+        state ? state->under(place.inner_path) : elements(inner);
   } else {
     box.type = detail::short_type(module);
   }
   return box;
 }
 
-}  // namespace
-
-std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
-                                        const std::string& strip_prefix) {
+std::vector<ModuleBox> boxes_of(const TensorDictModuleBase& module, const std::string& strip_prefix,
+                                const StateElements* state) {
   std::vector<ModuleBox> boxes;
   detail::walk_pipeline(module, strip_prefix,
                         [&](const TensorDictModuleBase& m, const detail::PipelinePlace& place) {
                           // A root sequential is the graph itself, not a box in it.
                           if (place.level == 0) return;
-                          boxes.push_back(box_of(m, place));
+                          boxes.push_back(box_of(m, place, state));
                         });
   return boxes;
+}
+
+}  // namespace
+
+std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
+                                        const std::string& strip_prefix) {
+  return boxes_of(module, strip_prefix, nullptr);
+}
+
+std::vector<ModuleBox> detail::pipeline_modules(const TensorDictModuleBase& module,
+                                                const std::string& strip_prefix,
+                                                const std::vector<StateTensor>& state) {
+  const StateElements elements(state);
+  return boxes_of(module, strip_prefix, &elements);
 }
 
 }  // namespace tdfx

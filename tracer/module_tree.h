@@ -18,6 +18,7 @@
 
 #include "tdfx/tensordict/module_box.h"
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/module_state.h"
 
 namespace tdfx {
 
@@ -30,6 +31,13 @@ std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
                                         const std::string& strip_prefix);
 
 namespace detail {
+/// pipeline_modules with the element counts taken from `state`, the parameters and buffers of
+/// `module` as state_tensors(module, strip_prefix) lists them (a recording's layout holds
+/// them), instead of from walking each module's tree again.
+std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
+                                        const std::string& strip_prefix,
+                                        const std::vector<StateTensor>& state);
+
 /// `a.b`, or either alone when the other is "".
 std::string join_path(const std::string& a, const std::string& b);
 /// `path` without `prefix` and its dot in front: `0.module` for `module.0.module` and prefix

@@ -1,5 +1,6 @@
 // Diagrams of traced pipelines: both views of a real trace, compared whole with golden files.
 #include <doctest/doctest.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
 #include "samples/pipelines.h"
@@ -49,4 +50,37 @@ TEST_CASE("diagram: pipeline_modules lists sequentials before their children, wi
   CHECK(modules[3].buffers == 65);
   CHECK(modules[8].path == "3");
   CHECK(modules[8].in_keys == std::vector<NestedKey>{{"agent", "loc"}, {"agent", "mask"}});
+}
+
+TEST_CASE("diagram: module boxes counted from a state list equal those counted from the modules") {
+  // Export counts each box's elements from the recording's state list; the module view walks
+  // the modules. A layer shared by two TensorDictModules counts in each; a Linear without
+  // bias registers an undefined bias.
+  auto shared = torch::nn::Linear(4, 4);
+  auto nobias = torch::nn::Linear(torch::nn::LinearOptions(4, 2).bias(false));
+  auto shared_pipeline =
+      std::make_shared<TensorDictSequential>(std::vector<TensorDictModuleBasePtr>{
+          make_td_module(shared, {"x"}, {"y"}), make_td_module(shared, {"y"}, {"z"}),
+          std::make_shared<TensorDictSequential>(
+              std::vector<TensorDictModuleBasePtr>{make_td_module(nobias, {"z"}, {"w"})})});
+  const std::vector<std::pair<std::shared_ptr<TensorDictModuleBase>, std::string>> cases = {
+      {samples::actor_critic(), "module"},
+      {samples::actor_critic(), ""},
+      {samples::nested_sequential(), "module"},
+      {shared_pipeline, ""},
+      {make_td_module(nobias, {"x"}, {"y"}), "module"}};
+  for (const auto& [pipeline, strip] : cases) {
+    CAPTURE(strip);
+    const auto walked = pipeline_modules(*pipeline, strip);
+    const auto counted = tdfx::detail::pipeline_modules(
+        *pipeline, strip, tdfx::detail::state_tensors(*pipeline, strip));
+    REQUIRE(walked.size() == counted.size());
+    for (size_t i = 0; i < walked.size(); ++i) {
+      CAPTURE(walked[i].path);
+      CHECK(counted[i].parameters == walked[i].parameters);
+      CHECK(counted[i].buffers == walked[i].buffers);
+      CHECK(counted[i].label == walked[i].label);
+    }
+  }
+  CHECK(pipeline_modules(*shared_pipeline, "")[1].parameters == 20);
 }
