@@ -9,7 +9,7 @@
 //   tdfx onnx FILE.pt2 -o FILE.onnx
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html} [--view ops|modules]]
-//            [--save RUN.pt] [--width N] [--memory-budget MB]
+//            [--save RUN.pt] [--width N] [--memory-budget MB] [--time-budget S]
 //            [--backward [--loss sum|OUTPUT] [--grad-stats] [--find-nonfinite-grad]]
 
 #include <CLI/CLI.hpp>
@@ -228,6 +228,11 @@ int main(int argc, char** argv) {
                   "and read included (default 4096); an op that would go past it is refused "
                   "before it allocates")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  run->add_option("--time-budget", reports.time_budget,
+                  "S: the most seconds the run may take, every report's runs included "
+                  "(default 30); an op that could not finish in what is left, or that comes "
+                  "after it, is refused before it starts")
+      ->check(CLI::Range(0.001, 1e6));
   run->add_option("--width", reports.width,
                   "The widest line of the tables (default: COLUMNS, else 80 and 100 for "
                   "the reports)")

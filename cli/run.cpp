@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/memory_budget.h"
+#include "tdfx/core/time_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/core/text_table.h"
 #include "tdfx/debug/first_nonfinite.h"
@@ -297,9 +298,11 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
   const size_t report_width = width > 0 ? width : kReportWidth;
   LoadOptions load_options;
   if (reports.memory_budget > 0) load_options.memory_budget = reports.memory_budget;
+  if (reports.time_budget > 0) load_options.time_budget = reports.time_budget;
   const ExportedProgram program = load(path, load_options);
-  // Everything below, the inputs drawn and every report's runs, within the program's budget.
+  // Everything below, the inputs drawn and every report's runs, within the program's budgets.
   const ScopedMemoryBudget budget(program.memory_budget(), kProgramBudget);
+  const ScopedTimeBudget time(program.time_budget(), kProgramTimeBudget);
   const std::vector<RunInput> inputs = prepare_inputs(program, given, seed);
   // Every pass below — the outputs printed, those saved, each report's — starts from the
   // program's buffers and the generator as loaded: a layer in training mode changes nothing

@@ -86,6 +86,9 @@ struct RunReports {
   /// `--memory-budget MB`: the most memory the program's run may hold at once, in bytes
   /// (LoadOptions::memory_budget; 0 keeps its default, 4 GiB).
   uint64_t memory_budget = 0;
+  /// The most time the whole command may take with every report's runs, in seconds: each op
+  /// is checked before it starts (LoadOptions::time_budget; 0 keeps its default, 30 s).
+  double time_budget = 0;
   /// `--width N`: the widest line of the tables; 0 takes the terminal's `COLUMNS`, else 80
   /// for the input and output tables and 100 for the reports.
   size_t width = 0;

@@ -774,6 +774,7 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
     ExportedProgram program(std::move(graph), std::move(signature), std::move(state),
                             std::move(specialisation), std::move(modules));
     program.set_memory_budget(options.memory_budget);
+    program.set_time_budget(options.time_budget);
     return program;
   } catch (const Error& e) {
     // The graph does not compile: an argument does not fit its operator's schema.

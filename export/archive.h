@@ -33,6 +33,10 @@ struct LoadOptions {
   /// loaded program may hold at once (ExportedProgram::memory_budget): an op that would go
   /// past it is refused before it allocates.
   uint64_t memory_budget = uint64_t{4} << 30;
+  /// The most time, in seconds, each run of the loaded program may take
+  /// (ExportedProgram::time_budget): an op that could not finish in what is left, or that
+  /// comes after the deadline, is refused before it starts (core/time_budget.h). 0: none.
+  double time_budget = 30;
 };
 
 /// Writes `program` to `path` atomically (see write_file_atomically): the

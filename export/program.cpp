@@ -6,6 +6,7 @@
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
+#include "tdfx/core/time_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/export/passes.h"
 #include "tdfx/graph/effects.h"
@@ -52,13 +53,15 @@ std::string GraphSignature::str() const {
 ExportedModule::ExportedModule(std::shared_ptr<const GraphModule> runner,
                                std::vector<at::Tensor> state, std::vector<std::string> user_inputs,
                                std::optional<BatchSpecialisation> specialisation,
-                               std::vector<TensorMeta> input_meta, uint64_t memory_budget)
+                               std::vector<TensorMeta> input_meta, uint64_t memory_budget,
+                               double time_budget)
     : runner_(std::move(runner)),
       state_(std::move(state)),
       user_inputs_(std::move(user_inputs)),
       specialisation_(std::move(specialisation)),
       input_meta_(std::move(input_meta)),
-      memory_budget_(memory_budget) {}
+      memory_budget_(memory_budget),
+      time_budget_(time_budget) {}
 
 std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tensor>& args) const {
   if (args.size() != user_inputs_.size()) {
@@ -87,6 +90,7 @@ std::vector<c10::IValue> ExportedModule::graph_inputs(const std::vector<at::Tens
 std::vector<at::Tensor> ExportedModule::operator()(const std::vector<at::Tensor>& args) const {
   std::optional<ScopedMemoryBudget> budget;
   if (memory_budget_ > 0) budget.emplace(memory_budget_, kProgramBudget);
+  const ScopedTimeBudget time(time_budget_, kProgramTimeBudget);
   std::vector<at::Tensor> out;
   for (auto& value : runner_->run(graph_inputs(args))) {
     if (!value.isTensor()) {
@@ -177,7 +181,7 @@ ExportedModule ExportedProgram::module() const {
     }
   }
   return ExportedModule(runner_, std::move(state), std::move(user_inputs), specialisation_,
-                        std::move(user_meta), memory_budget_);
+                        std::move(user_meta), memory_budget_, time_budget_);
 }
 
 std::string ExportedProgram::code() const {

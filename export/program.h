@@ -65,14 +65,16 @@ class ExportedModule {
   ExportedModule(std::shared_ptr<const GraphModule> runner, std::vector<at::Tensor> state,
                  std::vector<std::string> user_inputs,
                  std::optional<BatchSpecialisation> specialisation = std::nullopt,
-                 std::vector<TensorMeta> input_meta = {}, uint64_t memory_budget = 0);
+                 std::vector<TensorMeta> input_meta = {}, uint64_t memory_budget = 0,
+                 double time_budget = 0);
   /// Positional user inputs, in signature order; returns one tensor per output.
   /// ShapeError when the program is specialised to another batch size, or an input's
   /// dimensions differ from the traced ones but for those that follow the batch. A
   /// non-contiguous input is copied contiguous first (detail::contiguous_as_traced), or
   /// refused with a ShapeError when the program writes into it. With a memory budget (a
   /// loaded program's), a RunError naming the node that would allocate past it, before it
-  /// allocates.
+  /// allocates; with a time budget (core/time_budget.h), a RunError naming the node that would
+  /// not finish in it, or that comes after the deadline, before it starts.
   std::vector<at::Tensor> operator()(const std::vector<at::Tensor>& args) const;
   /// User inputs by name (`{{"x", x}}`); every user input must be given once.
   std::vector<at::Tensor> operator()(
@@ -91,11 +93,15 @@ class ExportedModule {
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<TensorMeta> input_meta_;
   uint64_t memory_budget_ = 0;
+  double time_budget_ = 0;
 };
 
 /// Where a loaded program's memory budget is set, for messages.
 inline constexpr const char* kProgramBudget =
     "the program's memory budget (LoadOptions::memory_budget, tdfx run --memory-budget)";
+/// Where a loaded program's time budget is set, for messages.
+inline constexpr const char* kProgramTimeBudget =
+    "the program's time budget (LoadOptions::time_budget, tdfx run --time-budget)";
 
 /// An exported program: its graph, signature and weights.
 class ExportedProgram {
@@ -134,6 +140,11 @@ class ExportedProgram {
   /// exported in this process.
   uint64_t memory_budget() const { return memory_budget_; }
   void set_memory_budget(uint64_t bytes) { memory_budget_ = bytes; }
+  /// The time budget each of its runs is held to, in seconds (core/time_budget.h): what load()
+  /// was given (LoadOptions::time_budget) for a program read from a file, 0 (none) for one
+  /// exported in this process.
+  double time_budget() const { return time_budget_; }
+  void set_time_budget(double seconds) { time_budget_ = seconds; }
   /// The forward code in export style (`torch.ops.aten.linear.default(...)`).
   std::string code() const;
   /// The program as seed 000 prints it: annotations and `# Module:` comments.
@@ -148,6 +159,7 @@ class ExportedProgram {
   /// Each input's placeholder metadata, in signature order.
   std::vector<TensorMeta> in_meta_;
   uint64_t memory_budget_ = 0;
+  double time_budget_ = 0;
 
   ExportedProgram(std::shared_ptr<const GraphModule> runner, GraphSignature signature,
                   std::map<std::string, at::Tensor> state,

@@ -10,6 +10,7 @@
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
+#include "tdfx/core/time_budget.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/module_call.h"
 #include "tdfx/graph/plan.h"
@@ -527,6 +528,7 @@ c10::IValue call_step(const Step& step, std::vector<c10::IValue>& args) {
   switch (step.kind) {
     case Step::Kind::kAten:
       if (memory_budget_active()) check_unseen_memory(step.op->schema(), args);
+      if (time_budget_active()) check_op_time(step.op->schema(), args);
       step.op->callBoxed(&args);
       if (step.returns == 1) return std::move(args[0]);
       return c10::ivalue::Tuple::create(std::move(args));

@@ -896,6 +896,51 @@ def cases(base):
         call("aten::one_hot", [{"node": "classes"}, {"int": 500000000}])(a)
     run_attack("one_hot_5e8", one_hot, "an allocation of 128 GB")
 
+    # Programs that load and then, run, would take hours (issue 38): an op that could not
+    # finish in the time budget even at the fastest a CPU goes is refused before it starts,
+    # and past the deadline the next op is.
+    time_budget = "more than is left of the program's time budget"
+
+    def expanded(a, buffer, shape, *sizes):
+        """Calls making `wide`: one element of the input, expanded to `sizes` (ints, or "n":
+        the size of `buffer`, a float32 buffer of `shape`)."""
+        with_buffer(a, buffer, shape)
+        before_victim(a, ["n", "aten::size.int", [{"node": buffer}, {"int": 0}], []],
+                      ["one", "aten::reshape", [victim_input(a), ints(-1)], []],
+                      ["first", "aten::slice.Tensor", [{"node": "one"}, {"int": 0}, {"int": 0},
+                                                       {"int": 1}], []],
+                      ["point", "aten::reshape", [{"node": "first"}, ints(*[1] * len(sizes))],
+                       []],
+                      ["wide", "aten::expand", [{"node": "point"}, ints(
+                          *[{"node": "n"} if s == "n" else s for s in sizes])], []])
+
+    def reduce_cube(target, *extra):
+        def edit(a):
+            expanded(a, "b_empty", [60000, 0], "n", "n", "n")
+            call(target, [{"node": "wide"}, *extra])(a)
+        return edit
+    run_attack("amax_of_an_expanded_view", reduce_cube("aten::amax", ints(0, 1, 2)),
+               "aten::amax would take 2.2e+14 elements")
+    run_attack("sum_of_an_expanded_view", reduce_cube("aten::sum"),
+               "aten::sum would take 2.2e+14 elements")
+
+    def wide_window(a):
+        expanded(a, "b_tall", [30000000, 0], 1, 1, "n")
+        call("aten::max_pool1d", [{"node": "wide"}, ints(2000000), ints(1)])(a)
+    run_attack("max_pool1d_of_a_wide_window", wide_window, time_budget)
+
+    def many_products(a):
+        calls = [["m0", "aten::ones", [ints(1000, 1000)], []]]
+        for i in range(1, 200):
+            calls.append([f"m{i}", "aten::mm", [{"node": f"m{i - 1}"}, {"node": "m0"}], []])
+        before_victim(a, *calls)
+        call("aten::relu", [{"node": "m199"}])(a)
+    run_attack("two_hundred_products", many_products,
+               # Refused either as past the deadline or as unable to finish before it.
+               "the program's time budget (LoadOptions::time_budget, tdfx run --time-budget) "
+               "of 0.3 s",
+               spec="run --time-budget 0.3")
+
     # Drawings that once ran past 60 s: refused in a moment (issue 24).
     def many_modules(a):
         first = a.document["modules"][0]

@@ -1,16 +1,19 @@
-// Programs from strangers stay inside their memory budget: each archive below loads, and
-// asks for gigabytes when it runs; run, it is refused at the node that asks, before that node
-// allocates, and the process stays small. The archives are made here, by code, through the
+// Programs from strangers stay inside their memory and time budgets: each archive below loads,
+// and asks for gigabytes, or hours, when it runs; run, it is refused at the node that asks,
+// before that node allocates or starts, and the process stays small. The archives are made here, by code, through the
 // Graph API and save(): no hand-written bytes.
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <doctest/doctest.h>
 #include <sys/resource.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
+#include "tdfx/core/time_budget.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tests/support/test_support.h"
@@ -293,4 +296,132 @@ TEST_CASE("budget: tdfx run refuses inputs it would draw or read past the budget
         "tdfx: tall.pt: tensor (float32 [100000000, 3], a view of a smaller storage) takes "
         "1.2 GB (1,200,000,000 bytes) laid out, more than the memory budget of 67.1 MB "
         "(67,108,864 bytes) (TensorFileOptions::memory_budget)\n");
+}
+
+namespace {
+
+/// op_cost of the aten op `qualified` (`aten::mm`, `aten::max_pool1d`) on `args`.
+OpCost cost_of(const char* qualified, std::vector<c10::IValue> args) {
+  const std::string name = qualified;
+  const size_t dot = name.find('.');
+  const auto& op = c10::Dispatcher::singleton().findSchemaOrThrow(
+      name.substr(0, dot).c_str(), dot == std::string::npos ? "" : name.c_str() + dot + 1);
+  return op_cost(op.schema(), args);
+}
+
+}  // namespace
+
+TEST_CASE("budget: an op's cost is counted from its arguments, by op family") {
+  const at::Tensor one = at::ones({1});
+  // A reduction over an expanded view reads every element the view shows; the view is free.
+  const at::Tensor wide = one.expand({1 << 20, 1 << 20});
+  CHECK(cost_of("aten::expand", {one, std::vector<int64_t>{1 << 20, 1 << 20}, false}).seconds() ==
+        0);
+  CHECK(cost_of("aten::amax", {wide, std::vector<int64_t>{0, 1}, false}).elements ==
+        doctest::Approx(std::ldexp(1.0, 40)));
+  CHECK(cost_of("aten::size.int", {wide, int64_t{0}}).seconds() == 0);
+  // Matrix products count multiply-adds, broadcast batches included.
+  CHECK(cost_of("aten::mm", {at::ones({3, 4}), at::ones({4, 5})}).multiply_adds == 60);
+  CHECK(cost_of("aten::matmul", {at::ones({7, 3, 4}), at::ones({4, 5})}).multiply_adds == 420);
+  CHECK(cost_of("aten::matmul", {at::ones({3, 4}), at::ones({7, 4, 5})}).multiply_adds == 420);
+  CHECK(cost_of("aten::linear", {at::ones({2, 3}), at::ones({5, 3}), c10::IValue()})
+            .multiply_adds == 30);
+  CHECK(cost_of("aten::einsum", {"bij,bjk->bik", std::vector<at::Tensor>{at::ones({2, 3, 4}),
+                                                                          at::ones({2, 4, 5})},
+                                 c10::IValue()})
+            .multiply_adds == 120);
+  // A convolution: each output position meets every weight of its group.
+  CHECK(cost_of("aten::conv1d", {at::ones({2, 3, 10}), at::ones({4, 3, 3}), c10::IValue(),
+                                 std::vector<int64_t>{1}, std::vector<int64_t>{0},
+                                 std::vector<int64_t>{1}, int64_t{1}})
+            .multiply_adds == 2 * 8 * 36);
+  // Pooling reads each window's elements: a window of 2e6 at stride 1 over 3e6.
+  const at::Tensor row = one.expand({1, 1, 3000000});
+  CHECK(cost_of("aten::max_pool1d",
+                {row, std::vector<int64_t>{2000000}, std::vector<int64_t>{1},
+                 std::vector<int64_t>{0}, std::vector<int64_t>{1}, false})
+            .elements == doctest::Approx(1000001.0 * 2e6 + 3e6));
+  // A recurrent layer: every weight meets every step of every sequence.
+  CHECK(cost_of("aten::rnn_tanh.input",
+                {at::ones({5, 2, 3}), at::zeros({1, 2, 4}),
+                 std::vector<at::Tensor>{at::ones({4, 3}), at::ones({4, 4})}, false, int64_t{1},
+                 0.0, false, false, false})
+            .multiply_adds == 10 * 28);
+}
+
+TEST_CASE("budget: an op that could not finish in the time budget is refused before it starts") {
+  const std::map<std::string, std::function<Node*(Graph&, Node*, std::map<std::string, Node*>&)>>
+      attacks = {
+          // 60000³ elements of one number, reduced: 2.2e14 elements read.
+          {"amax_of_an_expanded_view",
+           [](Graph& g, Node* x, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_empty"), 0});
+             Node* one = aten(g, "aten::reshape", {aten(g, "aten::sum", {x}), list({1, 1, 1})});
+             Node* wide = aten(g, "aten::expand", {one, list({n, n, n})});
+             return aten(g, "aten::amax", {wide, list({0, 1, 2})});
+           }},
+          // A window of 2e6 at stride 1 over 3e7 elements.
+          {"max_pool1d_of_a_wide_window",
+           [](Graph& g, Node* x, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_tall"), 0});
+             Node* one = aten(g, "aten::reshape", {aten(g, "aten::sum", {x}), list({1, 1, 1})});
+             Node* row = aten(g, "aten::expand", {one, list({1, 1, n})});
+             return aten(g, "aten::max_pool1d", {row, list({2000000}), list({1})});
+           }},
+          // [60000, 60000] @ [60000, 60000]: 2.2e14 multiply-adds, refused before the 14.4 GB
+          // of its result are asked for.
+          {"mm_of_expanded_views",
+           [](Graph& g, Node* x, auto& state) {
+             Node* n = aten(g, "aten::size.int", {state.at("b_empty"), 0});
+             Node* one = aten(g, "aten::reshape", {aten(g, "aten::sum", {x}), list({1, 1})});
+             Node* square = aten(g, "aten::expand", {one, list({n, n})});
+             return aten(g, "aten::mm", {square, square});
+           }},
+      };
+  const std::map<std::string, at::Tensor> state = {{"b_empty", at::zeros({60000, 0})},
+                                                   {"b_tall", at::zeros({30000000, 0})}};
+  std::map<std::string, std::string> messages;
+  for (const auto& [name, build] : attacks) {
+    CAPTURE(name);
+    ExportedProgram program = attack(build, state);
+    CHECK(program.time_budget() == 30);
+    messages[name] = refusal(program);
+  }
+  const std::string rates =
+      "even at 1e+10 elements and 2e+11 multiply-adds a second: more than is left of the "
+      "program's time budget (LoadOptions::time_budget, tdfx run --time-budget) of 30 s";
+  CHECK(messages ==
+        std::map<std::string, std::string>{
+            {"amax_of_an_expanded_view",
+             "while executing %amax = torch.amax(%expand, dim=[0, 1, 2]): aten::amax would take "
+             "2.2e+14 elements, at least 2.16e+04 s " +
+                 rates},
+            {"max_pool1d_of_a_wide_window",
+             "while executing %max_pool1d = torch.max_pool1d(%expand, kernel_size=[2000000], "
+             "stride=[1]): aten::max_pool1d would take 5.6e+13 elements, at least 5.6e+03 s " +
+                 rates},
+            {"mm_of_expanded_views",
+             "while executing %mm = torch.mm(%expand, %expand): aten::mm would take 2.2e+14 "
+             "multiply-adds and 7.2e+09 elements, at least 1.08e+03 s " +
+                 rates},
+        });
+}
+
+TEST_CASE("budget: past the deadline, the next op is refused; nested time budgets count once") {
+  const ExportedProgram program =
+      attack([](Graph& g, Node* x, auto&) { return aten(g, "aten::relu", {x}); });
+  {
+    const ScopedTimeBudget spent(1e-9, "a spent budget");
+    CHECK(time_budget_active());
+    {
+      const ScopedTimeBudget inner(1000, "an inner budget");
+      CHECK_THROWS_WITH_AS(program.module()({at::ones({2, 2})}),
+                           "while executing %relu = torch.relu(%x): aten::relu was not started: "
+                           "the run is past a spent budget of 1e-09 s",
+                           RunError);
+    }
+  }
+  CHECK_FALSE(time_budget_active());
+  // Within its budget, it runs.
+  CHECK(at::equal(program.module()({at::ones({2, 2})}).at(0), at::ones({2, 2})));
 }
