@@ -21,9 +21,7 @@ struct ScopedTimeBudget::State {
   std::string what;
   Clock::time_point deadline;
 
-  double left() const {
-    return std::chrono::duration<double>(deadline - Clock::now()).count();
-  }
+  double left() const { return std::chrono::duration<double>(deadline - Clock::now()).count(); }
 };
 
 namespace {
@@ -87,9 +85,19 @@ double elements_read(const std::vector<c10::IValue>& args) {
 
 // Ops that read no element: sizes, strides and other metadata.
 bool reads_metadata_only(std::string_view op) {
-  static const std::unordered_set<std::string_view> kOps = {
-      "size", "sym_size", "stride", "sym_stride", "dim", "numel", "sym_numel", "is_contiguous",
-      "is_same_size", "_shape_as_tensor", "is_floating_point", "is_complex", "is_signed"};
+  static const std::unordered_set<std::string_view> kOps = {"size",
+                                                            "sym_size",
+                                                            "stride",
+                                                            "sym_stride",
+                                                            "dim",
+                                                            "numel",
+                                                            "sym_numel",
+                                                            "is_contiguous",
+                                                            "is_same_size",
+                                                            "_shape_as_tensor",
+                                                            "is_floating_point",
+                                                            "is_complex",
+                                                            "is_signed"};
   return kOps.count(op) > 0;
 }
 
@@ -105,8 +113,8 @@ bool is_view(const c10::FunctionSchema& schema) {
 
 bool sorts(std::string_view op) {
   static const std::unordered_set<std::string_view> kOps = {
-      "sort",   "argsort", "msort",   "topk",      "kthvalue",    "median",
-      "nanmedian", "mode", "_unique", "_unique2", "unique_dim", "unique_consecutive"};
+      "sort",      "argsort", "msort",   "topk",     "kthvalue",   "median",
+      "nanmedian", "mode",    "_unique", "_unique2", "unique_dim", "unique_consecutive"};
   return kOps.count(op) > 0;
 }
 
@@ -248,26 +256,28 @@ OpCost op_cost(const c10::FunctionSchema& schema, const std::vector<c10::IValue>
       // input [time, batch, in], weight [kernel, in, out]: each (time, batch) row meets every
       // weight.
       if (input.dim() == 3 && input.size(2) > 0) {
-        cost.multiply_adds = elements_of(input) / static_cast<double>(input.size(2)) * elements_of(weight);
+        cost.multiply_adds =
+            elements_of(input) / static_cast<double>(input.size(2)) * elements_of(weight);
       }
     } else if (transposed) {
       // weight [in, out / groups, kernel…]: each input element meets a kernel's worth of
       // weights per output channel of its group.
       if (weight.dim() > 0 && weight.size(0) > 0) {
-        cost.multiply_adds = elements_of(input) * elements_of(weight) / static_cast<double>(weight.size(0));
+        cost.multiply_adds =
+            elements_of(input) * elements_of(weight) / static_cast<double>(weight.size(0));
       }
     } else if (weight.dim() > 2 && input.dim() >= weight.dim()) {
       std::vector<int64_t> kernel(weight.sizes().begin() + 2, weight.sizes().end());
-      const double windows =
-          window_positions(input, kernel, int_list(schema, args, "stride"),
-                           int_list(schema, args, "padding"), int_list(schema, args, "dilation"),
-                           false);
+      const double windows = window_positions(input, kernel, int_list(schema, args, "stride"),
+                                              int_list(schema, args, "padding"),
+                                              int_list(schema, args, "dilation"), false);
       // Per window, leading positions hold the batch and the input channels: one window per
       // batch element and output channel reads C_in / groups · kernel weights.
       const double channels = static_cast<double>(std::max<int64_t>(input.size(1), 1));
       cost.multiply_adds = windows / channels * elements_of(weight);
     }
-  } else if (op.find("pool") != std::string_view::npos && op.find("adaptive") == std::string_view::npos) {
+  } else if (op.find("pool") != std::string_view::npos &&
+             op.find("adaptive") == std::string_view::npos) {
     // max_pool1d/2d/3d (with_indices too), avg_pool1d/2d/3d: each window's elements.
     const at::Tensor* input = tensor("self");
     const std::vector<int64_t> kernel = int_list(schema, args, "kernel_size");
@@ -278,11 +288,11 @@ OpCost op_cost(const c10::FunctionSchema& schema, const std::vector<c10::IValue>
                              : op.find("2d") != std::string_view::npos ? 2
                                                                        : 1;
       full_kernel.resize(spatial, kernel.back());
-      cost.elements = window_positions(*input, full_kernel, int_list(schema, args, "stride"),
-                                       int_list(schema, args, "padding"),
-                                       int_list(schema, args, "dilation"),
-                                       bool_arg(schema, args, "ceil_mode")) *
-                      product(full_kernel);
+      cost.elements =
+          window_positions(*input, full_kernel, int_list(schema, args, "stride"),
+                           int_list(schema, args, "padding"), int_list(schema, args, "dilation"),
+                           bool_arg(schema, args, "ceil_mode")) *
+          product(full_kernel);
     }
   } else if (op == "lstm" || op == "gru" || op == "rnn_tanh" || op == "rnn_relu") {
     // Every weight meets every step of every sequence: rows of the input times the weights.
@@ -291,7 +301,8 @@ OpCost op_cost(const c10::FunctionSchema& schema, const std::vector<c10::IValue>
     const c10::IValue* params = arg(schema, args, "params");
     if (input && input->dim() > 0 && input->size(-1) > 0 && params && params->isTensorList()) {
       double weights = 0;
-      for (const at::Tensor& w : params->toTensorVector()) weights += w.defined() ? elements_of(w) : 0;
+      for (const at::Tensor& w : params->toTensorVector())
+        weights += w.defined() ? elements_of(w) : 0;
       cost.multiply_adds = elements_of(*input) / static_cast<double>(input->size(-1)) * weights;
     }
   } else if (sorts(op)) {
@@ -322,8 +333,8 @@ bool time_budget_active() { return active_deadline != nullptr; }
 void check_deadline(const std::string& doing) {
   const ScopedTimeBudget::State* budget = active_deadline;
   if (budget == nullptr || budget->left() > 0) return;
-  throw BudgetExceeded(fmt::format("{} ran past {} of {:g} s", doing, budget->what,
-                                   budget->seconds));
+  throw BudgetExceeded(
+      fmt::format("{} ran past {} of {:g} s", doing, budget->what, budget->seconds));
 }
 
 void check_op_time(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args) {

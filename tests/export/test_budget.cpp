@@ -1,7 +1,7 @@
 // Programs from strangers stay inside their memory and time budgets: each archive below loads,
 // and asks for gigabytes, or hours, when it runs; run, it is refused at the node that asks,
-// before that node allocates or starts, and the process stays small. The archives are made here, by code, through the
-// Graph API and save(): no hand-written bytes.
+// before that node allocates or starts, and the process stays small. The archives are made here, by
+// code, through the Graph API and save(): no hand-written bytes.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <doctest/doctest.h>
 #include <sys/resource.h>
@@ -324,29 +324,29 @@ TEST_CASE("budget: an op's cost is counted from its arguments, by op family") {
   CHECK(cost_of("aten::mm", {at::ones({3, 4}), at::ones({4, 5})}).multiply_adds == 60);
   CHECK(cost_of("aten::matmul", {at::ones({7, 3, 4}), at::ones({4, 5})}).multiply_adds == 420);
   CHECK(cost_of("aten::matmul", {at::ones({3, 4}), at::ones({7, 4, 5})}).multiply_adds == 420);
-  CHECK(cost_of("aten::linear", {at::ones({2, 3}), at::ones({5, 3}), c10::IValue()})
-            .multiply_adds == 30);
-  CHECK(cost_of("aten::einsum", {"bij,bjk->bik", std::vector<at::Tensor>{at::ones({2, 3, 4}),
-                                                                          at::ones({2, 4, 5})},
-                                 c10::IValue()})
+  CHECK(
+      cost_of("aten::linear", {at::ones({2, 3}), at::ones({5, 3}), c10::IValue()}).multiply_adds ==
+      30);
+  CHECK(cost_of("aten::einsum",
+                {"bij,bjk->bik", std::vector<at::Tensor>{at::ones({2, 3, 4}), at::ones({2, 4, 5})},
+                 c10::IValue()})
             .multiply_adds == 120);
   // A convolution: each output position meets every weight of its group.
-  CHECK(cost_of("aten::conv1d", {at::ones({2, 3, 10}), at::ones({4, 3, 3}), c10::IValue(),
-                                 std::vector<int64_t>{1}, std::vector<int64_t>{0},
-                                 std::vector<int64_t>{1}, int64_t{1}})
+  CHECK(cost_of("aten::conv1d",
+                {at::ones({2, 3, 10}), at::ones({4, 3, 3}), c10::IValue(), std::vector<int64_t>{1},
+                 std::vector<int64_t>{0}, std::vector<int64_t>{1}, int64_t{1}})
             .multiply_adds == 2 * 8 * 36);
   // Pooling reads each window's elements: a window of 2e6 at stride 1 over 3e6.
   const at::Tensor row = one.expand({1, 1, 3000000});
-  CHECK(cost_of("aten::max_pool1d",
-                {row, std::vector<int64_t>{2000000}, std::vector<int64_t>{1},
-                 std::vector<int64_t>{0}, std::vector<int64_t>{1}, false})
+  CHECK(cost_of("aten::max_pool1d", {row, std::vector<int64_t>{2000000}, std::vector<int64_t>{1},
+                                     std::vector<int64_t>{0}, std::vector<int64_t>{1}, false})
             .elements == doctest::Approx(1000001.0 * 2e6 + 3e6));
   // A recurrent layer: every weight meets every step of every sequence.
-  CHECK(cost_of("aten::rnn_tanh.input",
-                {at::ones({5, 2, 3}), at::zeros({1, 2, 4}),
-                 std::vector<at::Tensor>{at::ones({4, 3}), at::ones({4, 4})}, false, int64_t{1},
-                 0.0, false, false, false})
-            .multiply_adds == 10 * 28);
+  CHECK(
+      cost_of("aten::rnn_tanh.input", {at::ones({5, 2, 3}), at::zeros({1, 2, 4}),
+                                       std::vector<at::Tensor>{at::ones({4, 3}), at::ones({4, 4})},
+                                       false, int64_t{1}, 0.0, false, false, false})
+          .multiply_adds == 10 * 28);
 }
 
 TEST_CASE("budget: an op that could not finish in the time budget is refused before it starts") {
