@@ -70,6 +70,9 @@ endfunction()
 function(tdfx_add_test component)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
   set(target test_${component})
+  foreach(source IN LISTS ARG_SOURCES)
+    set_property(GLOBAL APPEND PROPERTY TDFX_TEST_SOURCES ${PROJECT_SOURCE_DIR}/tests/${source})
+  endforeach()
   tdfx_add_executable(${target}
     SOURCES ${PROJECT_SOURCE_DIR}/tests/doctest_main.cpp ${ARG_SOURCES}
     DEPS doctest::doctest ${ARG_DEPS})
@@ -85,4 +88,18 @@ function(tdfx_add_test component)
     list(APPEND environment "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0")
   endif()
   set_tests_properties(${target} PROPERTIES ENVIRONMENT "${environment}")
+endfunction()
+
+# Fails the configuration when a doctest file under tests/ (`test_*.cpp`) is in no test binary:
+# a test file left out of every tdfx_add_test would otherwise stop running without a word.
+# Called once, after every tdfx_add_test.
+function(tdfx_check_test_sources)
+  file(GLOB_RECURSE written CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/*/test_*.cpp)
+  get_property(built GLOBAL PROPERTY TDFX_TEST_SOURCES)
+  foreach(source IN LISTS written)
+    if(NOT source IN_LIST built)
+      message(FATAL_ERROR "${source} is in no test binary: add it to a tdfx_add_test in "
+                          "tests/CMakeLists.txt")
+    endif()
+  endforeach()
 endfunction()

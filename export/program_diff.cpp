@@ -217,20 +217,34 @@ Pairs align(const Side& a, const Side& b) {
 }
 
 /// Pairs, in order, the nodes of a[lo_a, hi_a) and b[lo_b, hi_b) not yet matched whose
-/// pairing keys agree.
+/// pairing keys agree: each node of A takes the first unmatched node of B with its key after the
+/// last one taken. B's unmatched nodes are listed by key once, and each list is walked forward
+/// only, so the gap costs linear time in its nodes (and a hash of each key).
 void pair_gap(const Side& a, const Side& b, size_t lo_a, size_t hi_a, size_t lo_b, size_t hi_b,
               bool strict, std::vector<long>& a_to_b, std::vector<long>& b_to_a) {
+  struct Positions {
+    std::vector<size_t> at;  // increasing
+    size_t next = 0;         // the first not yet passed
+  };
+  std::unordered_map<std::string, Positions> by_key;
+  for (size_t j = lo_b; j < hi_b; ++j) {
+    if (b_to_a[j] < 0) by_key[b.pairing_key(j, strict)].at.push_back(j);
+  }
+  if (by_key.empty()) return;
   size_t next_b = lo_b;
   for (size_t i = lo_a; i < hi_a; ++i) {
     if (a_to_b[i] >= 0) continue;
-    const std::string key = a.pairing_key(i, strict);
-    for (size_t j = next_b; j < hi_b; ++j) {
-      if (b_to_a[j] >= 0 || b.pairing_key(j, strict) != key) continue;
-      a_to_b[i] = static_cast<long>(j);
-      b_to_a[j] = static_cast<long>(i);
-      next_b = j + 1;
-      break;
+    const auto it = by_key.find(a.pairing_key(i, strict));
+    if (it == by_key.end()) continue;
+    Positions& positions = it->second;
+    while (positions.next < positions.at.size() && positions.at[positions.next] < next_b) {
+      ++positions.next;
     }
+    if (positions.next == positions.at.size()) continue;
+    const size_t j = positions.at[positions.next++];
+    a_to_b[i] = static_cast<long>(j);
+    b_to_a[j] = static_cast<long>(i);
+    next_b = j + 1;
   }
 }
 
