@@ -79,11 +79,12 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 }
 
 void run_render(const std::string& path, const std::string& out, size_t max_nodes, View view,
-                Rankdir rankdir) {
+                Rankdir rankdir, double time_budget) {
   const ExportedProgram program = load(path);
   RenderOptions options = program_render_options(program, max_nodes);
   options.view = view;
   options.rankdir = rankdir;
+  options.time_budget = time_budget;
   writing(out, [&] { save_diagram(program.graph(), out, options); });
 }
 

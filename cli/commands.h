@@ -53,10 +53,11 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 /// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the
 /// interactive page) in `view` (every op boxed by TensorDictModule, or one node per module) and
 /// `rankdir`, the outputs labelled with their keys. A drawing over `max_nodes`
-/// (RenderOptions::max_nodes) is refused, as is one Graphviz cannot draw: a tdfx::Error, not a
-/// FileError.
+/// (RenderOptions::max_nodes) is refused, as is one Graphviz cannot draw or lay out within
+/// `time_budget` seconds (RenderOptions::time_budget): a tdfx::Error, not a FileError.
 void run_render(const std::string& path, const std::string& out, size_t max_nodes,
-                View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom);
+                View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom,
+                double time_budget = kDefaultDrawingSeconds);
 
 /// `tdfx diff`: loads both programs, prints how `b_path` differs from `a_path`
 /// (ProgramDiff::report, nothing when equal) and, with `out`, draws `b_path` with the

@@ -4,7 +4,7 @@
 //   tdfx demo [--out DIR]
 //   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
-//               [--max-nodes N]
+//               [--max-nodes N] [--time-budget S]
 //   tdfx diff A.pt2 B.pt2 [-o DIFF.{svg,png,pdf,dot,html}]
 //   tdfx onnx FILE.pt2 -o FILE.onnx
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
@@ -140,6 +140,13 @@ int main(int argc, char** argv) {
                    "faster than the graph; .dot output has no limit)")
       ->capture_default_str()
       ->check(CLI::Validator(whole_number, "N", "whole number"));
+  double render_seconds = tdfx::kDefaultDrawingSeconds;
+  render
+      ->add_option("--time-budget", render_seconds,
+                   "S: the most seconds Graphviz may take to lay out and render the drawing "
+                   "(each view of a page); past it, it is stopped")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
   std::string view = "ops";
   render
       ->add_option("--view", view,
@@ -286,7 +293,8 @@ int main(int argc, char** argv) {
       run_show(show_file, what);
     } else if (render->parsed()) {
       run_render(render_file, render_out, max_nodes, *tdfx::view_from_string(view),
-                 rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom);
+                 rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom,
+                 render_seconds);
     } else if (onnx->parsed()) {
       run_onnx(onnx_file, onnx_out);
     } else if (run->parsed()) {

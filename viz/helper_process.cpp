@@ -1,6 +1,7 @@
 #include "tdfx/viz/helper_process.h"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,8 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/ranges.h>
 
 #include "tdfx/core/error.h"
 
@@ -89,7 +88,7 @@ bool executable(const std::string& path) { return ::access(path.c_str(), X_OK) =
 
 std::string run_helper(const std::string& what, const std::string& program,
                        const std::vector<std::string>& args, const std::string& input,
-                       std::chrono::seconds timeout) {
+                       std::chrono::seconds timeout, const std::string& timeout_name) {
   int pair[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     fail("{}: cannot make a socket to a helper process: {}", what, std::strerror(errno));
@@ -115,7 +114,8 @@ std::string run_helper(const std::string& what, const std::string& program,
   for (std::string& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv.data(), environ);
+  const int spawned =
+      ::posix_spawn(&pid, program.c_str(), &actions, &attributes, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (spawned != 0) {
@@ -123,8 +123,7 @@ std::string run_helper(const std::string& what, const std::string& program,
   }
   theirs.reset();
   std::string answer;
-  const bool in_time =
-      exchange(ours.fd, input, std::chrono::steady_clock::now() + timeout, answer);
+  const bool in_time = exchange(ours.fd, input, std::chrono::steady_clock::now() + timeout, answer);
   ours.reset();
   if (!in_time) ::kill(pid, SIGKILL);
   int status = 0;
@@ -132,7 +131,8 @@ std::string run_helper(const std::string& what, const std::string& program,
   while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
   if (!in_time) {
-    fail("{} failed: its process took longer than {} s and was stopped", what, timeout.count());
+    fail("{} failed: its process took longer than {} s{} and was stopped", what, timeout.count(),
+         timeout_name.empty() ? "" : ", " + timeout_name + ",");
   }
   uint64_t length = 0;
   for (size_t i = 0; i < 8 && i + 1 < answer.size(); ++i) {

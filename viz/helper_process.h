@@ -16,13 +16,14 @@ namespace tdfx::detail {
 /// ('R' for a result, 'F' for a failure), the length of what follows (8 bytes, little endian)
 /// and the bytes. A failure is thrown as a tdfx::Error with its message. A program that cannot
 /// start, dies (a signal, an exit without a whole answer) or outlives `timeout` (it is then
-/// killed) is a tdfx::Error naming `what` and how it ended. The child gets none of the
+/// killed) is a tdfx::Error naming `what` and how it ended (`timeout_name`, when given, names
+/// where the time limit is set). The child gets none of the
 /// caller's file descriptors but its standard input and output (on one socket) and stderr on
 /// /dev/null, default signal handlers and an empty signal mask. Safe to call from several
 /// threads at once.
 std::string run_helper(const std::string& what, const std::string& program,
                        const std::vector<std::string>& args, const std::string& input,
-                       std::chrono::seconds timeout);
+                       std::chrono::seconds timeout, const std::string& timeout_name = "");
 
 /// Where tdfx-graphviz is, in this order: the file `TDFX_GRAPHVIZ_HELPER` names (an absolute
 /// path), `tdfx-graphviz` next to the running program (the build tree's bin/), then

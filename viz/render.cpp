@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 #include <unordered_map>
@@ -22,7 +23,6 @@ namespace {
 // (viz/graphviz_helper.cpp, which says why), started by posix_spawn and never forked from the
 // caller, so that none of the caller's threads, locks or sanitizer state is copied into a
 // process that runs Pango.
-constexpr std::chrono::seconds kDrawingTimeout{600};
 // The helper's address-space budget (RLIMIT_AS), in MB: a 10,000-module view takes ~30 MB
 // of graph and a few hundred MB of Pango and cairo.
 constexpr const char* kDrawingMemoryMb = "4096";
@@ -121,16 +121,19 @@ std::string render(const Graph& graph, Format format, const RenderOptions& optio
     const std::string refusal = budget_refusal(graph, options, options.view);
     if (!refusal.empty()) fail("{}", refusal);
   }
-  return render_dot(to_dot(graph, options), format);
+  return render_dot(to_dot(graph, options), format, options.time_budget);
 }
 
-std::string render_dot(const std::string& dot, Format format) {
+std::string render_dot(const std::string& dot, Format format, double time_budget) {
   if (format == Format::kDot) return dot;
   if (format == Format::kHtml) {
     fail("viz: a page shows a graph's nodes, not DOT text: call render(graph, Format::kHtml)");
   }
-  return detail::run_helper("viz: Graphviz", detail::graphviz_helper_path(),
-                            {graphviz_format(format), kDrawingMemoryMb}, dot, kDrawingTimeout);
+  return detail::run_helper(
+      "viz: Graphviz", detail::graphviz_helper_path(), {graphviz_format(format), kDrawingMemoryMb},
+      dot, std::chrono::seconds(static_cast<int64_t>(std::ceil(std::clamp(time_budget, 1.0, 1e7)))),
+      "the drawing's time budget (RenderOptions::time_budget, tdfx render "
+      "--time-budget)");
 }
 
 Format format_from_extension(const std::string& path) {

@@ -58,7 +58,9 @@ std::string budget_refusal(const Graph& graph, const RenderOptions& options, Vie
 /// tdfx::Error. Throws tdfx::Error with Graphviz's
 /// message when Graphviz reports an error, even one it recovers from (a label
 /// it cannot parse, which it would draw as the node's ID instead).
-std::string render_dot(const std::string& dot, Format format);
+/// Graphviz is stopped after `time_budget` seconds (RenderOptions::time_budget), a tdfx::Error.
+std::string render_dot(const std::string& dot, Format format,
+                       double time_budget = kDefaultDrawingSeconds);
 
 /// The format named by `path`'s extension (.svg .png .pdf .dot .gv .html .htm, any
 /// case); throws tdfx::Error naming the path and the accepted extensions.

@@ -75,6 +75,9 @@ struct OverlayLayer {
 /// 7.4 s; the module view of 10,000 modules in 9 s. Layout grows faster than the graph.
 inline constexpr size_t kDefaultMaxNodes = 10000;
 
+/// The default of RenderOptions::time_budget, in seconds.
+inline constexpr double kDefaultDrawingSeconds = 60;
+
 /// What else a drawing may hold, per unit of RenderOptions::max_nodes: the op view's edges
 /// (one per node input), and the module view's key cells (one per in key and per out key of
 /// each module, each an edge too). A 10,000-module chain has 20,000 key cells.
@@ -132,6 +135,10 @@ struct RenderOptions {
   /// render throws tdfx::Error at once naming the count and the limit; raise max_nodes here
   /// or with `tdfx render --max-nodes N`. DOT text has no limit.
   size_t max_nodes = kDefaultMaxNodes;
+  /// The most seconds Graphviz may take to lay out and render one drawing (each view of a
+  /// page is one): past it, its process is stopped and render throws tdfx::Error saying so.
+  /// Raise it here or with `tdfx render --time-budget S`.
+  double time_budget = kDefaultDrawingSeconds;
 };
 
 }  // namespace tdfx

@@ -769,6 +769,30 @@ TEST_CASE("viz: an op view of many edges per node is refused by the edge budget"
   CHECK(budget_refusal(g, options, View::kOps).empty());
 }
 
+TEST_CASE("viz: a drawing that takes Graphviz past its time budget is stopped, saying so") {
+  // 3,000 nodes, each reading two earlier ones at random: inside the node and edge limits,
+  // and far more than a second of layout.
+  Graph g;
+  std::vector<Node*> nodes{g.placeholder("x")};
+  uint64_t state = 12345;
+  auto pick = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return nodes[(state >> 33) % nodes.size()];
+  };
+  for (int i = 0; i < 3000; ++i) {
+    nodes.push_back(g.call_function(Target::aten("aten::add.Tensor"), {pick(), pick()}));
+  }
+  g.output(nodes.back());
+  RenderOptions options;
+  options.time_budget = 1;
+  CHECK(budget_refusal(g, options, View::kOps).empty());
+  CHECK_THROWS_WITH_AS(render(g, Format::kSvg, options),
+                       "viz: Graphviz failed: its process took longer than 1 s, the drawing's "
+                       "time budget (RenderOptions::time_budget, tdfx render --time-budget), and "
+                       "was stopped",
+                       Error);
+}
+
 TEST_CASE("viz: views are named ops and modules") {
   CHECK(to_string(View::kOps) == "ops");
   CHECK(to_string(View::kModules) == "modules");
