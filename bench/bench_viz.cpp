@@ -407,3 +407,35 @@ BENCHMARK(BM_DiffUnmatched)
     ->Arg(128000)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Layout of a graph a stranger's archive can hold inside the drawing limits: N nodes, each
+// reading two earlier nodes picked at random (a fixed seed), drawn to SVG by the helper. Such a
+// graph costs Graphviz far more than a traced pipeline of as many nodes; what bounds it is
+// RenderOptions::time_budget, which stops the helper.
+void BM_RandomGraphLayout(benchmark::State& state) {
+  tdfx::Graph g;
+  std::vector<tdfx::Node*> nodes{g.placeholder("x")};
+  uint64_t seed = 12345;
+  auto pick = [&] {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return nodes[(seed >> 33) % nodes.size()];
+  };
+  for (int64_t i = 1; i < state.range(0); ++i) {
+    nodes.push_back(g.call_function(tdfx::Target::aten("aten::add.Tensor"), {pick(), pick()}));
+  }
+  g.output(nodes.back());
+  tdfx::RenderOptions options;
+  options.time_budget = 1e6;
+  for (auto _ : state) {
+    std::string svg = tdfx::render(g, tdfx::Format::kSvg, options);
+    benchmark::DoNotOptimize(svg);
+  }
+}
+BENCHMARK(BM_RandomGraphLayout)
+    ->Arg(250)
+    ->Arg(500)
+    ->Arg(1000)
+    ->Arg(2000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
