@@ -1185,6 +1185,43 @@ Value expand_rule(Converter& c) {
 
 Value reduce_rule(Converter& c, const std::string& op, bool axes_as_input);
 
+// ---- NaN as ATen treats it -------------------------------------------------------------------
+// ATen's max and min (and amax, amin, max.dim, min.dim) give NaN for a slice holding one, and
+// argmax and argmin the index of its first NaN; ONNX leaves NaN to the runtime, and ONNX Runtime
+// skips it. These wrap the plain reductions so that a slice with a NaN gets ATen's answer.
+
+/// Whether the slices of `x` along `axes` (every axis when empty) hold a NaN, as bool, with the
+/// reduced axes kept when `keep`.
+std::string slice_has_nan(Converter& c, const std::string& x, const std::vector<int64_t>& axes,
+                          bool keep) {
+  NodeProto* any = c.emit("ReduceMax", {c.cast(c.op("IsNaN", {x}), c10::ScalarType::Float)});
+  if (!axes.empty()) set_attr(any, "axes", axes);
+  set_attr(any, "keepdims", int64_t{keep});
+  return c.cast(any->output(0), c10::ScalarType::Bool);
+}
+
+/// `reduced` (a ReduceMax or ReduceMin of `x`, of dtype `t`, over `axes`), NaN where the slice
+/// holds one.
+std::string nan_if_slice_has_nan(Converter& c, const std::string& x, const std::string& reduced,
+                                 c10::ScalarType t, const std::vector<int64_t>& axes, bool keep) {
+  if (!at::isFloatingType(t)) return reduced;
+  return c.op("Where", {slice_has_nan(c, x, axes, keep),
+                        c.const_scalar(std::numeric_limits<double>::quiet_NaN(), t), reduced});
+}
+
+/// ArgMax or ArgMin of `x` along `axis`, the first NaN's index where the slice holds one.
+std::string arg_with_nan(Converter& c, const std::string& op, const std::string& x,
+                         c10::ScalarType t, int64_t axis, bool keep) {
+  NodeProto* plain = c.emit(op, {x});
+  set_attr(plain, "axis", axis);
+  set_attr(plain, "keepdims", int64_t{keep});
+  if (!at::isFloatingType(t)) return plain->output(0);
+  NodeProto* first_nan = c.emit("ArgMax", {c.cast(c.op("IsNaN", {x}), c10::ScalarType::Float)});
+  set_attr(first_nan, "axis", axis);
+  set_attr(first_nan, "keepdims", int64_t{keep});
+  return c.op("Where", {slice_has_nan(c, x, {axis}, keep), first_nan->output(0), plain->output(0)});
+}
+
 /// mean as ReduceMean, or, over a dimension of no elements, as ATen has it: the sum (0)
 /// divided by the count (0), NaN.
 Value mean_rule(Converter& c) {
@@ -1228,6 +1265,9 @@ Value reduce_rule(Converter& c, const std::string& op, bool axes_as_input) {
     set_attr(r, "axes", axes);
   }
   set_attr(r, "keepdims", int64_t{keep});
+  if (op == "ReduceMax" || op == "ReduceMin") {
+    return tensor_value(nan_if_slice_has_nan(c, x, r->output(0), t, axes, keep));
+  }
   return tensor_value(r->output(0));
 }
 
@@ -1236,21 +1276,19 @@ Value max_dim_rule(Converter& c, bool is_max) {
   const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
   const int64_t keep = c.bool_arg(2);
   std::string x = c.tensor(0);
+  const c10::ScalarType t = c.dtype_of(0);
   NodeProto* values = c.emit(is_max ? "ReduceMax" : "ReduceMin", {x});
   set_attr(values, "axes", std::vector<int64_t>{dim});
   set_attr(values, "keepdims", keep);
-  NodeProto* index = c.emit(is_max ? "ArgMax" : "ArgMin", {x});
-  set_attr(index, "axis", dim);
-  set_attr(index, "keepdims", keep);
-  return {"", {tensor_value(values->output(0)), tensor_value(index->output(0))}};
+  return {"",
+          {tensor_value(nan_if_slice_has_nan(c, x, values->output(0), t, {dim}, keep != 0)),
+           tensor_value(arg_with_nan(c, is_max ? "ArgMax" : "ArgMin", x, t, dim, keep != 0))}};
 }
 
 Value arg_rule(Converter& c, const std::string& op) {
   if (c.is_none(1)) c.refuse("argmax/argmin over the whole tensor");
-  NodeProto* a = c.emit(op, {c.tensor(0)});
-  set_attr(a, "axis", c.norm_dim(c.int_arg(1), c.rank_of(0)));
-  set_attr(a, "keepdims", int64_t{c.bool_arg(2)});
-  return tensor_value(a->output(0));
+  return tensor_value(arg_with_nan(c, op, c.tensor(0), c.dtype_of(0),
+                                   c.norm_dim(c.int_arg(1), c.rank_of(0)), c.bool_arg(2)));
 }
 
 /// var/std with a correction: sum((x - mean)^2) / (N - correction), over `dims`.
@@ -1476,8 +1514,45 @@ Value masked_fill_rule(Converter& c) {
 Value pow_rule(Converter& c) {
   const c10::ScalarType t = c.out_dtype();
   std::string x = c.arg(0).node() ? c.cast_if(c.tensor(0), c.dtype_of(0), t) : c.tensor(0, t);
+  if (at::isIntegralType(t, /*includeBool=*/false)) {
+    // ONNX Runtime raises integers to a power in floating point: past 2^53 it is not ATen's
+    // wrapped product. A constant exponent is written as products (by squaring), which wrap
+    // as ATen's do; any other is refused.
+    if (c.arg(1).node() || !c.arg(1).is<int64_t>() || c.arg(1).as<int64_t>() < 0) {
+      c.refuse(
+          "an integer power whose exponent is not a constant of at least 0 (ONNX Runtime "
+          "computes integer powers in floating point, which differs from ATen's wrapping "
+          "int64 arithmetic past 2^53)");
+    }
+    // x^0 is 1 in x's shape: x * 0 + 1.
+    std::string result =
+        c.op("Add", {c.op("Mul", {x, c.const_scalar(0.0, t)}), c.const_scalar(1.0, t)});
+    std::string square = x;
+    for (int64_t e = c.arg(1).as<int64_t>(); e > 0; e >>= 1) {
+      if (e & 1) result = c.op("Mul", {result, square});
+      if (e > 1) square = c.op("Mul", {square, square});
+    }
+    return tensor_value(result);
+  }
   std::string y = c.arg(1).node() ? c.tensor(1) : c.tensor(1, t);
   return tensor_value(c.op("Pow", {x, y}));
+}
+
+/// erf, NaN kept NaN (ATen's; ONNX Runtime's Erf gives a number).
+Value erf_rule(Converter& c) {
+  std::string x = c.tensor(0);
+  const std::string erf = c.op("Erf", {x});
+  if (!at::isFloatingType(c.dtype_of(0))) return tensor_value(erf);
+  return tensor_value(c.op("Where", {c.op("IsNaN", {x}), x, erf}));
+}
+
+/// sign, 0 for NaN as ATen has it (ONNX Runtime's Sign keeps NaN).
+Value sign_rule(Converter& c) {
+  std::string x = c.tensor(0);
+  const std::string sign = c.op("Sign", {x});
+  const c10::ScalarType t = c.dtype_of(0);
+  if (!at::isFloatingType(t)) return tensor_value(sign);
+  return tensor_value(c.op("Where", {c.op("IsNaN", {x}), c.const_scalar(0.0, t), sign}));
 }
 
 Value size_rule(Converter& c) {
@@ -1537,15 +1612,21 @@ Value hardsigmoid_rule(Converter& c) {
 Value threshold_rule(Converter& c) {
   const c10::ScalarType t = c.out_dtype();
   std::string x = c.tensor(0);
+  // ATen: x <= threshold ? value : x, so NaN stays NaN.
   std::string above = c.op("Greater", {x, c.const_scalar(c.double_arg(1), t)});
+  if (at::isFloatingType(t)) above = c.op("Or", {above, c.op("IsNaN", {x})});
   return tensor_value(c.op("Where", {above, x, c.const_scalar(c.double_arg(2), t)}));
 }
 
 Value shrink_rule(Converter& c, bool soft) {
-  NodeProto* s = c.emit("Shrink", {c.tensor(0)});
+  std::string x = c.tensor(0);
+  NodeProto* s = c.emit("Shrink", {x});
   set_attr(s, "lambd", c.double_arg(1));
   set_attr(s, "bias", soft ? c.double_arg(1) : 0.0);
-  return tensor_value(s->output(0));
+  // ATen's hardshrink keeps NaN (it zeroes only what lies in [-lambd, lambd]); Shrink zeroes it,
+  // as ATen's softshrink does.
+  if (soft) return tensor_value(s->output(0));
+  return tensor_value(c.op("Where", {c.op("IsNaN", {x}), x, s->output(0)}));
 }
 
 Value tanhshrink_rule(Converter& c) {
@@ -2105,8 +2186,11 @@ std::string target_is(Converter& c, size_t i, double v) {
 
 Value soft_margin_loss_rule(Converter& c) {
   // (x, y, reduction): log(1 + exp(-x y)).
+  // ATen computes log1p(exp(-x y)), which is inf where exp overflows; Softplus stays finite.
   auto [x, y] = operands(c, 0, 1);
-  std::string loss = c.op("Softplus", {c.op("Neg", {c.op("Mul", {x, y})})});
+  const std::string z = c.op("Neg", {c.op("Mul", {x, y})});
+  const std::string e = c.op("Exp", {z});
+  std::string loss = c.op("Where", {c.op("IsInf", {e}), e, c.op("Softplus", {z})});
   return tensor_value(reduce_loss(c, loss, c.int_arg(2)));
 }
 
@@ -2216,7 +2300,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"ceil", {"Ceil", unary("Ceil")}},
       {"cos", {"Cos", unary("Cos")}},
       {"cosh", {"Cosh", unary("Cosh")}},
-      {"erf", {"Erf", unary("Erf")}},
+      {"erf", {"Erf, IsNaN, Where", erf_rule}},
       {"exp", {"Exp", unary("Exp")}},
       {"floor", {"Floor", unary("Floor")}},
       {"isinf", {"IsInf", unary("IsInf")}},
@@ -2230,7 +2314,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
       {"round.decimals", {"Mul or Div, Round, Div or Mul", round_decimals_rule}},
       {"rsqrt", {"Sqrt + Reciprocal", rsqrt_rule}},
       {"sigmoid", {"Sigmoid", unary("Sigmoid")}},
-      {"sign", {"Sign", unary("Sign")}},
+      {"sign", {"Sign, IsNaN, Where", sign_rule}},
       {"sin", {"Sin", unary("Sin")}},
       {"sinh", {"Sinh", unary("Sinh")}},
       {"sqrt", {"Sqrt", unary("Sqrt")}},
@@ -2244,7 +2328,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules() {
        {"Div (Mod, Floor and Where for floor rounding, as ATen floors; Sign, Abs and Floor for "
         "trunc)",
         div_rule}},
-      {"pow", {"Pow", pow_rule}},
+      {"pow", {"Pow (Mul for an integer power)", pow_rule}},
       {"maximum", {"Max", binary("Max")}},
       {"minimum", {"Min", binary("Min")}},
       {"fmod",

@@ -594,3 +594,94 @@ TEST_CASE(
             {"x"}, {"y"}),
         image);
 }
+
+TEST_CASE("onnx: NaN, overflow and ceil-mode windows as ATen computes them") {
+  // Each was once written as a model ONNX Runtime ran differently from tdfx.
+  auto check = [&](const TensorDictModuleBasePtr& module, const Inputs& inputs) {
+    check_against_ort(export_program(module, inputs), inputs);
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // NaN among ordinary values, infinities and zeros, in rows.
+  const Inputs with_nan = {
+      {"x", at::tensor({0.5f, nan, -2.0f, 3.0f, inf, nan, -inf, 0.0f, 1.0f, -0.25f, 2.0f, nan})
+                .reshape({3, 4})}};
+  auto unary = [&](std::function<at::Tensor(const at::Tensor&)> f) {
+    check(make_td_module(std::move(f), {"x"}, {"y"}), with_nan);
+  };
+  SUBCASE("threshold") {
+    unary([](const at::Tensor& x) { return at::threshold(x, 0.5, -1.0); });
+  }
+  SUBCASE("hardshrink") {
+    unary([](const at::Tensor& x) { return at::hardshrink(x, 0.5); });
+  }
+  SUBCASE("sign") {
+    unary([](const at::Tensor& x) { return at::sign(x); });
+  }
+  SUBCASE("erf") {
+    unary([](const at::Tensor& x) { return at::erf(x); });
+  }
+  SUBCASE("argmax") {
+    unary([](const at::Tensor& x) { return at::argmax(x, 1); });
+  }
+  SUBCASE("argmin") {
+    unary([](const at::Tensor& x) { return at::argmin(x, 1); });
+  }
+  SUBCASE("amax") {
+    unary([](const at::Tensor& x) { return at::amax(x, {1}); });
+  }
+  SUBCASE("max.dim") {
+    unary([](const at::Tensor& x) {
+      auto [values, indices] = at::max(x, 1);
+      return values + indices.to(at::kFloat);
+    });
+  }
+  // Overflow: softplus and the soft margin loss of large values.
+  const Inputs large = {{"x", at::tensor({-200.0f, -30.0f, 0.0f, 30.0f, 100.0f, 200.0f})}};
+  SUBCASE("softplus") {
+    check(make_td_module([](const at::Tensor& x) { return at::softplus(x * 5, 1.0, 20.0); }, {"x"},
+                         {"y"}),
+          large);
+    check(
+        make_td_module([](const at::Tensor& x) { return at::softplus(x, 2.0, 5.0); }, {"x"}, {"y"}),
+        large);
+  }
+  SUBCASE("soft_margin_loss") {
+    check(make_td_module(
+              [](const at::Tensor& x) { return at::soft_margin_loss(x * 5, at::ones_like(x), 0); },
+              {"x"}, {"y"}),
+          large);
+  }
+  SUBCASE("max pooling with ceil_mode") {
+    at::manual_seed(3);
+    const Inputs image = {{"x", at::randn({1, 1, 10, 10})}};
+    check(
+        make_td_module(nn::MaxPool2d(nn::MaxPool2dOptions(3).stride(2).padding(1).ceil_mode(true)),
+                       {"x"}, {"y"}),
+        image);
+    check(make_td_module(nn::MaxPool2d(nn::MaxPool2dOptions(2).ceil_mode(true)), {"x"}, {"y"}),
+          {{"x", at::randn({1, 1, 9, 9})}});
+  }
+  SUBCASE("min.dim, and amin over several dimensions") {
+    unary([](const at::Tensor& x) {
+      auto [values, indices] = at::min(x, 0);
+      return at::cat({values, indices.to(at::kFloat), at::amin(x, {0, 1}).reshape({1}),
+                      at::amin(x.narrow(1, 2, 2), {0, 1}).reshape({1})});
+    });
+  }
+  SUBCASE("int64 pow") {
+    // Wrapping past 2^63 as ATen's int64 products do; a power of 0 is 1.
+    const Inputs ints = {{"x", at::tensor({3, -3, 2, 0}, at::kLong)}};
+    check(make_td_module([](const at::Tensor& x) { return at::pow(x, 40); }, {"x"}, {"y"}), ints);
+    check(make_td_module([](const at::Tensor& x) { return at::pow(x, 0); }, {"x"}, {"y"}), ints);
+    const auto by_tensor = export_program(
+        make_td_module([](const at::Tensor& x) { return at::pow(x, x); }, {"x"}, {"y"}), ints);
+    CHECK_THROWS_WITH_AS(onnx_model(by_tensor),
+                         "cannot write node 'pow_1' (aten::pow.Tensor_Tensor) as ONNX: an integer "
+                         "power whose "
+                         "exponent is not a constant of at least 0 (ONNX Runtime computes "
+                         "integer powers in floating point, which differs from ATen's wrapping "
+                         "int64 arithmetic past 2^53)",
+                         OnnxError);
+  }
+}
