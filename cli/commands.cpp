@@ -100,8 +100,11 @@ bool run_diff(const std::string& a_path, const std::string& b_path, const std::s
   return !diff.equal();
 }
 
-void run_onnx(const std::string& path, const std::string& out) {
-  const ExportedProgram program = load(path);
+void run_onnx(const std::string& path, const std::string& out, uint64_t memory_budget) {
+  LoadOptions load_options;
+  if (memory_budget > 0) load_options.memory_budget = memory_budget;
+  const ExportedProgram program = load(path, load_options);
+  // The converter's own tensors are held to the budget the program was loaded with.
   writing(out, [&] { save_onnx(program, out); });
 }
 

@@ -66,8 +66,10 @@ void run_render(const std::string& path, const std::string& out, size_t max_node
 bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out);
 
 /// `tdfx onnx`: loads `path` and writes it to `out` as a checked ONNX model (save_onnx); an
-/// operator with no ONNX form is an OnnxError naming the node, and nothing is written.
-void run_onnx(const std::string& path, const std::string& out);
+/// operator with no ONNX form is an OnnxError naming the node, and nothing is written. The
+/// program is loaded, and the tensors the converter makes are held, within `memory_budget`
+/// bytes (0: LoadOptions' default, 4 GiB).
+void run_onnx(const std::string& path, const std::string& out, uint64_t memory_budget = 0);
 
 /// "" when `path` ends in `.onnx`, otherwise why not.
 std::string check_onnx_extension(const std::string& path);

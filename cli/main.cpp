@@ -6,7 +6,7 @@
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
 //               [--max-nodes N] [--time-budget S]
 //   tdfx diff A.pt2 B.pt2 [-o DIFF.{svg,png,pdf,dot,html}]
-//   tdfx onnx FILE.pt2 -o FILE.onnx
+//   tdfx onnx FILE.pt2 -o FILE.onnx [--memory-budget MB]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html} [--view ops|modules]]
 //            [--save RUN.pt] [--width N] [--memory-budget MB] [--time-budget S]
@@ -167,6 +167,11 @@ int main(int argc, char** argv) {
   onnx->add_option("-o,--output", onnx_out, "The model (.onnx)")
       ->required()
       ->check(CLI::Validator(check_onnx_extension, "OUT.onnx", "extension"));
+  uint64_t onnx_budget_mb = 0;
+  onnx->add_option("--memory-budget", onnx_budget_mb,
+                   "MB: the most memory the program's weights, and the tensors the converter "
+                   "makes itself, may take (default 4096); past it, the node is refused")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   onnx->footer(kFooter);
 
   std::string diff_a, diff_b, diff_out;
@@ -296,7 +301,7 @@ int main(int argc, char** argv) {
                  rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom,
                  render_seconds);
     } else if (onnx->parsed()) {
-      run_onnx(onnx_file, onnx_out);
+      run_onnx(onnx_file, onnx_out, onnx_budget_mb << 20);
     } else if (run->parsed()) {
       std::vector<InputArgument> inputs;
       for (const std::string& text : run_inputs) inputs.push_back(parse_input_argument(text));

@@ -16,7 +16,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/file_io.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/graph/schema_arguments.h"
 #include "tdfx/graph/value_type.h"
 
@@ -114,8 +116,8 @@ const std::map<std::string, RuleEntry, std::less<>>& rules();
 /// Converts one program, node by node, into a GraphProto.
 class Converter {
  public:
-  Converter(const ExportedProgram& program, onnx::GraphProto* graph)
-      : program_(program), graph_(graph), types_(program.graph()) {}
+  Converter(const ExportedProgram& program, onnx::GraphProto* graph, uint64_t memory_budget)
+      : program_(program), graph_(graph), types_(program.graph()), budget_(memory_budget) {}
 
   void convert();
 
@@ -172,6 +174,9 @@ class Converter {
   std::string const_scalar(double value, c10::ScalarType dtype);
   /// An initializer holding `value`.
   std::string const_tensor(const at::Tensor& value);
+  /// An initializer of `sizes` filled with `value`, made by the converter: refused (refuse())
+  /// when it would take the converter's tensors past the memory budget.
+  std::string filled(const std::vector<int64_t>& sizes, double value, c10::ScalarType dtype);
   std::string cast(const std::string& value, c10::ScalarType to);
   /// `value` (of dtype `from`) cast to `to` unless it already is.
   std::string cast_if(const std::string& value, c10::ScalarType from, c10::ScalarType to) {
@@ -218,6 +223,10 @@ class Converter {
   void adopt_name(Value& value, const Node& node);
 
   const ExportedProgram& program_;
+  /// The memory budget of the tensors the converter makes (OnnxOptions::memory_budget; 0:
+  /// none), and the bytes made so far.
+  uint64_t budget_ = 0;
+  uint64_t made_ = 0;
   onnx::GraphProto* graph_;
   std::unordered_map<const Node*, Value> values_;
   ValueTypes types_;
@@ -273,6 +282,26 @@ std::string Converter::const_ints(const std::vector<int64_t>& values) {
   init->add_dims(static_cast<int64_t>(values.size()));
   for (int64_t v : values) init->add_int64_data(v);
   return const_cache_[key] = init->name();
+}
+
+std::string Converter::filled(const std::vector<int64_t>& sizes, double value,
+                              c10::ScalarType dtype) {
+  double elements = 1;
+  for (int64_t size : sizes) {
+    if (size < 0) refuse(fmt::format("a tensor of negative size {} to write", size));
+    elements *= static_cast<double>(size);
+  }
+  const double bytes = elements * static_cast<double>(c10::elementSize(dtype));
+  if (budget_ > 0 && static_cast<double>(made_) + bytes > static_cast<double>(budget_)) {
+    refuse(
+        fmt::format("the {} tensor of {} elements it would write takes {}, with {} written "
+                    "already; the converter's memory budget (OnnxOptions::memory_budget, "
+                    "tdfx onnx --memory-budget) is {}",
+                    dtype_name(dtype), elements, bytes_text(static_cast<uint64_t>(bytes)),
+                    bytes_text(made_), bytes_text(budget_)));
+  }
+  made_ += static_cast<uint64_t>(bytes);
+  return const_tensor(at::full(sizes, value, at::TensorOptions().dtype(dtype)));
 }
 
 std::string Converter::const_scalar(double value, c10::ScalarType dtype) {
@@ -1339,9 +1368,8 @@ Value layer_norm_rule(Converter& c) {
   // layer_norm(x, normalized_shape, weight, bias, eps, cudnn_enable).
   const int64_t axis = -static_cast<int64_t>(c.ints_arg(1).size());
   const std::vector<int64_t> normalized = c.ints_arg(1);
-  const auto options = at::TensorOptions().dtype(c.out_dtype());
   std::vector<std::string> inputs{
-      c.tensor(0), c.is_none(2) ? c.const_tensor(at::ones(normalized, options)) : c.tensor(2)};
+      c.tensor(0), c.is_none(2) ? c.filled(normalized, 1.0, c.out_dtype()) : c.tensor(2)};
   if (!c.is_none(3)) inputs.push_back(c.tensor(3));
   NodeProto* ln = c.emit("LayerNormalization", inputs);
   set_attr(ln, "axis", axis);
@@ -1354,9 +1382,8 @@ Value batch_norm_rule(Converter& c) {
   if (c.bool_arg(5)) c.refuse("batch norm in training mode; export the pipeline in eval mode");
   if (c.is_none(3) || c.is_none(4)) c.refuse("batch norm without running statistics");
   const int64_t channels = c.shape_of(0).size() > 1 ? c.shape_of(0)[1] : 1;
-  const auto options = at::TensorOptions().dtype(c.out_dtype());
   auto or_fill = [&](size_t i, double fill) {
-    return c.is_none(i) ? c.const_tensor(at::full({channels}, fill, options)) : c.tensor(i);
+    return c.is_none(i) ? c.filled({channels}, fill, c.out_dtype()) : c.tensor(i);
   };
   NodeProto* bn = c.emit("BatchNormalization",
                          {c.tensor(0), or_fill(1, 1.0), or_fill(2, 0.0), c.tensor(3), c.tensor(4)});
@@ -1991,7 +2018,7 @@ Value broadcast_tensors_rule(Converter& c) {
 
 /// Ones (or zeros) of `channels` elements of the output's dtype, for a missing weight or bias.
 std::string filled_vector(Converter& c, int64_t channels, double value) {
-  return c.const_tensor(at::full({channels}, value, at::TensorOptions().dtype(c.out_dtype())));
+  return c.filled({channels}, value, c.out_dtype());
 }
 
 Value instance_norm_rule(Converter& c) {
@@ -2563,7 +2590,9 @@ std::string onnx_model(const ExportedProgram& program, const OnnxOptions& option
   opset->set_version(kOnnxOpset);
   onnx::GraphProto* graph = model.mutable_graph();
   graph->set_name(options.graph_name);
-  Converter(program, graph).convert();
+  Converter(program, graph,
+            options.memory_budget > 0 ? options.memory_budget : program.memory_budget())
+      .convert();
   try {
     onnx::checker::check_model(model);
     onnx::ShapeInferenceOptions strict(/*check_type=*/true, /*error_mode=*/1);

@@ -44,6 +44,12 @@ struct OnnxOptions {
   std::string graph_name = "tdfx_program";
   /// The model's doc string.
   std::string doc_string;
+  /// The most bytes the tensors the converter makes itself may take together (the ones of a
+  /// LayerNorm without weight, the filled weight and bias of a BatchNorm or InstanceNorm without
+  /// them), sized from the program's constants and traced shapes: a node that would pass it is
+  /// refused by name, before the tensor is made. 0: the program's memory budget
+  /// (ExportedProgram::memory_budget, a loaded program's), none for a program exported here.
+  uint64_t memory_budget = 0;
 };
 
 /// The ONNX opset the models are written at.

@@ -685,3 +685,50 @@ TEST_CASE("onnx: NaN, overflow and ceil-mode windows as ATen computes them") {
                          OnnxError);
   }
 }
+
+TEST_CASE("onnx: the tensors the converter makes are held to the memory budget, by node") {
+  // A LayerNorm without weight over 3e8 elements would be written as 1.2 GB of ones, and a
+  // BatchNorm without weight whose traced shape claims 1e9 channels as 4 GB; the programs
+  // themselves are a few hundred bytes.
+  auto program = [](const std::function<Node*(Graph&, Node*)>& build) {
+    Graph g;
+    Node* x = g.placeholder("x");
+    x->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{2, 1000000000}};
+    Node* out = build(g, x);
+    out->meta().tensor = x->meta().tensor;
+    g.output(tuple({out}));
+    GraphSignature signature;
+    signature.inputs = {{InputKind::kUserInput, "x", "x", {}}};
+    signature.outputs = {{out->name(), NestedKey("y")}};
+    return ExportedProgram(std::move(g), std::move(signature), {});
+  };
+  const ExportedProgram layer_norm = program([](Graph& g, Node* x) {
+    return g.call_function(Target::aten("aten::layer_norm"),
+                           {x, list({300000000}), None{}, None{}, 1e-5, false});
+  });
+  const ExportedProgram batch_norm = program([](Graph& g, Node* x) {
+    Node* stats = g.call_function(Target::aten("aten::zeros"), {list({2})});
+    stats->meta().tensor = TensorMeta{at::kFloat, std::vector<int64_t>{2}};
+    return g.call_function(Target::aten("aten::batch_norm"),
+                           {x, None{}, None{}, stats, stats, false, 0.1, 1e-5, false});
+  });
+  OnnxOptions options;
+  options.memory_budget = uint64_t{64} << 20;
+  const std::string budget =
+      "the converter's memory budget (OnnxOptions::memory_budget, tdfx onnx --memory-budget) is "
+      "67.1 MB (67,108,864 bytes)";
+  CHECK_THROWS_WITH_AS(onnx_model(layer_norm, options),
+                       ("cannot write node 'layer_norm' (aten::layer_norm) as ONNX: the float32 "
+                        "tensor of 300000000 elements it would write takes 1.2 GB (1,200,000,000 "
+                        "bytes), with 0 bytes written already; " +
+                        budget)
+                           .c_str(),
+                       OnnxError);
+  CHECK_THROWS_WITH_AS(onnx_model(batch_norm, options),
+                       ("cannot write node 'batch_norm' (aten::batch_norm) as ONNX: the float32 "
+                        "tensor of 1000000000 elements it would write takes 4 GB (4,000,000,000 "
+                        "bytes), with 0 bytes written already; " +
+                        budget)
+                           .c_str(),
+                       OnnxError);
+}
