@@ -7,6 +7,7 @@
 
 // `tdfx demo` traces seed 002's pipeline, which the samples and tests share from here.
 #include "samples/pipelines.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
@@ -45,8 +46,14 @@ void run_demo(const std::string& out_dir) {
   writing(pt2, [&] { save(program, pt2); });
 }
 
-void run_show(const std::string& path, ShowWhat what) {
-  const ExportedProgram program = load(path);
+LoadOptions load_options_within(uint64_t memory_budget) {
+  LoadOptions options;
+  if (memory_budget > 0) options.memory_budget = memory_budget;
+  return options;
+}
+
+void run_show(const std::string& path, ShowWhat what, uint64_t memory_budget) {
+  const ExportedProgram program = load(path, load_options_within(memory_budget));
   switch (what) {
     case ShowWhat::kReadable:
       std::cout << program.print_readable() << "\n";
@@ -79,8 +86,8 @@ RenderOptions program_render_options(const ExportedProgram& program, size_t max_
 }
 
 void run_render(const std::string& path, const std::string& out, size_t max_nodes, View view,
-                Rankdir rankdir, double time_budget) {
-  const ExportedProgram program = load(path);
+                Rankdir rankdir, double time_budget, uint64_t memory_budget) {
+  const ExportedProgram program = load(path, load_options_within(memory_budget));
   RenderOptions options = program_render_options(program, max_nodes);
   options.view = view;
   options.rankdir = rankdir;
@@ -88,9 +95,29 @@ void run_render(const std::string& path, const std::string& out, size_t max_node
   writing(out, [&] { save_diagram(program.graph(), out, options); });
 }
 
-bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out) {
-  const ExportedProgram a = load(a_path);
-  const ExportedProgram b = load(b_path);
+bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out,
+              uint64_t memory_budget) {
+  LoadOptions options = load_options_within(memory_budget);
+  const ExportedProgram a = load(a_path, options);
+  // One budget for both programs: B's weights get what A's left.
+  uint64_t a_bytes = 0;
+  for (const auto& [name, tensor] : a.state()) a_bytes += tensor.nbytes();
+  if (a_bytes >= options.memory_budget) {
+    fail<Error>("{}: its weights take {}, the whole memory budget (--memory-budget) of {}, which "
+                "leaves nothing for {}",
+                a_path, bytes_text(a_bytes), bytes_text(options.memory_budget), b_path);
+  }
+  const uint64_t whole = options.memory_budget;
+  options.memory_budget -= a_bytes;
+  const ExportedProgram b = [&] {
+    try {
+      return load(b_path, options);
+    } catch (const ArchiveError& e) {
+      if (a_bytes == 0) throw;
+      fail<ArchiveError>("{} (what {}'s weights, {}, leave of the memory budget of {})", e.what(),
+                         a_path, bytes_text(a_bytes), bytes_text(whole));
+    }
+  }();
   const ProgramDiff diff = diff_programs(a, b);
   std::cout << diff.report();
   if (!out.empty()) {
@@ -101,9 +128,7 @@ bool run_diff(const std::string& a_path, const std::string& b_path, const std::s
 }
 
 void run_onnx(const std::string& path, const std::string& out, uint64_t memory_budget) {
-  LoadOptions load_options;
-  if (memory_budget > 0) load_options.memory_budget = memory_budget;
-  const ExportedProgram program = load(path, load_options);
+  const ExportedProgram program = load(path, load_options_within(memory_budget));
   // The converter's own tensors are held to the budget the program was loaded with.
   writing(out, [&] { save_onnx(program, out); });
 }

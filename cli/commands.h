@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tdfx/core/error.h"
+#include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/viz/render.h"
 
@@ -35,8 +36,13 @@ enum class ShowWhat { kReadable, kGraph, kCode, kSignature };
 /// (creating `out_dir` if missing).
 void run_demo(const std::string& out_dir);
 
-/// `tdfx show`: loads `path` and prints the part of it named by `what`.
-void run_show(const std::string& path, ShowWhat what);
+/// The options every command loads a program with: LoadOptions' defaults, with the memory
+/// budget `memory_budget` bytes unless it is 0.
+LoadOptions load_options_within(uint64_t memory_budget);
+
+/// `tdfx show`: loads `path` within `memory_budget` bytes (load_options_within) and prints the
+/// part of it named by `what`.
+void run_show(const std::string& path, ShowWhat what, uint64_t memory_budget = 0);
 
 /// Runs `fn`, which produces the file `path`, and prints `wrote PATH`. A file that cannot
 /// be written is fn's FileError or ArchiveError, which names it.
@@ -50,20 +56,22 @@ void writing(const std::string& path, Fn&& fn) {
 /// module boxes the archive keeps (diagram_options).
 RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes);
 
-/// `tdfx render`: loads `path` and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the
+/// `tdfx render`: loads `path` within `memory_budget` bytes (load_options_within) and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the
 /// interactive page) in `view` (every op boxed by TensorDictModule, or one node per module) and
 /// `rankdir`, the outputs labelled with their keys. A drawing over `max_nodes`
 /// (RenderOptions::max_nodes) is refused, as is one Graphviz cannot draw or lay out within
 /// `time_budget` seconds (RenderOptions::time_budget): a tdfx::Error, not a FileError.
 void run_render(const std::string& path, const std::string& out, size_t max_nodes,
                 View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom,
-                double time_budget = kDefaultDrawingSeconds);
+                double time_budget = kDefaultDrawingSeconds, uint64_t memory_budget = 0);
 
-/// `tdfx diff`: loads both programs, prints how `b_path` differs from `a_path`
+/// `tdfx diff`: loads both programs within one memory budget of `memory_budget` bytes
+/// (load_options_within; B within what A's weights leave of it), prints how `b_path` differs from `a_path`
 /// (ProgramDiff::report, nothing when equal) and, with `out`, draws `b_path` with the
 /// differences marked (diff_render_options; .svg, .png, .pdf, .dot, .html). True when they
 /// differ.
-bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out);
+bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out,
+              uint64_t memory_budget = 0);
 
 /// `tdfx onnx`: loads `path` and writes it to `out` as a checked ONNX model (save_onnx); an
 /// operator with no ONNX form is an OnnxError naming the node, and nothing is written. The

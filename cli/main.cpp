@@ -2,10 +2,10 @@
 //
 //   tdfx --help | --version
 //   tdfx demo [--out DIR]
-//   tdfx show FILE.pt2 [--graph | --code | --readable | --signature]
+//   tdfx show FILE.pt2 [--graph | --code | --readable | --signature] [--memory-budget MB]
 //   tdfx render FILE.pt2 -o OUT.{svg,png,pdf,dot,html} [--view ops|modules] [--rankdir TB|LR]
-//               [--max-nodes N] [--time-budget S]
-//   tdfx diff A.pt2 B.pt2 [-o DIFF.{svg,png,pdf,dot,html}]
+//               [--max-nodes N] [--time-budget S] [--memory-budget MB]
+//   tdfx diff A.pt2 B.pt2 [-o DIFF.{svg,png,pdf,dot,html}] [--memory-budget MB]
 //   tdfx onnx FILE.pt2 -o FILE.onnx [--memory-budget MB]
 //   tdfx run FILE.pt2 [--input NAME=FILE.pt]... [--seed N] [--stats] [--profile [--repeats N]]
 //            [--find-nonfinite] [-o OVERLAY.{svg,png,pdf,dot,html} [--view ops|modules]]
@@ -48,6 +48,13 @@ bool stdout_written() {
 std::string whole_number(const std::string& text) {
   if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) return "";
   return "expected a whole number, got '" + text + "'";
+}
+
+/// Adds `--memory-budget MB` to `command`, read into `megabytes` (0 when not given: the
+/// default of LoadOptions, 4096 MB), described by `what`.
+void add_memory_budget(CLI::App* command, uint64_t& megabytes, const std::string& what) {
+  command->add_option("--memory-budget", megabytes, "MB: " + what + " (default 4096)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
 }
 
 /// Says on stderr what was wrong with the command line, as `tdfx: ...` or
@@ -116,6 +123,10 @@ int main(int argc, char** argv) {
       show->add_flag("--readable", readable, "Print the readable module (the default)");
   CLI::Option* signature_flag =
       show->add_flag("--signature", signature, "Print the graph signature");
+  uint64_t show_budget_mb = 0;
+  add_memory_budget(show, show_budget_mb,
+                    "the most memory loading the program may take, its weights and its "
+                    "program.json; past it, the file is refused");
   const std::vector<CLI::Option*> flags{graph_flag, code_flag, readable_flag, signature_flag};
   for (CLI::Option* flag : flags) {
     for (CLI::Option* other : flags) {
@@ -155,6 +166,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"ops", "modules"}));
   std::string rankdir = "TB";
+  uint64_t render_budget_mb = 0;
+  add_memory_budget(render, render_budget_mb,
+                    "the most memory loading the program may take, its weights and its "
+                    "program.json; past it, the file is refused");
   render->add_option("--rankdir", rankdir, "The drawing flows top-down (TB) or left-right (LR)")
       ->capture_default_str()
       ->check(CLI::IsMember({"TB", "LR"}));
@@ -168,10 +183,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::Validator(check_onnx_extension, "OUT.onnx", "extension"));
   uint64_t onnx_budget_mb = 0;
-  onnx->add_option("--memory-budget", onnx_budget_mb,
-                   "MB: the most memory the program's weights, and the tensors the converter "
-                   "makes itself, may take (default 4096); past it, the node is refused")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  add_memory_budget(onnx, onnx_budget_mb,
+                    "the most memory loading the program, and the tensors the converter makes "
+                    "itself, may take; past it, the file or the node is refused");
   onnx->footer(kFooter);
 
   std::string diff_a, diff_b, diff_out;
@@ -186,6 +200,10 @@ int main(int argc, char** argv) {
                    "Draw B with what was added and changed marked, and what was removed "
                    "named (.svg, .png, .pdf, .dot, .html)")
       ->check(CLI::Validator(check_render_extension, "OUT.{svg,png,pdf,dot,gv,html}", "extension"));
+  uint64_t diff_budget_mb = 0;
+  add_memory_budget(diff, diff_budget_mb,
+                    "the most memory loading both programs may take, their weights and "
+                    "program.json files together; past it, the second file is refused");
   diff->footer(
       "Exit status: 0 when the programs are equal (nodes renamed alone are equal), 1 when they\n"
       "differ, 2 on any failure: a usage error, a file that cannot be read or loaded.\n");
@@ -235,11 +253,10 @@ int main(int argc, char** argv) {
                 "NaN or Inf from finite ones")
       ->needs(backward);
   uint64_t budget_mb = 0;
-  run->add_option("--memory-budget", budget_mb,
-                  "MB: the most memory the program's run may hold at once, the inputs drawn "
-                  "and read included (default 4096); an op that would go past it is refused "
-                  "before it allocates")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  add_memory_budget(run, budget_mb,
+                    "the most memory loading the program, and then its run, may hold at once, "
+                    "the inputs drawn and read included; an op that would go past it is "
+                    "refused before it allocates");
   run->add_option("--time-budget", reports.time_budget,
                   "S: the most seconds the run may take, every report's runs included "
                   "(default 30); an op that could not finish in what is left, or that comes "
@@ -277,7 +294,7 @@ int main(int argc, char** argv) {
   }
   if (diff->parsed()) {
     try {
-      const bool different = run_diff(diff_a, diff_b, diff_out);
+      const bool different = run_diff(diff_a, diff_b, diff_out, diff_budget_mb << 20);
       // A report that was lost answers nothing: trouble, as diff(1) says.
       if (!stdout_written()) return kExitDiffTrouble;
       return different ? kExitDifferent : kExitOk;
@@ -295,11 +312,11 @@ int main(int argc, char** argv) {
                             : code      ? ShowWhat::kCode
                             : signature ? ShowWhat::kSignature
                                         : ShowWhat::kReadable;
-      run_show(show_file, what);
+      run_show(show_file, what, show_budget_mb << 20);
     } else if (render->parsed()) {
       run_render(render_file, render_out, max_nodes, *tdfx::view_from_string(view),
                  rankdir == "LR" ? tdfx::Rankdir::kLeftRight : tdfx::Rankdir::kTopBottom,
-                 render_seconds);
+                 render_seconds, render_budget_mb << 20);
     } else if (onnx->parsed()) {
       run_onnx(onnx_file, onnx_out, onnx_budget_mb << 20);
     } else if (run->parsed()) {

@@ -15,6 +15,7 @@
 #include "tdfx/core/enum_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/file_io.h"
+#include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/core/utf8.h"
 #include "tdfx/export/json_checks.h"
@@ -180,28 +181,51 @@ JsonTextFacts json_text_facts(std::string_view text) {
   return facts;
 }
 
+// What reading program.json costs in memory, charged per JSON value as the parser meets it,
+// before the document holds it: the value in the document (nlohmann's 16-byte slot with its
+// list's spare capacity, an object's tree node, a string's heap copy) and what the graph made
+// from it holds (an Argument, a node's fields, the field-name set kept to find repeats). Each is
+// an upper bound of what this build measured (README: a list of 1.9 million `{"int": 1}` took
+// about 280 bytes an element, charged 409).
+constexpr uint64_t kScalarCost = 80;
+constexpr uint64_t kContainerCost = 160;
+constexpr uint64_t kKeyCost = 160;
+constexpr uint64_t kStringCost = 96;
+
 // Builds the document as nlohmann's parser does, and notes an object that repeats a field:
 // which of the two would count is up to the parser (nlohmann keeps the last, another reader
 // the first), so such a file is refused. (nlohmann's parser callback could see the keys too,
 // but it rescans the enclosing object at every object's end: quadratic in a list's length.)
+// Stops the parse once what it would hold passes `budget` bytes (see kScalarCost).
 class RefusingDomBuilder {
  public:
-  explicit RefusingDomBuilder(json& result) : dom_(result, /*allow_exceptions=*/false) {}
+  RefusingDomBuilder(json& result, uint64_t budget)
+      : dom_(result, /*allow_exceptions=*/false), budget_(budget) {}
 
-  bool null() { return dom_.null(); }
-  bool boolean(bool value) { return dom_.boolean(value); }
-  bool number_integer(json::number_integer_t value) { return dom_.number_integer(value); }
-  bool number_unsigned(json::number_unsigned_t value) { return dom_.number_unsigned(value); }
-  bool number_float(json::number_float_t value, const std::string& text) {
-    return dom_.number_float(value, text);
+  bool null() { return charge(kScalarCost) && dom_.null(); }
+  bool boolean(bool value) { return charge(kScalarCost) && dom_.boolean(value); }
+  bool number_integer(json::number_integer_t value) {
+    return charge(kScalarCost) && dom_.number_integer(value);
   }
-  bool string(std::string& value) { return dom_.string(value); }
-  bool binary(json::binary_t& value) { return dom_.binary(value); }
+  bool number_unsigned(json::number_unsigned_t value) {
+    return charge(kScalarCost) && dom_.number_unsigned(value);
+  }
+  bool number_float(json::number_float_t value, const std::string& text) {
+    return charge(kScalarCost) && dom_.number_float(value, text);
+  }
+  bool string(std::string& value) {
+    return charge(kStringCost + 2 * value.size()) && dom_.string(value);
+  }
+  bool binary(json::binary_t& value) {
+    return charge(kStringCost + 2 * value.size()) && dom_.binary(value);
+  }
   bool start_object(std::size_t size) {
+    if (!charge(kContainerCost)) return false;
     keys_.emplace_back();
     return dom_.start_object(size);
   }
   bool key(std::string& name) {
+    if (!charge(kKeyCost + 3 * name.size())) return false;
     if (!keys_.back().insert(name).second) repeats = true;
     return dom_.key(name);
   }
@@ -209,7 +233,7 @@ class RefusingDomBuilder {
     keys_.pop_back();
     return dom_.end_object();
   }
-  bool start_array(std::size_t size) { return dom_.start_array(size); }
+  bool start_array(std::size_t size) { return charge(kContainerCost) && dom_.start_array(size); }
   bool end_array() { return dom_.end_array(); }
   bool parse_error(std::size_t position, const std::string& token,
                    const nlohmann::detail::exception& error) {
@@ -217,10 +241,24 @@ class RefusingDomBuilder {
   }
 
   bool repeats = false;
+  /// Whether the parse stopped because it went past the budget.
+  bool over_budget = false;
+  /// JSON values read so far.
+  uint64_t values = 0;
 
  private:
+  bool charge(uint64_t bytes) {
+    ++values;
+    charged_ += bytes;
+    if (charged_ <= budget_) return true;
+    over_budget = true;
+    return false;
+  }
+
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   std::vector<std::unordered_set<std::string>> keys_;  // the fields of each open object
+  uint64_t budget_;
+  uint64_t charged_ = 0;
 };
 
 c10::ScalarType dtype_from_json(const json& value, const std::string& where) {
@@ -743,8 +781,15 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
         wide.size() > 40 ? std::string(wide.substr(0, 40)) + "..." : std::string(wide));
   }
   json document;
-  RefusingDomBuilder builder(document);
+  RefusingDomBuilder builder(document, options.memory_budget);
   if (!json::sax_parse(document_text, &builder)) {
+    if (builder.over_budget) {
+      fail<ArchiveError>(
+          "{}: reading program.json would go past the memory budget "
+          "(LoadOptions::memory_budget, --memory-budget) of {}: it holds more than that after "
+          "{} of its JSON values",
+          where, bytes_text(options.memory_budget), builder.values);
+    }
     fail<ArchiveError>("{}: program.json is not valid JSON", where);
   }
   if (builder.repeats) fail<ArchiveError>("{}: program.json repeats a field of an object", where);

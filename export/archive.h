@@ -28,10 +28,12 @@ namespace tdfx {
 struct LoadOptions {
   /// The largest program.json accepted, in bytes.
   uint64_t max_program_bytes = uint64_t{64} << 20;
-  /// The most memory the weights together, or any one constant size of the
-  /// program (`aten::zeros([n, m])`), may ask for, in bytes; and the most a run of the
-  /// loaded program may hold at once (ExportedProgram::memory_budget): an op that would go
-  /// past it is refused before it allocates.
+  /// The most memory, in bytes, that each of these may take: reading program.json (what its
+  /// document and the graph made from it hold, charged per JSON value as it is parsed: past
+  /// the budget the parse stops), the weights together, any one constant size of the program
+  /// (`aten::zeros([n, m])`), and a run of the loaded program at once
+  /// (ExportedProgram::memory_budget): an op that would go past it is refused before it
+  /// allocates.
   uint64_t memory_budget = uint64_t{4} << 30;
   /// The most time, in seconds, each run of the loaded program may take
   /// (ExportedProgram::time_budget): an op that could not finish in what is left, or that

@@ -86,11 +86,12 @@ std::string archive_of(const std::string& document,
 // The message load() gives for `program`'s archive (the seed program's by
 // default) after `edit` rewrote its records; "" when it loads.
 std::string refusal(const std::function<void(Records&)>& edit,
-                    const ExportedProgram& program = seed_program()) {
+                    const ExportedProgram& program = seed_program(),
+                    const LoadOptions& options = {}) {
   Records records = records_of(program);
   edit(records);
   try {
-    load_bytes(archive_of(records.document.dump(), records.weights), "edited.pt2");
+    load_bytes(archive_of(records.document.dump(), records.weights), "edited.pt2", options);
   } catch (const ArchiveError& e) {
     return e.what();
   }
@@ -378,11 +379,33 @@ TEST_CASE("archive: compressed, overlapping and oversized records are refused be
       load_bytes(bytes, "big.pt2", small),
       doctest::Contains("over the limit of 100 bytes (LoadOptions::max_program_bytes)"),
       ArchiveError);
-  LoadOptions tight;
-  tight.memory_budget = 16;
-  CHECK_THROWS_WITH_AS(
-      load_bytes(bytes, "w.pt2", tight),
-      doctest::Contains("the weights need more than the memory budget of 16 bytes"), ArchiveError);
+}
+
+TEST_CASE("archive: reading program.json and the weights are each held to the memory budget") {
+  const ExportedProgram program = seed_program();
+  LoadOptions megabyte;
+  megabyte.memory_budget = 1 << 20;
+  CHECK(refusal([](Records&) {}, program, megabyte).empty());
+  // A list of 100,000 ints (a 1 MB text): refused as it is read, before any check of what the
+  // document says, at the value that passes the budget.
+  CHECK(refusal(
+            [](Records& r) {
+              r.document["nodes"][0]["args"] = json(std::vector<json>(100000, {{"int", 1}}));
+            },
+            program, megabyte) ==
+        "edited.pt2: reading program.json would go past the memory budget "
+        "(LoadOptions::memory_budget, --memory-budget) of 1.05 MB (1,048,576 bytes): it holds "
+        "more than that after 7678 of its JSON values");
+  // A weight that says it is 4 MB, refused before its record is read.
+  CHECK(refusal(
+            [](Records& r) {
+              json& weight = r.document["weights"][0];
+              weight["shape"] = {1 << 20};
+              node_with_target(r.document, weight["name"])["meta"]["shape"] = {1 << 20};
+            },
+            program, megabyte) ==
+        "edited.pt2: weight 'p_module_0_module_weight': the weights need more than the "
+        "memory budget of 1048576 bytes (LoadOptions::memory_budget)");
 }
 
 TEST_CASE("archive: deep nesting is refused before any recursive parser or printer sees it") {
