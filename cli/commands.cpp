@@ -103,9 +103,10 @@ bool run_diff(const std::string& a_path, const std::string& b_path, const std::s
   uint64_t a_bytes = 0;
   for (const auto& [name, tensor] : a.state()) a_bytes += tensor.nbytes();
   if (a_bytes >= options.memory_budget) {
-    fail<Error>("{}: its weights take {}, the whole memory budget (--memory-budget) of {}, which "
-                "leaves nothing for {}",
-                a_path, bytes_text(a_bytes), bytes_text(options.memory_budget), b_path);
+    fail<Error>(
+        "{}: its weights take {}, the whole memory budget (--memory-budget) of {}, which "
+        "leaves nothing for {}",
+        a_path, bytes_text(a_bytes), bytes_text(options.memory_budget), b_path);
   }
   const uint64_t whole = options.memory_budget;
   options.memory_budget -= a_bytes;

@@ -56,18 +56,19 @@ void writing(const std::string& path, Fn&& fn) {
 /// module boxes the archive keeps (diagram_options).
 RenderOptions program_render_options(const ExportedProgram& program, size_t max_nodes);
 
-/// `tdfx render`: loads `path` within `memory_budget` bytes (load_options_within) and draws it to `out` (.svg, .png, .pdf, .dot, .gv; .html: the
-/// interactive page) in `view` (every op boxed by TensorDictModule, or one node per module) and
-/// `rankdir`, the outputs labelled with their keys. A drawing over `max_nodes`
-/// (RenderOptions::max_nodes) is refused, as is one Graphviz cannot draw or lay out within
-/// `time_budget` seconds (RenderOptions::time_budget): a tdfx::Error, not a FileError.
+/// `tdfx render`: loads `path` within `memory_budget` bytes (load_options_within) and draws it to
+/// `out` (.svg, .png, .pdf, .dot, .gv; .html: the interactive page) in `view` (every op boxed by
+/// TensorDictModule, or one node per module) and `rankdir`, the outputs labelled with their keys. A
+/// drawing over `max_nodes` (RenderOptions::max_nodes) is refused, as is one Graphviz cannot draw
+/// or lay out within `time_budget` seconds (RenderOptions::time_budget): a tdfx::Error, not a
+/// FileError.
 void run_render(const std::string& path, const std::string& out, size_t max_nodes,
                 View view = View::kOps, Rankdir rankdir = Rankdir::kTopBottom,
                 double time_budget = kDefaultDrawingSeconds, uint64_t memory_budget = 0);
 
 /// `tdfx diff`: loads both programs within one memory budget of `memory_budget` bytes
-/// (load_options_within; B within what A's weights leave of it), prints how `b_path` differs from `a_path`
-/// (ProgramDiff::report, nothing when equal) and, with `out`, draws `b_path` with the
+/// (load_options_within; B within what A's weights leave of it), prints how `b_path` differs from
+/// `a_path` (ProgramDiff::report, nothing when equal) and, with `out`, draws `b_path` with the
 /// differences marked (diff_render_options; .svg, .png, .pdf, .dot, .html). True when they
 /// differ.
 bool run_diff(const std::string& a_path, const std::string& b_path, const std::string& out,

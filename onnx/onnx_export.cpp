@@ -2598,8 +2598,14 @@ std::string onnx_model(const ExportedProgram& program, const OnnxOptions& option
     onnx::ShapeInferenceOptions strict(/*check_type=*/true, /*error_mode=*/1);
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), strict);
   } catch (const std::exception& e) {
+    // ONNX lists one failure a line; a message of tdfx's is one line.
+    std::string failures = e.what();
+    while (!failures.empty() && failures.back() == '\n') failures.pop_back();
+    for (size_t at = failures.find('\n'); at != std::string::npos; at = failures.find('\n', at)) {
+      failures.replace(at, 1, "; ");
+    }
     throw OnnxError(
-        fmt::format("the ONNX model written from the program fails ONNX's checks: {}", e.what()));
+        fmt::format("the ONNX model written from the program fails ONNX's checks: {}", failures));
   }
   std::string bytes;
   if (!model.SerializeToString(&bytes)) throw OnnxError("the ONNX model could not be serialized");

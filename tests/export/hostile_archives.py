@@ -992,6 +992,27 @@ def cases(base):
                  "go past the memory budget (LoadOptions::memory_budget, --memory-budget) of "
                  "16.8 MB", make=edited(base, long_list), commands=(spec,), rss_mb=300, cpu_s=3,
                  note="program.json of 4 MB: reading it is the cost"))
+    # What the ONNX converter makes itself is held to the budget: the weight and bias of a
+    # BatchNorm without them, filled for the billion channels the input's traced shape claims.
+    def wide_batch_norm(a):
+        a.node(victim_input(a)["node"])["meta"]["shape"] = [2, 1000000000]
+        before_victim(a, ["stats", "aten::zeros", [ints(2)], []])
+        call("aten::batch_norm", [victim_input(a), {"none": None}, {"none": None},
+                                  {"node": "stats"}, {"node": "stats"}, {"bool": False},
+                                  {"float": 0.1}, {"float": 1e-5}, {"bool": False}])(a)
+    add(Case("onnx_batch_norm_of_1e9_channels", "the float32 tensor of 1000000000 elements it "
+             "would write takes 4 GB", make=edited(base, wide_batch_norm),
+             commands=("onnx --memory-budget 64",), status=1, names_file=False))
+    # A BatchNorm whose running statistics are not of its channels makes a model ONNX's shape
+    # inference refuses, with a failure a line: said on one line.
+    def mismatched_batch_norm(a):
+        before_victim(a, ["stats", "aten::zeros", [ints(2)], []])
+        call("aten::batch_norm", [victim_input(a), {"none": None}, {"none": None},
+                                  {"node": "stats"}, {"node": "stats"}, {"bool": False},
+                                  {"float": 0.1}, {"float": 1e-5}, {"bool": False}])(a)
+    add(Case("onnx_batch_norm_of_the_wrong_statistics", "fails ONNX's checks",
+             make=edited(base, mismatched_batch_norm), commands=("onnx",), status=1,
+             names_file=False))
     # One budget for both programs of a diff: a program of 14 MB of weights, compared with
     # itself within 16 MB, leaves its second reading 2 MB.
     def fourteen_megabytes(a):
