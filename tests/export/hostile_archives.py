@@ -992,6 +992,13 @@ def cases(base):
                  "go past the memory budget (LoadOptions::memory_budget, --memory-budget) of "
                  "16.8 MB", make=edited(base, long_list), commands=(spec,), rss_mb=300, cpu_s=3,
                  note="program.json of 4 MB: reading it is the cost"))
+    # A LayerNorm without weight over 3e8 elements, which the converter would write as 1.2 GB
+    # of ones: its constant size is refused as the file loads.
+    def wide_layer_norm(a):
+        call("aten::layer_norm", [victim_input(a), ints(300000000), {"none": None},
+                                  {"none": None}, {"float": 1e-5}, {"bool": False}])(a)
+    add(Case("onnx_layer_norm_of_3e8", "asks for 300000000 elements, over the memory budget",
+             make=edited(base, wide_layer_norm), commands=("onnx --memory-budget 64",)))
     # What the ONNX converter makes itself is held to the budget: the weight and bias of a
     # BatchNorm without them, filled for the billion channels the input's traced shape claims.
     def wide_batch_norm(a):
