@@ -29,6 +29,7 @@ packages=(
 test_packages=(
   chromium                            # headless: the interactive page's test (tests/viz/browser_page.py)
   python3-onnx                        # checks test_onnx's models from Python too
+  protobuf-compiler python3-protobuf  # test_debug reads TensorBoard event files apart from tdfx
 )
 if ((with_tests)); then
   packages+=("${test_packages[@]}")

@@ -1,0 +1,297 @@
+#include "tdfx/debug/tensorboard.h"
+
+#include <ATen/ops/isfinite.h>
+#include <ATen/ops/masked_select.h>
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+#include <google/protobuf/dynamic_message.h>
+#include <google/protobuf/message.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "tdfx/core/error.h"
+
+namespace tdfx {
+
+namespace pb = google::protobuf;
+
+// --- CRC-32C --------------------------------------------------------------------
+
+namespace {
+
+// The reflected CRC-32C polynomial, a byte at a time through a table made once.
+std::array<uint32_t, 256> make_crc32c_table() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+    table[i] = crc;
+  }
+  return table;
+}
+
+uint32_t crc32c(std::string_view bytes) {
+  static const std::array<uint32_t, 256> table = make_crc32c_table();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (const char c : bytes)
+    crc = table[(crc ^ static_cast<unsigned char>(c)) & 0xFFu] ^ (crc >> 8);
+  return ~crc;
+}
+
+}  // namespace
+
+uint32_t masked_crc32c(std::string_view bytes) {
+  const uint32_t crc = crc32c(bytes);
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+// --- the messages ---------------------------------------------------------------
+
+namespace {
+
+void add_field(pb::DescriptorProto& message, const char* name, int number,
+               pb::FieldDescriptorProto::Type type, const char* type_name = nullptr,
+               bool repeated = false) {
+  pb::FieldDescriptorProto* field = message.add_field();
+  field->set_name(name);
+  field->set_number(number);
+  field->set_type(type);
+  field->set_label(repeated ? pb::FieldDescriptorProto::LABEL_REPEATED
+                            : pb::FieldDescriptorProto::LABEL_OPTIONAL);
+  if (type_name) field->set_type_name(type_name);
+}
+
+// The fields of Event, Summary, Summary.Value and HistogramProto that tdfx writes, numbered as
+// TensorBoard's protos number them (proto3: repeated doubles are packed).
+pb::FileDescriptorProto event_file_proto() {
+  using F = pb::FieldDescriptorProto;
+  pb::FileDescriptorProto file;
+  file.set_name("tdfx/tensorboard_event.proto");
+  file.set_package("tensorboard");
+  file.set_syntax("proto3");
+  pb::DescriptorProto& histogram = *file.add_message_type();
+  histogram.set_name("HistogramProto");
+  add_field(histogram, "min", 1, F::TYPE_DOUBLE);
+  add_field(histogram, "max", 2, F::TYPE_DOUBLE);
+  add_field(histogram, "num", 3, F::TYPE_DOUBLE);
+  add_field(histogram, "sum", 4, F::TYPE_DOUBLE);
+  add_field(histogram, "sum_squares", 5, F::TYPE_DOUBLE);
+  add_field(histogram, "bucket_limit", 6, F::TYPE_DOUBLE, nullptr, true);
+  add_field(histogram, "bucket", 7, F::TYPE_DOUBLE, nullptr, true);
+  pb::DescriptorProto& summary = *file.add_message_type();
+  summary.set_name("Summary");
+  pb::DescriptorProto& value = *summary.add_nested_type();
+  value.set_name("Value");
+  add_field(value, "tag", 1, F::TYPE_STRING);
+  add_field(value, "simple_value", 2, F::TYPE_FLOAT);
+  add_field(value, "histo", 5, F::TYPE_MESSAGE, ".tensorboard.HistogramProto");
+  add_field(summary, "value", 1, F::TYPE_MESSAGE, ".tensorboard.Summary.Value", true);
+  pb::DescriptorProto& event = *file.add_message_type();
+  event.set_name("Event");
+  add_field(event, "wall_time", 1, F::TYPE_DOUBLE);
+  add_field(event, "step", 2, F::TYPE_INT64);
+  add_field(event, "file_version", 3, F::TYPE_STRING);
+  add_field(event, "summary", 5, F::TYPE_MESSAGE, ".tensorboard.Summary");
+  return file;
+}
+
+// The descriptors, built once, and the factory of their messages.
+class EventSchema {
+ public:
+  static const EventSchema& get() {
+    static const EventSchema schema;
+    return schema;
+  }
+
+  std::unique_ptr<pb::Message> new_event() const {
+    return std::unique_ptr<pb::Message>(factory_.GetPrototype(event_)->New());
+  }
+  const pb::Descriptor* event() const { return event_; }
+  pb::MessageFactory* factory() const { return &factory_; }
+
+ private:
+  EventSchema() {
+    const pb::FileDescriptor* file = pool_.BuildFile(event_file_proto());
+    if (!file) throw InternalError("the TensorBoard event schema does not build");
+    event_ = file->FindMessageTypeByName("Event");
+    // The factory makes every prototype now: GetPrototype is then only a lookup.
+    factory_.GetPrototype(event_);
+  }
+
+  pb::DescriptorPool pool_;
+  mutable pb::DynamicMessageFactory factory_{&pool_};
+  const pb::Descriptor* event_ = nullptr;
+};
+
+// `message`'s field `name`, which the schema declares.
+const pb::FieldDescriptor* field(const pb::Message& message, const char* name) {
+  return message.GetDescriptor()->FindFieldByName(name);
+}
+
+double wall_time_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  std::array<char, 256> name{};
+  if (gethostname(name.data(), name.size() - 1) != 0 || name[0] == '\0') return "localhost";
+  std::string out(name.data());
+  // A file name: no separator from the host.
+  for (char& c : out) {
+    if (c == '/') c = '_';
+  }
+  return out;
+}
+
+void put_le(std::string& out, uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFFu));
+}
+
+}  // namespace
+
+struct EventFileWriter::Impl {
+  std::string path;
+  std::ofstream out;
+  uint64_t written = 0;  // bytes of whole records
+
+  // Frames `event` as one record and writes it, flushed.
+  void write(const pb::Message& event) {
+    std::string data;
+    if (!event.SerializeToString(&data)) {
+      fail<Error>("{}: an event could not be serialised", path);
+    }
+    std::string record;
+    record.reserve(data.size() + 16);
+    put_le(record, data.size(), 8);
+    put_le(record, masked_crc32c(record), 4);
+    record += data;
+    put_le(record, masked_crc32c(data), 4);
+    out.write(record.data(), static_cast<std::streamsize>(record.size()));
+    out.flush();
+    if (!out) {
+      // A record written in part would end the file for a reader: the file is cut back to
+      // the records before it.
+      out.close();
+      std::error_code ignored;
+      std::filesystem::resize_file(path, written, ignored);
+      out.open(path, std::ios::binary | std::ios::app);
+      throw FileError(path, "cannot write the event file");
+    }
+    written += record.size();
+  }
+
+  // A new event at `step` holding one summary value tagged `tag`.
+  std::pair<std::unique_ptr<pb::Message>, pb::Message*> value_event(const std::string& tag,
+                                                                    int64_t step) {
+    const EventSchema& schema = EventSchema::get();
+    std::unique_ptr<pb::Message> event = schema.new_event();
+    const pb::Reflection* r = event->GetReflection();
+    r->SetDouble(event.get(), field(*event, "wall_time"), wall_time_now());
+    r->SetInt64(event.get(), field(*event, "step"), step);
+    pb::Message* summary =
+        r->MutableMessage(event.get(), field(*event, "summary"), schema.factory());
+    pb::Message* value =
+        summary->GetReflection()->AddMessage(summary, field(*summary, "value"), schema.factory());
+    value->GetReflection()->SetString(value, field(*value, "tag"), tag);
+    return {std::move(event), value};
+  }
+};
+
+EventFileWriter::EventFileWriter(const std::string& logdir) : impl_(std::make_unique<Impl>()) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::create_directories(logdir, error);
+  if (error || !fs::is_directory(logdir)) {
+    throw FileError(
+        logdir, "cannot create the log folder" + (error ? ": " + error.message() : std::string()));
+  }
+  static std::atomic<int> opened{0};
+  const auto seconds = static_cast<int64_t>(wall_time_now());
+  impl_->path = (fs::path(logdir) / fmt::format("events.out.tfevents.{}.{}.{}.{}", seconds,
+                                                host_name(), getpid(), opened++))
+                    .string();
+  impl_->out.open(impl_->path, std::ios::binary | std::ios::trunc);
+  if (!impl_->out) throw FileError(impl_->path, "cannot create the event file");
+  std::unique_ptr<pb::Message> event = EventSchema::get().new_event();
+  const pb::Reflection* r = event->GetReflection();
+  r->SetDouble(event.get(), field(*event, "wall_time"), wall_time_now());
+  r->SetString(event.get(), field(*event, "file_version"), "brain.Event:2");
+  impl_->write(*event);
+}
+
+EventFileWriter::~EventFileWriter() = default;
+
+const std::string& EventFileWriter::path() const { return impl_->path; }
+
+void EventFileWriter::add_scalar(const std::string& tag, double value, int64_t step) {
+  auto [event, summary_value] = impl_->value_event(tag, step);
+  summary_value->GetReflection()->SetFloat(summary_value, field(*summary_value, "simple_value"),
+                                           static_cast<float>(value));
+  impl_->write(*event);
+}
+
+void EventFileWriter::add_histogram(const std::string& tag, const at::Tensor& values, int64_t step,
+                                    int buckets) {
+  if (buckets < 1 || buckets > 10000) {
+    fail<Error>("add_histogram('{}'): {} buckets; give 1 to 10000", tag, buckets);
+  }
+  if (values.defined() && values.is_complex()) {
+    fail<Error>(
+        "add_histogram('{}'): a complex tensor has no histogram; log its real and "
+        "imaginary parts apart",
+        tag);
+  }
+  std::vector<double> finite;
+  if (values.defined() && values.numel() > 0) {
+    at::Tensor flat = values.detach().reshape({-1}).to(at::kDouble);
+    flat = at::masked_select(flat, at::isfinite(flat)).contiguous();
+    const double* data = flat.data_ptr<double>();
+    finite.assign(data, data + flat.numel());
+  }
+  double lo = 0, hi = 0, sum = 0, sum_squares = 0;
+  if (!finite.empty()) {
+    lo = hi = finite[0];
+    for (const double v : finite) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      sum += v;
+      sum_squares += v * v;
+    }
+  }
+  // Bucket i holds (limit[i-1], limit[i]]; the first everything up to limit[0] (TensorBoard
+  // reads the first bucket from -DBL_MAX).
+  std::vector<double> limits, counts;
+  if (!finite.empty()) {
+    const int n = lo == hi ? 1 : buckets;
+    const double width = (hi - lo) / n;
+    for (int i = 1; i <= n; ++i) limits.push_back(i == n ? hi : lo + width * i);
+    counts.assign(limits.size(), 0.0);
+    for (const double v : finite) {
+      const auto at = std::lower_bound(limits.begin(), limits.end(), v);
+      counts[static_cast<size_t>(at == limits.end() ? limits.size() - 1 : at - limits.begin())] +=
+          1;
+    }
+  }
+  auto [event, summary_value] = impl_->value_event(tag, step);
+  pb::Message* histo = summary_value->GetReflection()->MutableMessage(
+      summary_value, field(*summary_value, "histo"), EventSchema::get().factory());
+  const pb::Reflection* r = histo->GetReflection();
+  r->SetDouble(histo, field(*histo, "min"), lo);
+  r->SetDouble(histo, field(*histo, "max"), hi);
+  r->SetDouble(histo, field(*histo, "num"), static_cast<double>(finite.size()));
+  r->SetDouble(histo, field(*histo, "sum"), sum);
+  r->SetDouble(histo, field(*histo, "sum_squares"), sum_squares);
+  for (const double limit : limits) r->AddDouble(histo, field(*histo, "bucket_limit"), limit);
+  for (const double count : counts) r->AddDouble(histo, field(*histo, "bucket"), count);
+  impl_->write(*event);
+}
+
+}  // namespace tdfx
