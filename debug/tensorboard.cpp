@@ -56,9 +56,12 @@ uint32_t masked_crc32c(std::string_view bytes) {
 
 namespace {
 
+// Adds a field to `message`; `oneof`: the index of the message's oneof it belongs to, or -1.
+// A member of a oneof is written even when it holds its default (a scalar of 0 is written),
+// as in TensorBoard's protos; another field of a proto3 message is not.
 void add_field(pb::DescriptorProto& message, const char* name, int number,
                pb::FieldDescriptorProto::Type type, const char* type_name = nullptr,
-               bool repeated = false) {
+               bool repeated = false, int oneof = -1) {
   pb::FieldDescriptorProto* field = message.add_field();
   field->set_name(name);
   field->set_number(number);
@@ -66,10 +69,11 @@ void add_field(pb::DescriptorProto& message, const char* name, int number,
   field->set_label(repeated ? pb::FieldDescriptorProto::LABEL_REPEATED
                             : pb::FieldDescriptorProto::LABEL_OPTIONAL);
   if (type_name) field->set_type_name(type_name);
+  if (oneof >= 0) field->set_oneof_index(oneof);
 }
 
 // The fields of Event, Summary, Summary.Value and HistogramProto that tdfx writes, numbered as
-// TensorBoard's protos number them (proto3: repeated doubles are packed).
+// TensorBoard's protos number them, in their oneofs (proto3: repeated doubles are packed).
 pb::FileDescriptorProto event_file_proto() {
   using F = pb::FieldDescriptorProto;
   pb::FileDescriptorProto file;
@@ -89,16 +93,18 @@ pb::FileDescriptorProto event_file_proto() {
   summary.set_name("Summary");
   pb::DescriptorProto& value = *summary.add_nested_type();
   value.set_name("Value");
+  value.add_oneof_decl()->set_name("value");
   add_field(value, "tag", 1, F::TYPE_STRING);
-  add_field(value, "simple_value", 2, F::TYPE_FLOAT);
-  add_field(value, "histo", 5, F::TYPE_MESSAGE, ".tensorboard.HistogramProto");
+  add_field(value, "simple_value", 2, F::TYPE_FLOAT, nullptr, false, 0);
+  add_field(value, "histo", 5, F::TYPE_MESSAGE, ".tensorboard.HistogramProto", false, 0);
   add_field(summary, "value", 1, F::TYPE_MESSAGE, ".tensorboard.Summary.Value", true);
   pb::DescriptorProto& event = *file.add_message_type();
   event.set_name("Event");
+  event.add_oneof_decl()->set_name("what");
   add_field(event, "wall_time", 1, F::TYPE_DOUBLE);
   add_field(event, "step", 2, F::TYPE_INT64);
-  add_field(event, "file_version", 3, F::TYPE_STRING);
-  add_field(event, "summary", 5, F::TYPE_MESSAGE, ".tensorboard.Summary");
+  add_field(event, "file_version", 3, F::TYPE_STRING, nullptr, false, 0);
+  add_field(event, "summary", 5, F::TYPE_MESSAGE, ".tensorboard.Summary", false, 0);
   return file;
 }
 

@@ -61,7 +61,10 @@ def describe(event):
         return f"file_version {event.file_version!r}; wall time set: {event.wall_time > 1e9}"
     parts = []
     for value in event.summary.value:
-        if value.WhichOneof("value") == "simple_value":
+        kind = value.WhichOneof("value")
+        if kind is None:
+            raise ValueError(f"step {event.step}: the value of {value.tag!r} holds nothing")
+        if kind == "simple_value":
             parts.append(f"{value.tag} = {value.simple_value!r}")
         else:
             h = value.histo

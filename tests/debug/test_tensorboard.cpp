@@ -45,6 +45,7 @@ TEST_CASE("tensorboard: scalars and histograms read back as TensorBoard reads th
     path = log.path();
     log.add_scalar("loss", 0.5, 1);
     log.add_scalar("train/lr", 0.25, 2);
+    log.add_scalar("zero", 0, 2);  // written, though proto3 leaves a default out of a message
     // 1..8 in 4 buckets of width 1.75 from 1 to 8: (.., 2.75] (.., 4.5] (.., 6.25] (.., 8].
     log.add_histogram("actor/weight", at::arange(1, 9, at::kFloat), 3, 4);
     // Non-finite elements are left out; equal values make one bucket.
@@ -59,6 +60,7 @@ TEST_CASE("tensorboard: scalars and histograms read back as TensorBoard reads th
         "file_version 'brain.Event:2'; wall time set: True\n"
         "step 1: loss = 0.5\n"
         "step 2: train/lr = 0.25\n"
+        "step 2: zero = 0.0\n"
         "step 3: actor/weight: histogram num 8 min 1 max 8 sum 36 sum_squares 204 limits "
         "[2.75, 4.5, 6.25, 8.0] counts [2, 2, 2, 2]\n"
         "step 4: values: histogram num 2 min 5 max 5 sum 10 sum_squares 50 limits [5.0] counts "

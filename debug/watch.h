@@ -1,0 +1,121 @@
+#pragma once
+
+/// \file
+/// Watch: a cheap watch over a training run in the user's own loop — their optimizer, their
+/// loss. Every step it checks the loss and the gradients for NaN and Inf (and, when asked,
+/// the loss for a spike); every `interval` steps it records, per TensorDictModule, statistics
+/// of what the module wrote and, per parameter, the gradient's and the weight's norms and the
+/// update ratio ‖ΔW‖/‖W‖; every `histogram_interval` steps, histograms of the same. What it
+/// records it keeps (records()) and, given a log folder, writes as TensorBoard event files.
+///
+///     tdfx::WatchOptions options;
+///     options.logdir = "runs/ppo";
+///     tdfx::Watch watch(policy, options);
+///     for (int64_t step = 0;; ++step) {
+///       tdfx::TensorDict td = batch();
+///       policy->forward(td);
+///       at::Tensor loss = loss_of(td);
+///       optimizer.zero_grad();
+///       loss.backward();
+///       if (watch.observe(step, td, loss).bad) break;   // after backward, before the update
+///       optimizer.step();
+///     }
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tdfx/tensordict/tensordict.h"
+#include "tdfx/tensordict/tensordict_module.h"
+
+namespace tdfx {
+
+class EventFileWriter;
+
+struct WatchOptions {
+  /// Statistics every `interval` steps (the steps divisible by it); at least 1.
+  int64_t interval = 100;
+  /// Histograms every `histogram_interval` steps (divisible by it); 0: none.
+  int64_t histogram_interval = 1000;
+  /// A folder for TensorBoard event files (EventFileWriter); "": records kept in memory only.
+  std::string logdir;
+  /// A loss more than `spike_sigmas` standard deviations from the mean of the last
+  /// `spike_window` losses makes the step bad; 0: no spike check.
+  double spike_sigmas = 0;
+  int64_t spike_window = 100;
+};
+
+/// One value the watch recorded: its tag (TensorBoard's: `loss`, `grad_norm/<parameter>`,
+/// `activation_mean/<module>/<key>`, …) at a step.
+struct WatchRecord {
+  int64_t step = 0;
+  std::string tag;
+  double value = 0;
+};
+
+/// What a step's check found.
+struct WatchCheck {
+  /// The loss or a gradient holds NaN or Inf, or the loss spiked.
+  bool bad = false;
+  /// Why, naming the loss or the first parameter whose gradient is not finite; "" when good.
+  std::string why;
+};
+
+class Watch {
+ public:
+  /// Watches `module`'s parameters and the keys each TensorDictModule in it writes. Error
+  /// for a null module or an interval below 1.
+  explicit Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options = {});
+  ~Watch();
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+
+  /// Observes training step `step`: call it after `loss.backward()` and before the optimizer
+  /// updates the parameters, with the TensorDict the forward pass wrote and the loss (one
+  /// element). Every step: one check of the loss and every gradient's norm together, and the
+  /// spike check. At a step divisible by `interval` (and at any bad step): the statistics; at
+  /// one divisible by `histogram_interval`: the histograms. The update ratio of a step's
+  /// update is recorded at that step, computed when the next step is observed.
+  WatchCheck observe(int64_t step, const TensorDict& td, const at::Tensor& loss);
+
+  /// Everything recorded so far, in the order recorded.
+  const std::vector<WatchRecord>& records() const { return records_; }
+
+  /// The first step observe() found bad, if any.
+  std::optional<int64_t> first_bad_step() const { return first_bad_; }
+
+  /// The event file written, "" without a log folder.
+  std::string log_path() const;
+
+ private:
+  struct Watched {
+    std::string path;  // the TensorDictModule's path in the pipeline ("" for the root)
+    std::vector<NestedKey> keys;
+  };
+
+  void record(int64_t step, const std::string& tag, double value);
+  void histogram(int64_t step, const std::string& tag, const at::Tensor& values);
+  void record_statistics(int64_t step, const TensorDict& td, bool histograms);
+  void record_update_ratios();
+  WatchCheck check(int64_t step, const at::Tensor& loss);
+
+  std::shared_ptr<TensorDictModuleBase> module_;
+  WatchOptions options_;
+  std::vector<Watched> modules_;
+  std::vector<std::pair<std::string, at::Tensor>> parameters_;
+  std::unique_ptr<EventFileWriter> log_;
+  std::vector<WatchRecord> records_;
+  std::deque<double> recent_losses_;
+  std::optional<int64_t> first_bad_;
+  // The parameters as they were before the update of step `before_step_` (a sampled step),
+  // for its update ratio, computed at the next observe().
+  std::vector<at::Tensor> before_update_;
+  int64_t before_step_ = -1;
+};
+
+}  // namespace tdfx

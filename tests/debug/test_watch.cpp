@@ -1,0 +1,194 @@
+// Watch over a training run: the records of a pipeline whose statistics are known exactly,
+// the first bad step (a NaN loss, a NaN gradient under a finite loss, a spike), and its
+// TensorBoard log read back apart from tdfx.
+
+#include <ATen/ops/tensor.h>
+#include <doctest/doctest.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "tdfx/core/error.h"
+#include "tdfx/debug/watch.h"
+#include "tdfx/tensordict/modules.h"
+#include "tests/support/test_support.h"
+
+using namespace tdfx;
+
+namespace {
+
+std::string format_records(const std::vector<WatchRecord>& records) {
+  std::string out;
+  for (const WatchRecord& r : records) out += fmt::format("{} {} {:.6g}\n", r.step, r.tag, r.value);
+  return out;
+}
+
+// y = x W^T + b with W = [[1, 2]] and b = [0.5], as a TensorDictModule reading x, writing y.
+std::shared_ptr<TensorDictModule> known_linear() {
+  torch::nn::Linear fc(2, 1);
+  {
+    torch::NoGradGuard no_grad;
+    fc->weight.copy_(at::tensor({1.0f, 2.0f}).reshape({1, 2}));
+    fc->bias.fill_(0.5f);
+  }
+  return make_td_module(fc, {"x"}, {"y"});
+}
+
+TensorDict known_input() {
+  return TensorDict({{"x", at::tensor({1.0f, 1.0f, 2.0f, 0.0f}).reshape({2, 2})}}, {2});
+}
+
+}  // namespace
+
+TEST_CASE("watch: the records of a pipeline whose statistics are known exactly") {
+  // x = [[1, 1], [2, 0]]; the loss is the sum of y. Every step the gradients are dW = [3, 1]
+  // (the column sums of x) and db = 2; SGD at 0.1 moves W by 0.1 [3, 1] and b by 0.2.
+  // Step 0: y = [3.5, 2.5]; |W| = sqrt(5); its update ratio 0.1 sqrt(10) / sqrt(5) = 0.141421,
+  // b's 0.2 / 0.5. Step 2 (after two updates): W = [0.4, 1.8], b = 0.1, y = [2.3, 0.9].
+  auto module = known_linear();
+  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
+  WatchOptions options;
+  options.interval = 2;
+  Watch watch(module, options);
+  for (int64_t step = 0; step < 3; ++step) {
+    TensorDict td = known_input();
+    module->forward(td);
+    const at::Tensor loss = td.get("y").sum();
+    optimizer.zero_grad();
+    loss.backward();
+    CHECK_FALSE(watch.observe(step, td, loss).bad);
+    optimizer.step();
+  }
+  CHECK(format_records(watch.records()) ==
+        "0 loss 6\n"
+        "0 activation_nonfinite/module/y 0\n"
+        "0 activation_mean/module/y 3\n"
+        "0 activation_std/module/y 0.707107\n"
+        "0 activation_min/module/y 2.5\n"
+        "0 activation_max/module/y 3.5\n"
+        "0 grad_norm/module.weight 3.16228\n"
+        "0 weight_norm/module.weight 2.23607\n"
+        "0 grad_norm/module.bias 2\n"
+        "0 weight_norm/module.bias 0.5\n"
+        "0 update_ratio/module.weight 0.141421\n"
+        "0 update_ratio/module.bias 0.4\n"
+        "2 loss 3.2\n"
+        "2 activation_nonfinite/module/y 0\n"
+        "2 activation_mean/module/y 1.6\n"
+        "2 activation_std/module/y 0.989949\n"
+        "2 activation_min/module/y 0.9\n"
+        "2 activation_max/module/y 2.3\n"
+        "2 grad_norm/module.weight 3.16228\n"
+        "2 weight_norm/module.weight 1.84391\n"
+        "2 grad_norm/module.bias 2\n"
+        "2 weight_norm/module.bias 0.1\n");
+  CHECK_FALSE(watch.first_bad_step());
+}
+
+TEST_CASE("watch: the first bad step: a NaN loss, a NaN gradient under a finite loss, a spike") {
+  SUBCASE("a NaN in the inputs makes the loss NaN") {
+    auto module = known_linear();
+    Watch watch(module);
+    for (int64_t step = 0; step < 5; ++step) {
+      TensorDict td = known_input();
+      if (step == 3) td.set("x", at::tensor({1.0f, NAN, 2.0f, 0.0f}).reshape({2, 2}));
+      module->forward(td);
+      const at::Tensor loss = td.get("y").sum();
+      module->zero_grad();
+      loss.backward();
+      const WatchCheck check = watch.observe(step, td, loss);
+      CHECK(check.bad == (step == 3));
+      if (step == 3) CHECK(check.why == "the loss is nan");
+    }
+    REQUIRE(watch.first_bad_step());
+    CHECK(*watch.first_bad_step() == 3);
+    // The bad step is recorded whole though it is not a sampled one: its output's NaN counted.
+    const std::string records = format_records(watch.records());
+    CHECK(records.find("3 activation_nonfinite/module/y 1\n") != std::string::npos);
+    CHECK(records.find("3 first_bad_step 3\n") != std::string::npos);
+  }
+  SUBCASE("sqrt at 0: a finite loss, an infinite slope, a NaN gradient") {
+    torch::nn::Linear fc(torch::nn::LinearOptions(1, 1).bias(false));
+    {
+      torch::NoGradGuard no_grad;
+      fc->weight.fill_(1.0f);
+    }
+    auto module = make_td_sequential(
+        {make_td_module(fc, {"x"}, {"z"}),
+         make_td_module([](const at::Tensor& z) { return at::sqrt(z); }, {"z"}, {"y"})});
+    Watch watch(module);
+    TensorDict td({{"x", at::zeros({2, 1})}}, {2});
+    module->forward(td);
+    const at::Tensor loss = td.get("y").sum();
+    loss.backward();
+    const WatchCheck check = watch.observe(7, td, loss);
+    CHECK(check.bad);
+    CHECK(check.why == "the gradient of module.0.module.weight holds NaN or Inf");
+    CHECK(*watch.first_bad_step() == 7);
+  }
+  SUBCASE("a loss five standard deviations off its last five") {
+    auto module = known_linear();
+    WatchOptions options;
+    options.spike_sigmas = 5;
+    options.spike_window = 5;
+    Watch watch(module, options);
+    const TensorDict td = known_input();
+    int64_t step = 0;
+    for (const float loss : {1.0f, 1.1f, 0.9f, 1.0f, 1.0f, 1.2f, 1.05f}) {
+      CHECK_FALSE(watch.observe(step++, td, at::tensor(loss)).bad);
+    }
+    const WatchCheck check = watch.observe(step, td, at::tensor(10.0f));
+    CHECK(check.bad);
+    CHECK(check.why ==
+          "the loss 10 is 81.9 standard deviations from the mean 1.03 of the last 5 losses");
+  }
+}
+
+TEST_CASE("watch: what it records goes to TensorBoard; bad arguments are named") {
+  tdfx::testing::ScratchDir dir("tdfx_watch");
+  auto module = known_linear();
+  WatchOptions options;
+  options.interval = 1;
+  options.histogram_interval = 2;
+  options.logdir = (dir / "run").string();
+  {
+    Watch watch(module, options);
+    for (int64_t step = 0; step < 3; ++step) {
+      TensorDict td = known_input();
+      module->forward(td);
+      const at::Tensor loss = td.get("y").sum();
+      module->zero_grad();
+      loss.backward();
+      watch.observe(step, td, loss);
+    }
+    const auto read =
+        tdfx::testing::run_command("/usr/bin/python3 " + tdfx::testing::source_dir() +
+                                   "/tests/debug/read_events.py '" + watch.log_path() + "' 2>&1");
+    REQUIRE(read.status == 0);
+    // Every record and, at steps 0 and 2, the histograms of y, the gradients and the weights.
+    size_t events = 0, histograms = 0;
+    for (size_t at = 0; (at = read.out.find('\n', at)) != std::string::npos; ++at) ++events;
+    for (size_t at = 0; (at = read.out.find("histogram num", at)) != std::string::npos; ++at) {
+      ++histograms;
+    }
+    CHECK(events == 1 + watch.records().size() + histograms);
+    CHECK(histograms == 2 * 5);
+    CHECK(read.out.find("step 0: loss = 6.0\n") != std::string::npos);
+    // A scalar of 0 is written (a member of Value's oneof), not left out as a default.
+    CHECK(read.out.find("step 1: activation_nonfinite/module/y = 0.0\n") != std::string::npos);
+    CHECK(read.out.find("step 2: activations/module/y: histogram num 2") != std::string::npos);
+  }
+  CHECK_THROWS_WITH_AS(Watch(nullptr), "Watch: the module is null", Error);
+  options.interval = 0;
+  CHECK_THROWS_WITH_AS(Watch(module, options),
+                       "Watch: interval 0: statistics are taken every N steps, N at least 1",
+                       Error);
+  Watch watch(module);
+  CHECK_THROWS_WITH_AS(watch.observe(0, known_input(), at::ones({2})),
+                       "Watch::observe(step 0): the loss must be a tensor of one element, not of "
+                       "shape [2]",
+                       Error);
+}
