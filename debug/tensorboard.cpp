@@ -1,7 +1,5 @@
 #include "tdfx/debug/tensorboard.h"
 
-#include <ATen/ops/isfinite.h>
-#include <ATen/ops/masked_select.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/dynamic_message.h>
@@ -14,9 +12,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <unordered_map>
 #include <vector>
 
 #include "tdfx/core/error.h"
+#include "tdfx/debug/moments.h"
 
 namespace tdfx {
 
@@ -129,17 +129,56 @@ class EventSchema {
     event_ = file->FindMessageTypeByName("Event");
     // The factory makes every prototype now: GetPrototype is then only a lookup.
     factory_.GetPrototype(event_);
+    const pb::Descriptor* summary = file->FindMessageTypeByName("Summary");
+    const pb::Descriptor* value = summary->FindNestedTypeByName("Value");
+    const pb::Descriptor* histo = file->FindMessageTypeByName("HistogramProto");
+    for (const pb::Descriptor* d : {event_, summary, value, histo}) {
+      for (int i = 0; i < d->field_count(); ++i) {
+        fields_[std::string(d->name()) + "." + std::string(d->field(i)->name())] = d->field(i);
+      }
+    }
   }
 
   pb::DescriptorPool pool_;
   mutable pb::DynamicMessageFactory factory_{&pool_};
   const pb::Descriptor* event_ = nullptr;
+  std::unordered_map<std::string, const pb::FieldDescriptor*> fields_;  // "Message.field"
+
+ public:
+  /// The field `name` of `message` ("Event", "Summary", "Value", "HistogramProto").
+  const pb::FieldDescriptor* field(const std::string& message, const std::string& name) const {
+    return fields_.at(message + "." + name);
+  }
 };
 
-// `message`'s field `name`, which the schema declares.
-const pb::FieldDescriptor* field(const pb::Message& message, const char* name) {
-  return message.GetDescriptor()->FindFieldByName(name);
-}
+// The fields tdfx sets, found once.
+struct Fields {
+  const pb::FieldDescriptor *wall_time, *step, *file_version, *summary;
+  const pb::FieldDescriptor *value, *tag, *simple_value, *histo;
+  const pb::FieldDescriptor *min, *max, *num, *sum, *sum_squares, *bucket_limit, *bucket;
+
+  static const Fields& get() {
+    static const Fields fields = [] {
+      const EventSchema& s = EventSchema::get();
+      return Fields{s.field("Event", "wall_time"),
+                    s.field("Event", "step"),
+                    s.field("Event", "file_version"),
+                    s.field("Event", "summary"),
+                    s.field("Summary", "value"),
+                    s.field("Value", "tag"),
+                    s.field("Value", "simple_value"),
+                    s.field("Value", "histo"),
+                    s.field("HistogramProto", "min"),
+                    s.field("HistogramProto", "max"),
+                    s.field("HistogramProto", "num"),
+                    s.field("HistogramProto", "sum"),
+                    s.field("HistogramProto", "sum_squares"),
+                    s.field("HistogramProto", "bucket_limit"),
+                    s.field("HistogramProto", "bucket")};
+    }();
+    return fields;
+  }
+};
 
 double wall_time_now() {
   using namespace std::chrono;
@@ -194,20 +233,22 @@ struct EventFileWriter::Impl {
     written += record.size();
   }
 
-  // A new event at `step` holding one summary value tagged `tag`.
-  std::pair<std::unique_ptr<pb::Message>, pb::Message*> value_event(const std::string& tag,
-                                                                    int64_t step) {
+  // A new event at `step` with a summary; add_value adds a value tagged `tag` to it.
+  static std::pair<std::unique_ptr<pb::Message>, pb::Message*> summary_event(int64_t step) {
     const EventSchema& schema = EventSchema::get();
     std::unique_ptr<pb::Message> event = schema.new_event();
     const pb::Reflection* r = event->GetReflection();
-    r->SetDouble(event.get(), field(*event, "wall_time"), wall_time_now());
-    r->SetInt64(event.get(), field(*event, "step"), step);
-    pb::Message* summary =
-        r->MutableMessage(event.get(), field(*event, "summary"), schema.factory());
-    pb::Message* value =
-        summary->GetReflection()->AddMessage(summary, field(*summary, "value"), schema.factory());
-    value->GetReflection()->SetString(value, field(*value, "tag"), tag);
-    return {std::move(event), value};
+    r->SetDouble(event.get(), Fields::get().wall_time, wall_time_now());
+    r->SetInt64(event.get(), Fields::get().step, step);
+    pb::Message* summary = r->MutableMessage(event.get(), Fields::get().summary, schema.factory());
+    return {std::move(event), summary};
+  }
+
+  static pb::Message* add_value(pb::Message* summary, const std::string& tag) {
+    pb::Message* value = summary->GetReflection()->AddMessage(summary, Fields::get().value,
+                                                              EventSchema::get().factory());
+    value->GetReflection()->SetString(value, Fields::get().tag, tag);
+    return value;
   }
 };
 
@@ -228,8 +269,8 @@ EventFileWriter::EventFileWriter(const std::string& logdir) : impl_(std::make_un
   if (!impl_->out) throw FileError(impl_->path, "cannot create the event file");
   std::unique_ptr<pb::Message> event = EventSchema::get().new_event();
   const pb::Reflection* r = event->GetReflection();
-  r->SetDouble(event.get(), field(*event, "wall_time"), wall_time_now());
-  r->SetString(event.get(), field(*event, "file_version"), "brain.Event:2");
+  r->SetDouble(event.get(), Fields::get().wall_time, wall_time_now());
+  r->SetString(event.get(), Fields::get().file_version, "brain.Event:2");
   impl_->write(*event);
 }
 
@@ -238,65 +279,86 @@ EventFileWriter::~EventFileWriter() = default;
 const std::string& EventFileWriter::path() const { return impl_->path; }
 
 void EventFileWriter::add_scalar(const std::string& tag, double value, int64_t step) {
-  auto [event, summary_value] = impl_->value_event(tag, step);
-  summary_value->GetReflection()->SetFloat(summary_value, field(*summary_value, "simple_value"),
-                                           static_cast<float>(value));
+  add_scalars(step, {{tag, value}});
+}
+
+void EventFileWriter::add_scalars(int64_t step,
+                                  const std::vector<std::pair<std::string, double>>& values) {
+  auto [event, summary] = Impl::summary_event(step);
+  for (const auto& [tag, value] : values) {
+    pb::Message* v = Impl::add_value(summary, tag);
+    v->GetReflection()->SetFloat(v, Fields::get().simple_value, static_cast<float>(value));
+  }
   impl_->write(*event);
+}
+
+namespace {
+
+// `who`: the function named in the message.
+void check_histogram(const at::Tensor& values, int buckets, const std::string& who) {
+  if (buckets < 1 || buckets > 10000) {
+    fail<Error>("{}: {} buckets; give 1 to 10000", who, buckets);
+  }
+  if (values.defined() && values.is_complex()) {
+    fail<Error>("{}: a complex tensor has no histogram; log its real and imaginary parts apart",
+                who);
+  }
+}
+
+}  // namespace
+
+Histogram histogram_from(const at::Tensor& values, const detail::Moments& m, int buckets) {
+  Histogram h;
+  h.num = static_cast<double>(m.finite);
+  if (m.finite == 0) return h;
+  h.min = m.min;
+  h.max = m.max;
+  h.sum = m.sum;
+  h.sum_squares = m.sum_squares;
+  // Bucket i holds (limit[i-1], limit[i]]; the first everything up to limit[0] (TensorBoard
+  // reads the first bucket from -DBL_MAX).
+  const int n = m.min == m.max ? 1 : buckets;
+  const double width = (m.max - m.min) / n;
+  for (int i = 1; i <= n; ++i) h.limits.push_back(i == n ? m.max : m.min + width * i);
+  h.counts = detail::bucket_counts(values, h.limits);
+  return h;
+}
+
+namespace {
+
+Histogram make_histogram(const at::Tensor& values, int buckets) {
+  return histogram_from(values, detail::moments_of(values), buckets);
+}
+
+}  // namespace
+
+Histogram histogram_of(const at::Tensor& values, int buckets) {
+  check_histogram(values, buckets, "histogram_of");
+  return make_histogram(values, buckets);
 }
 
 void EventFileWriter::add_histogram(const std::string& tag, const at::Tensor& values, int64_t step,
                                     int buckets) {
-  if (buckets < 1 || buckets > 10000) {
-    fail<Error>("add_histogram('{}'): {} buckets; give 1 to 10000", tag, buckets);
+  check_histogram(values, buckets, fmt::format("add_histogram('{}')", tag));
+  add_histograms(step, {{tag, make_histogram(values, buckets)}});
+}
+
+void EventFileWriter::add_histograms(int64_t step,
+                                     const std::vector<std::pair<std::string, Histogram>>& values) {
+  auto [event, summary] = Impl::summary_event(step);
+  for (const auto& [tag, h] : values) {
+    pb::Message* v = Impl::add_value(summary, tag);
+    pb::Message* histo =
+        v->GetReflection()->MutableMessage(v, Fields::get().histo, EventSchema::get().factory());
+    const pb::Reflection* r = histo->GetReflection();
+    r->SetDouble(histo, Fields::get().min, h.min);
+    r->SetDouble(histo, Fields::get().max, h.max);
+    r->SetDouble(histo, Fields::get().num, h.num);
+    r->SetDouble(histo, Fields::get().sum, h.sum);
+    r->SetDouble(histo, Fields::get().sum_squares, h.sum_squares);
+    for (const double limit : h.limits) r->AddDouble(histo, Fields::get().bucket_limit, limit);
+    for (const double count : h.counts) r->AddDouble(histo, Fields::get().bucket, count);
   }
-  if (values.defined() && values.is_complex()) {
-    fail<Error>(
-        "add_histogram('{}'): a complex tensor has no histogram; log its real and "
-        "imaginary parts apart",
-        tag);
-  }
-  std::vector<double> finite;
-  if (values.defined() && values.numel() > 0) {
-    at::Tensor flat = values.detach().reshape({-1}).to(at::kDouble);
-    flat = at::masked_select(flat, at::isfinite(flat)).contiguous();
-    const double* data = flat.data_ptr<double>();
-    finite.assign(data, data + flat.numel());
-  }
-  double lo = 0, hi = 0, sum = 0, sum_squares = 0;
-  if (!finite.empty()) {
-    lo = hi = finite[0];
-    for (const double v : finite) {
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-      sum += v;
-      sum_squares += v * v;
-    }
-  }
-  // Bucket i holds (limit[i-1], limit[i]]; the first everything up to limit[0] (TensorBoard
-  // reads the first bucket from -DBL_MAX).
-  std::vector<double> limits, counts;
-  if (!finite.empty()) {
-    const int n = lo == hi ? 1 : buckets;
-    const double width = (hi - lo) / n;
-    for (int i = 1; i <= n; ++i) limits.push_back(i == n ? hi : lo + width * i);
-    counts.assign(limits.size(), 0.0);
-    for (const double v : finite) {
-      const auto at = std::lower_bound(limits.begin(), limits.end(), v);
-      counts[static_cast<size_t>(at == limits.end() ? limits.size() - 1 : at - limits.begin())] +=
-          1;
-    }
-  }
-  auto [event, summary_value] = impl_->value_event(tag, step);
-  pb::Message* histo = summary_value->GetReflection()->MutableMessage(
-      summary_value, field(*summary_value, "histo"), EventSchema::get().factory());
-  const pb::Reflection* r = histo->GetReflection();
-  r->SetDouble(histo, field(*histo, "min"), lo);
-  r->SetDouble(histo, field(*histo, "max"), hi);
-  r->SetDouble(histo, field(*histo, "num"), static_cast<double>(finite.size()));
-  r->SetDouble(histo, field(*histo, "sum"), sum);
-  r->SetDouble(histo, field(*histo, "sum_squares"), sum_squares);
-  for (const double limit : limits) r->AddDouble(histo, field(*histo, "bucket_limit"), limit);
-  for (const double count : counts) r->AddDouble(histo, field(*histo, "bucket"), count);
   impl_->write(*event);
 }
 

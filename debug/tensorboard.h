@@ -21,8 +21,32 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace tdfx {
+
+/// A histogram as TensorBoard stores one: the count, sum, sum of squares, min and max of the
+/// values, and for each bucket its upper limit and its count (the first bucket takes
+/// everything up to its limit).
+struct Histogram {
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> limits, counts;
+};
+
+/// The histogram of the finite elements of `values`, any dtype but complex, in `buckets`
+/// buckets of equal width from their min to their max (one bucket when they are equal; none
+/// when no element is finite). Error when `buckets` is not in 1..10000 or `values` is complex.
+Histogram histogram_of(const at::Tensor& values, int buckets = 30);
+
+namespace detail {
+struct Moments;
+}
+
+/// histogram_of `values` whose moments (detail::moments_of) are known already, `buckets` in
+/// 1..10000: a watch that records them saves a pass over the data.
+Histogram histogram_from(const at::Tensor& values, const detail::Moments& moments,
+                         int buckets = 30);
 
 /// Appends scalars and histograms to one new event file. Each add writes and flushes one whole
 /// record, so a run that stops leaves every record it added readable; one that cannot be
@@ -45,13 +69,17 @@ class EventFileWriter {
   /// TensorBoard's simple_value is.
   void add_scalar(const std::string& tag, double value, int64_t step);
 
-  /// A histogram (TensorBoard's Histograms and Distributions tabs) of the finite elements of
-  /// `values`, any dtype but complex: their count, sum, sum of squares, min and max, in
-  /// `buckets` buckets of equal width from the min to the max (one bucket when they are
-  /// equal; none when no element is finite). Non-finite elements are left out: log their
-  /// count as a scalar. Error when `buckets` is not in 1..10000 or `values` is complex.
+  /// Several scalars at `step` in one record (one Event, a Summary of them all): what a
+  /// training step logs, written at once.
+  void add_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values);
+
+  /// A histogram (TensorBoard's Histograms and Distributions tabs) of `values`: histogram_of
+  /// them. Non-finite elements are left out: log their count as a scalar.
   void add_histogram(const std::string& tag, const at::Tensor& values, int64_t step,
                      int buckets = 30);
+
+  /// Several histograms at `step` in one record.
+  void add_histograms(int64_t step, const std::vector<std::pair<std::string, Histogram>>& values);
 
  private:
   struct Impl;

@@ -1,15 +1,13 @@
 #include "tdfx/debug/watch.h"
 
-#include <ATen/ops/_foreach_norm.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/isfinite.h>
-#include <ATen/ops/masked_select.h>
-#include <ATen/ops/stack.h>
+#include <fmt/format.h>
 #include <torch/nn/module.h>
 
 #include <cmath>
+#include <limits>
 
 #include "tdfx/core/error.h"
+#include "tdfx/debug/moments.h"
 #include "tdfx/debug/tensorboard.h"
 #include "tdfx/tracer/module_tree.h"
 
@@ -58,52 +56,39 @@ Watch::~Watch() = default;
 std::string Watch::log_path() const { return log_ ? log_->path() : std::string(); }
 
 void Watch::record(int64_t step, const std::string& tag, double value) {
-  records_.push_back({step, tag, value});
-  if (log_) log_->add_scalar(tag, value, step);
+  if (options_.keep_records) records_.push_back({step, tag, value});
+  if (log_) scalars_.emplace_back(tag, value);
 }
 
-void Watch::histogram(int64_t step, const std::string& tag, const at::Tensor& values) {
-  if (log_) log_->add_histogram(tag, values, step);
+void Watch::histogram(const std::string& tag, const at::Tensor& values,
+                      const detail::Moments& moments) {
+  if (log_) histograms_.emplace_back(tag, histogram_from(values, moments));
 }
 
 WatchCheck Watch::check(int64_t step, const at::Tensor& loss) {
   if (!loss.defined() || loss.numel() != 1) {
-    fail<Error>("Watch::observe(step {}): the loss must be a tensor of one element{}", step,
-                loss.defined() ? fmt::format(", not of shape {}", loss.sizes()) : "");
+    fail<Error>(
+        "Watch::observe(step {}): the loss must be a tensor of one element{}", step,
+        loss.defined() ? fmt::format(", not of shape [{}]", fmt::join(loss.sizes(), ", ")) : "");
   }
-  // One reduction: the loss beside every gradient's norm.
-  std::vector<at::Tensor> grads;
-  std::vector<size_t> owners;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    const at::Tensor& grad = parameters_[i].second.grad();
-    if (grad.defined() && grad.numel() > 0 && !grad.is_complex()) {
-      grads.push_back(grad);
-      owners.push_back(i);
+  const double loss_value = loss.detach().item<double>();
+  // Every gradient, each in one pass over its data (all_finite: no ATen op for a CPU tensor).
+  const std::string* culprit = nullptr;
+  for (const auto& [path, parameter] : parameters_) {
+    if (!detail::all_finite(parameter.grad())) {
+      culprit = &path;
+      break;
     }
   }
-  at::Tensor values = loss.detach().reshape({1}).to(at::kDouble);
-  at::Tensor norms;
-  if (!grads.empty()) {
-    norms = at::stack(at::_foreach_norm(grads)).to(at::kDouble);
-    values = at::cat({values, norms});
-  }
-  const double loss_value = values[0].item<double>();
   WatchCheck out;
-  if (!at::isfinite(values).all().item<bool>()) {
+  if (!std::isfinite(loss_value)) {
     out.bad = true;
-    if (!std::isfinite(loss_value)) {
-      out.why = fmt::format("the loss is {}", loss_value);
-    } else {
-      const at::Tensor finite = at::isfinite(norms);
-      for (int64_t i = 0; i < finite.numel(); ++i) {
-        if (!finite[i].item<bool>()) {
-          out.why = fmt::format("the gradient of {} holds NaN or Inf",
-                                parameters_[owners[static_cast<size_t>(i)]].first);
-          break;
-        }
-      }
-    }
-  } else if (options_.spike_sigmas > 0) {
+    out.why = fmt::format("the loss is {}", loss_value);
+  } else if (culprit) {
+    out.bad = true;
+    out.why = fmt::format("the gradient of {} holds NaN or Inf", *culprit);
+  }
+  if (!out.bad && options_.spike_sigmas > 0) {
     const auto n = static_cast<double>(recent_losses_.size());
     if (recent_losses_.size() == static_cast<size_t>(options_.spike_window)) {
       double mean = 0, squares = 0;
@@ -133,50 +118,69 @@ WatchCheck Watch::check(int64_t step, const at::Tensor& loss) {
 void Watch::record_update_ratios() {
   if (before_step_ < 0) return;
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    const at::Tensor& before = before_update_[i];
-    const at::Tensor now = parameters_[i].second.detach();
-    const double norm = before.norm().item<double>();
-    const double change = (now - before).norm().item<double>();
+    const double norm = norms_before_update_[i];
+    const double change = detail::distance(parameters_[i].second, before_update_[i]);
     record(before_step_, "update_ratio/" + parameters_[i].first,
            norm > 0 ? change / norm : (change > 0 ? INFINITY : 0.0));
   }
   before_update_.clear();
   before_step_ = -1;
+  flush(-1);
 }
 
+namespace {
+
+// The norm of a tensor from its moments: NaN when an element is not finite.
+double norm_of(const detail::Moments& m) {
+  return m.nonfinite > 0 ? std::numeric_limits<double>::quiet_NaN() : std::sqrt(m.sum_squares);
+}
+
+}  // namespace
+
 void Watch::record_statistics(int64_t step, const TensorDict& td, bool histograms) {
+  before_update_.clear();
+  norms_before_update_.clear();
   for (const Watched& watched : modules_) {
     for (const NestedKey& key : watched.keys) {
       if (!td.contains(key)) continue;
-      const at::Tensor value = td.get(key).detach();
+      const at::Tensor value = td.get(key);
       if (!value.is_floating_point() || value.numel() == 0) continue;
       const std::string tag = tag_of(watched.path, key);
-      const at::Tensor finite = at::masked_select(value, at::isfinite(value)).to(at::kDouble);
-      record(step, "activation_nonfinite/" + tag,
-             static_cast<double>(value.numel() - finite.numel()));
-      if (finite.numel() > 0) {
-        record(step, "activation_mean/" + tag, finite.mean().item<double>());
-        record(step, "activation_std/" + tag,
-               finite.numel() > 1 ? finite.std().item<double>() : 0.0);
-        record(step, "activation_min/" + tag, finite.min().item<double>());
-        record(step, "activation_max/" + tag, finite.max().item<double>());
+      const detail::Moments m = detail::moments_of(value);
+      record(step, "activation_nonfinite/" + tag, static_cast<double>(m.nonfinite));
+      if (m.finite > 0) {
+        record(step, "activation_mean/" + tag, m.mean);
+        record(step, "activation_std/" + tag, m.std());
+        record(step, "activation_min/" + tag, m.min);
+        record(step, "activation_max/" + tag, m.max);
       }
-      if (histograms) histogram(step, "activations/" + tag, value);
+      if (histograms) histogram("activations/" + tag, value, m);
     }
   }
   for (const auto& [path, parameter] : parameters_) {
     const at::Tensor& grad = parameter.grad();
-    if (grad.defined()) record(step, "grad_norm/" + path, grad.norm().item<double>());
-    record(step, "weight_norm/" + path, parameter.detach().norm().item<double>());
-    if (histograms) {
-      if (grad.defined()) histogram(step, "gradients/" + path, grad);
-      histogram(step, "weights/" + path, parameter.detach());
+    if (grad.defined()) {
+      const detail::Moments m = detail::moments_of(grad);
+      record(step, "grad_norm/" + path, norm_of(m));
+      if (histograms) histogram("gradients/" + path, grad, m);
     }
+    const detail::Moments m = detail::moments_of(parameter);
+    record(step, "weight_norm/" + path, norm_of(m));
+    if (histograms) histogram("weights/" + path, parameter, m);
+    // The weights before this step's update: its ratio is recorded when the next step comes.
+    before_update_.push_back(parameter.detach().clone());
+    norms_before_update_.push_back(std::sqrt(m.sum_squares));
   }
-  // The weights before this step's update: its ratio is recorded when the next step comes.
-  before_update_.clear();
-  for (const auto& item : parameters_) before_update_.push_back(item.second.detach().clone());
   before_step_ = step;
+}
+
+void Watch::flush(int64_t step) {
+  if (!log_) return;
+  // Update ratios belong to the step before: their own record.
+  if (!scalars_.empty()) log_->add_scalars(step < 0 ? last_sampled_ : step, scalars_);
+  if (!histograms_.empty()) log_->add_histograms(step, histograms_);
+  scalars_.clear();
+  histograms_.clear();
 }
 
 WatchCheck Watch::observe(int64_t step, const TensorDict& td, const at::Tensor& loss) {
@@ -185,15 +189,17 @@ WatchCheck Watch::observe(int64_t step, const TensorDict& td, const at::Tensor& 
   WatchCheck verdict = check(step, loss);
   const bool sampled = step % options_.interval == 0;
   if (sampled || verdict.bad) {
-    record(step, "loss", loss.detach().to(at::kDouble).item<double>());
+    record(step, "loss", loss.detach().item<double>());
     const bool histograms =
         options_.histogram_interval > 0 && step % options_.histogram_interval == 0;
     record_statistics(step, td, histograms);
+    last_sampled_ = step;
   }
   if (verdict.bad && !first_bad_) {
     first_bad_ = step;
     record(step, "first_bad_step", static_cast<double>(step));
   }
+  flush(step);
   return verdict;
 }
 

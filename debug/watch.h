@@ -2,11 +2,12 @@
 
 /// \file
 /// Watch: a cheap watch over a training run in the user's own loop — their optimizer, their
-/// loss. Every step it checks the loss and the gradients for NaN and Inf (and, when asked,
-/// the loss for a spike); every `interval` steps it records, per TensorDictModule, statistics
-/// of what the module wrote and, per parameter, the gradient's and the weight's norms and the
-/// update ratio ‖ΔW‖/‖W‖; every `histogram_interval` steps, histograms of the same. What it
-/// records it keeps (records()) and, given a log folder, writes as TensorBoard event files.
+/// loss. Every step it checks the loss and every gradient for NaN and Inf (each gradient in
+/// one pass over its data, no ATen op on the CPU) and, when asked, the loss for a spike; every
+/// `interval` steps it records, per TensorDictModule, statistics of what the module wrote and, per
+/// parameter, the gradient's and the weight's norms and the update ratio ‖ΔW‖/‖W‖; every
+/// `histogram_interval` steps, histograms of the same. What it records it keeps (records()) and,
+/// given a log folder, writes as TensorBoard event files.
 ///
 ///     tdfx::WatchOptions options;
 ///     options.logdir = "runs/ppo";
@@ -30,12 +31,12 @@
 #include <string>
 #include <vector>
 
+#include "tdfx/debug/moments.h"
+#include "tdfx/debug/tensorboard.h"
 #include "tdfx/tensordict/tensordict.h"
 #include "tdfx/tensordict/tensordict_module.h"
 
 namespace tdfx {
-
-class EventFileWriter;
 
 struct WatchOptions {
   /// Statistics every `interval` steps (the steps divisible by it); at least 1.
@@ -48,6 +49,9 @@ struct WatchOptions {
   /// `spike_window` losses makes the step bad; 0: no spike check.
   double spike_sigmas = 0;
   int64_t spike_window = 100;
+  /// Keep every record in memory (records()): about 100 bytes each, a few per module and
+  /// parameter each sampled step. false: only the log keeps them.
+  bool keep_records = true;
 };
 
 /// One value the watch recorded: its tag (TensorBoard's: `loss`, `grad_norm/<parameter>`,
@@ -77,10 +81,10 @@ class Watch {
 
   /// Observes training step `step`: call it after `loss.backward()` and before the optimizer
   /// updates the parameters, with the TensorDict the forward pass wrote and the loss (one
-  /// element). Every step: one check of the loss and every gradient's norm together, and the
-  /// spike check. At a step divisible by `interval` (and at any bad step): the statistics; at
-  /// one divisible by `histogram_interval`: the histograms. The update ratio of a step's
-  /// update is recorded at that step, computed when the next step is observed.
+  /// element). Every step: the check of the loss and of every gradient, and the spike check. At a
+  /// step divisible by `interval` (and at any bad step): the statistics; at one divisible by
+  /// `histogram_interval`: the histograms. The update ratio of a step's update is recorded at that
+  /// step, computed when the next step is observed.
   WatchCheck observe(int64_t step, const TensorDict& td, const at::Tensor& loss);
 
   /// Everything recorded so far, in the order recorded.
@@ -99,7 +103,10 @@ class Watch {
   };
 
   void record(int64_t step, const std::string& tag, double value);
-  void histogram(int64_t step, const std::string& tag, const at::Tensor& values);
+  void histogram(const std::string& tag, const at::Tensor& values, const detail::Moments& moments);
+  // Writes what the step recorded to the log as one record of scalars and one of histograms;
+  // `step` -1: the update ratios, at the last sampled step.
+  void flush(int64_t step);
   void record_statistics(int64_t step, const TensorDict& td, bool histograms);
   void record_update_ratios();
   WatchCheck check(int64_t step, const at::Tensor& loss);
@@ -110,11 +117,16 @@ class Watch {
   std::vector<std::pair<std::string, at::Tensor>> parameters_;
   std::unique_ptr<EventFileWriter> log_;
   std::vector<WatchRecord> records_;
+  // What the step being observed logs, written at its end (flush).
+  std::vector<std::pair<std::string, double>> scalars_;
+  std::vector<std::pair<std::string, Histogram>> histograms_;
+  int64_t last_sampled_ = 0;
   std::deque<double> recent_losses_;
   std::optional<int64_t> first_bad_;
   // The parameters as they were before the update of step `before_step_` (a sampled step),
   // for its update ratio, computed at the next observe().
   std::vector<at::Tensor> before_update_;
+  std::vector<double> norms_before_update_;
   int64_t before_step_ = -1;
 };
 

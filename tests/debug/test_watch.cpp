@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "tdfx/core/error.h"
@@ -168,17 +169,24 @@ TEST_CASE("watch: what it records goes to TensorBoard; bad arguments are named")
         tdfx::testing::run_command("/usr/bin/python3 " + tdfx::testing::source_dir() +
                                    "/tests/debug/read_events.py '" + watch.log_path() + "' 2>&1");
     REQUIRE(read.status == 0);
-    // Every record and, at steps 0 and 2, the histograms of y, the gradients and the weights.
-    size_t events = 0, histograms = 0;
-    for (size_t at = 0; (at = read.out.find('\n', at)) != std::string::npos; ++at) ++events;
-    for (size_t at = 0; (at = read.out.find("histogram num", at)) != std::string::npos; ++at) {
-      ++histograms;
+    // One record of the scalars of each step, one of the update ratios (at the step whose
+    // update they measure), one of the histograms at steps 0 and 2 (y, and the gradient and
+    // weight of both parameters), after the file version: every record in the log.
+    size_t events = 0, scalars = 0, histograms = 0;
+    std::istringstream lines(read.out);
+    for (std::string line; std::getline(lines, line); ++events) {
+      for (size_t at = 0; (at = line.find(" = ", at)) != std::string::npos; ++at) ++scalars;
+      for (size_t at = 0; (at = line.find("histogram num", at)) != std::string::npos; ++at) {
+        ++histograms;
+      }
     }
-    CHECK(events == 1 + watch.records().size() + histograms);
+    CHECK(events == 1 + 3 + 2 + 2);
+    CHECK(scalars == watch.records().size());
     CHECK(histograms == 2 * 5);
-    CHECK(read.out.find("step 0: loss = 6.0\n") != std::string::npos);
-    // A scalar of 0 is written (a member of Value's oneof), not left out as a default.
-    CHECK(read.out.find("step 1: activation_nonfinite/module/y = 0.0\n") != std::string::npos);
+    CHECK(read.out.find("step 0: loss = 6.0; activation_nonfinite/module/y = 0.0; ") !=
+          std::string::npos);  // a scalar of 0 is written, not left out as a default
+    CHECK(read.out.find("step 1: update_ratio/module.weight = 0.0; update_ratio/module.bias = "
+                        "0.0\n") != std::string::npos);
     CHECK(read.out.find("step 2: activations/module/y: histogram num 2") != std::string::npos);
   }
   CHECK_THROWS_WITH_AS(Watch(nullptr), "Watch: the module is null", Error);
@@ -191,4 +199,38 @@ TEST_CASE("watch: what it records goes to TensorBoard; bad arguments are named")
                        "Watch::observe(step 0): the loss must be a tensor of one element, not of "
                        "shape [2]",
                        Error);
+}
+
+TEST_CASE("watch: moments and buckets, exactly, with NaN, far from 0 and on the limits") {
+  const tdfx::detail::Moments m =
+      tdfx::detail::moments_of(at::tensor({1.0, 2.0, NAN, 3.0, 4.0, INFINITY, 5.0}));
+  CHECK(m.finite == 5);
+  CHECK(m.nonfinite == 2);
+  CHECK(m.sum == 15);
+  CHECK(m.sum_squares == 55);
+  CHECK(m.min == 1);
+  CHECK(m.max == 5);
+  CHECK(m.mean == 3);
+  CHECK(m.std() == doctest::Approx(std::sqrt(2.5)).epsilon(1e-15));
+  // A mean of 1e12 and a spread of 1, in doubles: the variance survives (from sums of squares
+  // alone, 7e24 in a double, it would be lost to rounding).
+  const at::Tensor far = at::tensor({1e12, 1e12 + 1, 1e12 - 1, 1e12, 1e12 + 1, 1e12 - 1, 1e12});
+  CHECK(tdfx::detail::moments_of(far).std() ==
+        doctest::Approx(std::sqrt(4.0 / 6.0)).epsilon(1e-12));
+  // Every element counted once whichever loop takes it (4 at a time, then the rest).
+  for (int64_t n : {1, 3, 4, 5, 8, 11}) {
+    const tdfx::detail::Moments r = tdfx::detail::moments_of(at::arange(1, n + 1, at::kFloat));
+    CHECK(r.finite == n);
+    CHECK(r.sum == n * (n + 1) / 2);
+    CHECK(r.max == n);
+    CHECK(r.min == 1);
+  }
+  // (limit[i-1], limit[i]]: a value on a limit goes below it.
+  CHECK(tdfx::detail::bucket_counts(at::tensor({0.0, 1.0, 1.5, 2.0, 2.5, 3.0, NAN}),
+                                    {1.0, 2.0, 3.0}) == std::vector<double>{2, 2, 2});
+  CHECK(tdfx::detail::all_finite(at::tensor({1.0f, 2.0f})));
+  CHECK_FALSE(tdfx::detail::all_finite(at::tensor({1.0f, -INFINITY})));
+  CHECK_FALSE(tdfx::detail::all_finite(at::tensor({NAN, 1.0})));
+  CHECK(tdfx::detail::all_finite(at::tensor(std::vector<int64_t>{1, 2})));
+  CHECK(tdfx::detail::distance(at::tensor({3.0f, 0.0f}), at::tensor({0.0f, 4.0f})) == 5);
 }

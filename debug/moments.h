@@ -1,0 +1,46 @@
+#pragma once
+
+/// \file
+/// The moments of a tensor's finite elements, counted in one pass over its data without an
+/// ATen op per statistic: what Watch records each sampled step and what a histogram is made
+/// of, cheap enough to take of every module and parameter.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace tdfx::detail {
+
+struct Moments {
+  int64_t finite = 0;     // elements that are neither NaN nor ±Inf
+  int64_t nonfinite = 0;  // the others
+  double sum = 0;         // of the finite elements, and of their squares
+  double sum_squares = 0;
+  double min = 0;  // of the finite elements; 0 when there are none
+  double max = 0;
+  double mean = 0;         // of the finite elements
+  double squared_gap = 0;  // the sum of their squared distances from the mean
+
+  /// The sample standard deviation (n - 1), 0 for fewer than two elements.
+  double std() const;
+};
+
+/// The moments of `values` (any real dtype; bools and integers as numbers); complex tensors
+/// are refused (Error).
+Moments moments_of(const at::Tensor& values);
+
+/// How many finite elements of `values` fall in each bucket (limits[i-1], limits[i]], the first
+/// bucket taking everything up to limits[0] and the last everything above the one before it.
+/// `limits` ascending; fastest when their widths are equal, as histogram_of's are.
+std::vector<double> bucket_counts(const at::Tensor& values, const std::vector<double>& limits);
+
+/// Whether every element of `t` is finite: for a contiguous float or double tensor on the CPU,
+/// by the bits of each element in one loop the compiler vectorises (no ATen op); otherwise
+/// through ATen. Integers and bools are finite.
+bool all_finite(const at::Tensor& t);
+
+/// The Euclidean norm of `a - b` (same shape), in one pass.
+double distance(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace tdfx::detail
