@@ -20,8 +20,8 @@ at::Tensor readable(const at::Tensor& t, const char* what) {
   return t.detach().cpu().contiguous();
 }
 
-// Calls `loop.template operator()<T>(data, n)`-like: `fn(data, n)` with `data` typed as the
-// tensor's dtype, so that each statistic's loop is compiled per dtype and inlined.
+// Calls `fn(data, n)` with `data` a pointer of the tensor's element type, so that each
+// statistic's loop is compiled, and inlined, once per dtype.
 template <typename Fn>
 void with_typed_data(const at::Tensor& t, Fn&& fn) {
   AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, t.scalar_type(), "tdfx_moments",
