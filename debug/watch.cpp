@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -45,6 +46,22 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
                             modules_.push_back({place.path, m.out_keys()});
                           }
                         });
+  // The TensorDict after the forward pass holds each key's last value: a key that a later
+  // module writes again (`hidden` through Linear, then Tanh) is recorded for the last writer.
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    auto& keys = modules_[i].keys;
+    keys.erase(std::remove_if(keys.begin(), keys.end(),
+                              [&](const NestedKey& key) {
+                                for (size_t j = i + 1; j < modules_.size(); ++j) {
+                                  const auto& later = modules_[j].keys;
+                                  if (std::find(later.begin(), later.end(), key) != later.end()) {
+                                    return true;
+                                  }
+                                }
+                                return false;
+                              }),
+               keys.end());
+  }
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     parameters_.emplace_back(item.key(), item.value());
   }

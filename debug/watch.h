@@ -72,8 +72,10 @@ struct WatchCheck {
 
 class Watch {
  public:
-  /// Watches `module`'s parameters and the keys each TensorDictModule in it writes. Error
-  /// for a null module or an interval below 1.
+  /// Watches `module`'s parameters and the keys each TensorDictModule in it writes, read from
+  /// the TensorDict after the forward pass: a key that a later module writes again is
+  /// recorded for the last module that writes it (the TensorDict keeps only its last value).
+  /// Error for a null module or an interval below 1.
   explicit Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options = {});
   ~Watch();
   Watch(const Watch&) = delete;

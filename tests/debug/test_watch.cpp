@@ -2,6 +2,8 @@
 // the first bad step (a NaN loss, a NaN gradient under a finite loss, a spike), and its
 // TensorBoard log read back apart from tdfx.
 
+#include <ATen/ops/randn.h>
+#include <ATen/ops/relu.h>
 #include <ATen/ops/tensor.h>
 #include <doctest/doctest.h>
 #include <torch/nn/modules/linear.h>
@@ -233,4 +235,31 @@ TEST_CASE("watch: moments and buckets, exactly, with NaN, far from 0 and on the 
   CHECK_FALSE(tdfx::detail::all_finite(at::tensor({NAN, 1.0})));
   CHECK(tdfx::detail::all_finite(at::tensor(std::vector<int64_t>{1, 2})));
   CHECK(tdfx::detail::distance(at::tensor({3.0f, 0.0f}), at::tensor({0.0f, 4.0f})) == 5);
+}
+
+TEST_CASE("watch: a key written again is recorded for its last writer") {
+  // Linear writes h, ReLU writes h again: the TensorDict holds ReLU's h, so only ReLU's
+  // records name it (min 0, as a ReLU's output has).
+  auto module = make_td_sequential(
+      {make_td_module(torch::nn::Linear(3, 4), {"x"}, {"h"}),
+       make_td_module([](const at::Tensor& h) { return at::relu(h); }, {"h"}, {"h"})});
+  Watch watch(module);
+  TensorDict td({{"x", at::randn({5, 3})}}, {5});
+  module->forward(td);
+  const at::Tensor loss = td.get("h").sum();
+  loss.backward();
+  watch.observe(0, td, loss);
+  std::string tags;
+  for (const WatchRecord& r : watch.records()) {
+    if (r.tag.rfind("activation_", 0) == 0) tags += r.tag + "\n";
+  }
+  CHECK(tags ==
+        "activation_nonfinite/module.1/h\nactivation_mean/module.1/h\nactivation_std/module.1/h\n"
+        "activation_min/module.1/h\nactivation_max/module.1/h\n");
+}
+
+TEST_CASE("watch: the sample trains until its planted Inf and stops at that step") {
+  const auto run = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/watch_training");
+  CHECK(run.status == 1);
+  CHECK(run.out.rfind("step 120 is bad: the loss is inf\n", 0) == 0);
 }
