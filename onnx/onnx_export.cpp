@@ -117,7 +117,7 @@ const std::map<std::string, RuleEntry, std::less<>>& rules();
 class Converter {
  public:
   Converter(const ExportedProgram& program, onnx::GraphProto* graph, uint64_t memory_budget)
-      : program_(program), graph_(graph), types_(program.graph()), budget_(memory_budget) {}
+      : program_(program), budget_(memory_budget), graph_(graph), types_(program.graph()) {}
 
   void convert();
 
