@@ -180,6 +180,29 @@ std::vector<RunInput> prepare_inputs(const ExportedProgram& program,
       read[name] = {value, argument.file};
     }
   }
+  // An input not given whose example the archive keeps (a training step's snapshot, saved by
+  // tdfx::Watch) is that example, at the batch of the files given, if any.
+  for (const InputSpec& spec : program.graph_signature().inputs) {
+    const auto example = program.example_inputs().find(spec.name);
+    if (spec.kind != InputKind::kUserInput || example == program.example_inputs().end() ||
+        read.count(spec.target)) {
+      continue;
+    }
+    for (const auto& [name, meta] : inputs) {
+      if (name != spec.target) continue;
+      for (int64_t dim : meta.batch_dims) {
+        const int64_t size = example->second.size(dim);
+        if (batch && batch->second != size) {
+          fail<Error>(
+              "input {}: the archive's example has batch size (s0) {}, and input {}'s is {}; "
+              "give {} with --input too",
+              name, size, batch->first, batch->second, name);
+        }
+        if (!batch) batch = std::make_pair(name, size);
+      }
+      read[name] = {example->second, "the archive's example"};
+    }
+  }
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<RunInput> out;
   for (const auto& [name, meta] : inputs) {

@@ -37,14 +37,15 @@ InputArgument parse_input_argument(const std::string& text);
 struct RunInput {
   std::string name;
   at::Tensor value;
-  /// The file it was read from, or `random (seed N)` when drawn.
+  /// The file it was read from, `the archive's example`, or `random (seed N)` when drawn.
   std::string source;
 };
 
 /// The program's user inputs, in signature order. An input named by `given`
 /// is read from its file, which holds a single tensor or a dict holding the
-/// input's name. Every other input is drawn from its placeholder's dtype and
-/// traced shape, its batch dimensions (s0) at the given inputs' batch size:
+/// input's name. An input not given whose example the archive keeps
+/// (ExportedProgram::example_inputs: a training step's snapshot) is that example. Every
+/// other input is drawn from its placeholder's dtype and traced shape, its batch dimensions (s0) at the given inputs' batch size:
 /// floats from a standard normal, integers from 0..9, bools fair. The draws
 /// come from one generator seeded with `seed`, in signature order, made for
 /// every input whether given or not, so that an input's random value depends

@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "tdfx/core/error.h"
 #include "tdfx/debug/moments.h"
 #include "tdfx/debug/tensorboard.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
 #include "tdfx/tracer/module_tree.h"
 
 namespace tdfx {
@@ -65,7 +68,46 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     parameters_.emplace_back(item.key(), item.value());
   }
+  if (!options_.snapshot.empty()) {
+    for (const NestedKey& key : module_->in_keys()) {
+      walk_writers(key);
+    }
+  }
   if (!options_.logdir.empty()) log_ = std::make_unique<EventFileWriter>(options_.logdir);
+}
+
+void Watch::walk_writers(const NestedKey& key) const {
+  detail::walk_pipeline(*module_, "",
+                        [&](const TensorDictModuleBase& m, const detail::PipelinePlace& place) {
+                          if (!dynamic_cast<const TensorDictModule*>(&m)) return;
+                          const auto& out = m.out_keys();
+                          if (std::find(out.begin(), out.end(), key) != out.end()) {
+                            fail<Error>(
+                                "Watch: a snapshot keeps the step's inputs, read from the "
+                                "TensorDict after the forward pass, but module '{}' writes the "
+                                "input key {} there",
+                                place.path, key.str());
+                          }
+                        });
+}
+
+void Watch::write_snapshot(const TensorDict& td) {
+  std::vector<std::pair<std::string, at::Tensor>> inputs;
+  for (const NestedKey& key : module_->in_keys()) {
+    inputs.emplace_back(key.joined("_"), td.get(key).detach());
+  }
+  // Exported now, before the optimizer's step: the weights before this step's update.
+  ExportedProgram program = export_program(module_, inputs);
+  std::map<std::string, at::Tensor> examples;
+  for (const InputSpec& spec : program.graph_signature().inputs) {
+    if (spec.kind != InputKind::kUserInput) continue;
+    for (const auto& [joined, value] : inputs) {
+      if (joined == spec.target) examples[spec.name] = value.clone();
+    }
+  }
+  program.set_example_inputs(std::move(examples));
+  // A copy of the weights as they are now: the program's state is the module's own tensors.
+  save(program, options_.snapshot);
 }
 
 Watch::~Watch() = default;
@@ -215,6 +257,10 @@ WatchCheck Watch::observe(int64_t step, const TensorDict& td, const at::Tensor& 
   if (verdict.bad && !first_bad_) {
     first_bad_ = step;
     record(step, "first_bad_step", static_cast<double>(step));
+    if (!options_.snapshot.empty()) {
+      write_snapshot(td);
+      verdict.snapshot = options_.snapshot;
+    }
   }
   flush(step);
   return verdict;

@@ -52,6 +52,10 @@ struct WatchOptions {
   /// Keep every record in memory (records()): about 100 bytes each, a few per module and
   /// parameter each sampled step. false: only the log keeps them.
   bool keep_records = true;
+  /// A file to write at the first bad step: the module exported on that step's inputs, with
+  /// the weights before its update and those inputs kept in it (an archive of version 4), so
+  /// that `tdfx run FILE --backward --find-nonfinite-grad` replays the step. "": none.
+  std::string snapshot;
 };
 
 /// One value the watch recorded: its tag (TensorBoard's: `loss`, `grad_norm/<parameter>`,
@@ -68,6 +72,8 @@ struct WatchCheck {
   bool bad = false;
   /// Why, naming the loss or the first parameter whose gradient is not finite; "" when good.
   std::string why;
+  /// The snapshot written at this step (WatchOptions::snapshot), "" when none.
+  std::string snapshot;
 };
 
 class Watch {
@@ -75,7 +81,9 @@ class Watch {
   /// Watches `module`'s parameters and the keys each TensorDictModule in it writes, read from
   /// the TensorDict after the forward pass: a key that a later module writes again is
   /// recorded for the last module that writes it (the TensorDict keeps only its last value).
-  /// Error for a null module or an interval below 1.
+  /// Error for a null module or an interval below 1, and, with a snapshot file, for a module
+  /// that writes one of the pipeline's input keys (the TensorDict after the forward pass would
+  /// no longer hold that step's input).
   explicit Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options = {});
   ~Watch();
   Watch(const Watch&) = delete;
@@ -112,6 +120,9 @@ class Watch {
   void record_statistics(int64_t step, const TensorDict& td, bool histograms);
   void record_update_ratios();
   WatchCheck check(int64_t step, const at::Tensor& loss);
+  void write_snapshot(const TensorDict& td);
+  // Error when a TensorDictModule of the pipeline writes `key`.
+  void walk_writers(const NestedKey& key) const;
 
   std::shared_ptr<TensorDictModuleBase> module_;
   WatchOptions options_;

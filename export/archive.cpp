@@ -38,8 +38,12 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "tdfx.exported_program";
 // Version 3 added the `modules` table (module_table.h); version 2 archives, without it, still
-// load and draw without module boxes.
-constexpr int64_t kVersion = 3;
+// load and draw without module boxes. Version 4 adds `inputs`, the program's example inputs
+// (ExportedProgram::example_inputs): written only by a program that has them, so that every
+// other archive stays readable by a tdfx of version 3.
+constexpr int64_t kVersion = 4;
+constexpr int64_t kVersionWithInputs = 4;
+constexpr int64_t kVersionWithoutInputs = 3;
 constexpr int64_t kOldestVersion = 2;
 constexpr const char* kProgramRecord = "program.json";
 // Bounds on what a program document may nest, far above anything tdfx writes.
@@ -608,41 +612,51 @@ void check_signature(const Graph& graph, const GraphSignature& signature,
 
 // --- weights ------------------------------------------------------------------
 
-std::string weight_record(size_t index) { return fmt::format("weights/{}", index); }
-
-// Each weight is one record of raw bytes, C-contiguous and little-endian, and
-// one entry of `weights` in program.json saying its record, dtype and shape.
+// Each weight, and each example input, is one record of raw bytes, C-contiguous and
+// little-endian, and one entry of `weights` (or `inputs`) in program.json saying its record,
+// dtype and shape.
 struct WeightRecords {
   json entries = json::array();
+  json inputs = json::array();
   std::vector<std::pair<std::string, at::Tensor>> records;
 };
+
+void add_tensor_record(WeightRecords& out, json& entries, const std::string& name,
+                       const at::Tensor& value, const char* folder, const char* kind) {
+  at::Tensor tensor = value.detach().cpu().contiguous();
+  if (!dtype_from_name(dtype_name(tensor.scalar_type()))) {
+    fail<ArchiveError>("{} {} has dtype {}, which archives do not store", kind, name,
+                       dtype_repr(tensor.scalar_type()));
+  }
+  const std::string record = fmt::format("{}/{}", folder, entries.size());
+  entries.push_back({{"name", name},
+                     {"record", record},
+                     {"dtype", dtype_name(tensor.scalar_type())},
+                     {"shape", tensor.sizes().vec()}});
+  out.records.emplace_back(record, std::move(tensor));
+}
 
 WeightRecords weight_records(const ExportedProgram& program) {
   WeightRecords out;
   for (const InputSpec& in : program.graph_signature().inputs) {
     if (in.kind == InputKind::kUserInput) continue;
-    at::Tensor tensor = program.state().at(in.name).detach().cpu().contiguous();
-    if (!dtype_from_name(dtype_name(tensor.scalar_type()))) {
-      fail<ArchiveError>("weight {} has dtype {}, which archives do not store", in.name,
-                         dtype_repr(tensor.scalar_type()));
-    }
-    const std::string record = weight_record(out.records.size());
-    out.entries.push_back({{"name", in.name},
-                           {"record", record},
-                           {"dtype", dtype_name(tensor.scalar_type())},
-                           {"shape", tensor.sizes().vec()}});
-    out.records.emplace_back(record, std::move(tensor));
+    add_tensor_record(out, out.entries, in.name, program.state().at(in.name), "weights", "weight");
+  }
+  for (const auto& [name, tensor] : program.example_inputs()) {
+    add_tensor_record(out, out.inputs, name, tensor, "inputs", "example input");
   }
   return out;
 }
 
 json program_document(const ExportedProgram& program, const WeightRecords& weights) {
+  const bool inputs = !weights.inputs.empty();
   json document = {{"format", kFormat},
-                   {"version", kVersion},
+                   {"version", inputs ? kVersionWithInputs : kVersionWithoutInputs},
                    {"nodes", graph_to_json(program.graph())},
                    {"signature", signature_to_json(program.graph_signature())},
                    {"weights", weights.entries},
                    {"modules", detail::modules_to_json(program.modules())}};
+  if (inputs) document["inputs"] = weights.inputs;
   if (const auto& s = program.batch_specialisation()) {
     document["batch_specialisation"] = {
         {"traced_batch", s->traced_batch}, {"node", s->node}, {"module", s->module}};
@@ -669,83 +683,113 @@ std::optional<BatchSpecialisation> specialisation_from_json(const json& document
   return out;
 }
 
-std::map<std::string, at::Tensor> load_weights(const json& entries, const Graph& graph,
-                                               const GraphSignature& signature,
-                                               const detail::ZipReader& zip,
-                                               const LoadOptions& options,
-                                               const std::string& where) {
-  std::unordered_map<std::string, const Node*> placeholders;
-  for (const Node* node : graph.nodes()) {
-    if (node->op() == OpCode::kPlaceholder) placeholders[node->name()] = node;
+// The tensors of an archive: its weights (`weights`, one per parameter and buffer input) and,
+// in version 4, its example inputs (`inputs`, any of the user inputs). Each entry names a
+// placeholder, a record of its own, a dtype and a shape, checked against the placeholder's
+// (a dimension that follows the batch may differ for an input) and, with every tensor read
+// before it, against the memory budget before anything is allocated.
+struct ArchiveTensors {
+  std::map<std::string, at::Tensor> weights, inputs;
+};
+
+class TensorReader {
+ public:
+  TensorReader(const Graph& graph, const GraphSignature& signature, const detail::ZipReader& zip,
+               const LoadOptions& options, const std::string& where)
+      : zip_(zip), options_(options), where_(where) {
+    for (const Node* node : graph.nodes()) {
+      if (node->op() == OpCode::kPlaceholder) placeholders_[node->name()] = node;
+    }
+    for (const InputSpec& in : signature.inputs) {
+      (in.kind == InputKind::kUserInput ? user_inputs_ : weights_).insert(in.name);
+    }
   }
-  std::unordered_set<std::string> expected;
-  for (const InputSpec& in : signature.inputs) {
-    if (in.kind != InputKind::kUserInput) expected.insert(in.name);
+
+  // `weights`: the weights' entries; `inputs`: the example inputs', or null.
+  ArchiveTensors read(const json& weights, const json* inputs) {
+    ArchiveTensors out;
+    for (const json& entry : weights) read_entry(entry, false, out.weights);
+    for (const std::string& name : weights_) {
+      if (!out.weights.count(name)) fail<ArchiveError>("{}: input {} has no weight", where_, name);
+    }
+    if (inputs) {
+      for (const json& entry : *inputs) read_entry(entry, true, out.inputs);
+    }
+    // Nothing in the file goes unread: a record the program does not name is refused.
+    for (const std::string& name : zip_.names()) {
+      if (name != kProgramRecord && !records_.count(name)) {
+        fail<ArchiveError>("{}: record {} is not part of the program", where_, python_repr(name));
+      }
+    }
+    return out;
   }
-  std::map<std::string, at::Tensor> state;
-  std::unordered_set<std::string> records;
-  uint64_t total = 0;
-  for (const json& entry : entries) {
-    const std::string name = text(entry, "name", where + ": weights");
-    const std::string here = fmt::format("{}: weight {}", where, python_repr(name));
-    if (!expected.count(name) || state.count(name)) {
-      fail<ArchiveError>("{}: not a parameter or buffer input of the signature, or given twice",
-                         here);
+
+ private:
+  void read_entry(const json& entry, bool input, std::map<std::string, at::Tensor>& out) {
+    const char* kind = input ? "input" : "weight";
+    const std::string name = text(entry, "name", where_ + (input ? ": inputs" : ": weights"));
+    const std::string here = fmt::format("{}: {} {}", where_, kind, python_repr(name));
+    if (!(input ? user_inputs_ : weights_).count(name) || out.count(name)) {
+      fail<ArchiveError>("{}: not a {} input of the signature, or given twice", here,
+                         input ? "user" : "parameter or buffer");
     }
     const std::string record = text(entry, "record", here);
-    if (record == kProgramRecord || !records.insert(record).second) {
-      fail<ArchiveError>("{}: record {} is not a weight record of its own", here,
-                         python_repr(record));
+    if (record == kProgramRecord || !records_.insert(record).second) {
+      fail<ArchiveError>("{}: record {} is not a {} record of its own", here, python_repr(record),
+                         kind);
     }
     const c10::ScalarType dtype = dtype_from_json(field(entry, "dtype", here), here);
     const std::vector<int64_t> shape = shape_from_json(field(entry, "shape", here), here);
-    const TensorMeta& meta = placeholders.at(name)->meta().tensor;
-    if ((meta.dtype && *meta.dtype != dtype) || (meta.shape && *meta.shape != shape)) {
-      fail<ArchiveError>("{}: its dtype or shape differs from its placeholder's", here);
+    const TensorMeta& meta = placeholders_.at(name)->meta().tensor;
+    bool fits = !meta.dtype || *meta.dtype == dtype;
+    if (fits && meta.shape) {
+      fits = meta.shape->size() == shape.size();
+      for (size_t d = 0; fits && d < shape.size(); ++d) {
+        fits = (input && meta.follows_batch(d)) || (*meta.shape)[d] == shape[d];
+      }
     }
+    if (!fits) fail<ArchiveError>("{}: its dtype or shape differs from its placeholder's", here);
     // The byte count, checked against overflow and the budget before any allocation.
     const bool empty = std::find(shape.begin(), shape.end(), 0) != shape.end();
     uint64_t bytes = empty ? 0 : c10::elementSize(dtype);
     for (const int64_t d : empty ? std::vector<int64_t>{} : shape) {
-      if (d != 0 && bytes > options.memory_budget / static_cast<uint64_t>(d)) {
-        bytes = options.memory_budget + 1;
+      if (d != 0 && bytes > options_.memory_budget / static_cast<uint64_t>(d)) {
+        bytes = options_.memory_budget + 1;
         break;
       }
       bytes *= static_cast<uint64_t>(d);
     }
-    total += bytes;
-    if (bytes > options.memory_budget || total > options.memory_budget) {
+    total_ += bytes;
+    if (bytes > options_.memory_budget || total_ > options_.memory_budget) {
       fail<ArchiveError>(
           "{}: the weights need more than the memory budget of {} bytes "
           "(LoadOptions::memory_budget)",
-          here, options.memory_budget);
+          here, options_.memory_budget);
     }
-    if (zip.size(record) != bytes) {
+    if (zip_.size(record) != bytes) {
       fail<ArchiveError>("{}: a {} tensor of shape [{}] needs {} bytes; record {} holds {}", here,
                          dtype_name(dtype), fmt::join(shape, ", "), bytes, python_repr(record),
-                         zip.size(record));
+                         zip_.size(record));
     }
     at::Tensor tensor = at::empty(shape, at::TensorOptions().dtype(dtype));
-    if (bytes > 0) zip.read_into(record, static_cast<char*>(tensor.data_ptr()), bytes);
+    if (bytes > 0) zip_.read_into(record, static_cast<char*>(tensor.data_ptr()), bytes);
     if (dtype == c10::ScalarType::Bool) {
       const auto* data = static_cast<const unsigned char*>(tensor.data_ptr());
       if (std::any_of(data, data + bytes, [](unsigned char b) { return b > 1; })) {
         fail<ArchiveError>("{}: a bool tensor holds bytes other than 0 and 1", here);
       }
     }
-    state.emplace(name, std::move(tensor));
+    out.emplace(name, std::move(tensor));
   }
-  for (const std::string& name : expected) {
-    if (!state.count(name)) fail<ArchiveError>("{}: input {} has no weight", where, name);
-  }
-  // Nothing in the file goes unread: a record the program does not name is refused.
-  for (const std::string& name : zip.names()) {
-    if (name != kProgramRecord && !records.count(name)) {
-      fail<ArchiveError>("{}: record {} is not part of the program", where, python_repr(name));
-    }
-  }
-  return state;
-}
+
+  const detail::ZipReader& zip_;
+  const LoadOptions& options_;
+  const std::string& where_;
+  std::unordered_map<std::string, const Node*> placeholders_;
+  std::unordered_set<std::string> weights_, user_inputs_;
+  std::unordered_set<std::string> records_;
+  uint64_t total_ = 0;
+};
 
 // --- the archive ----------------------------------------------------------------
 
@@ -808,16 +852,25 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   check_program_operations(graph, options.memory_budget, where);
   GraphSignature signature = signature_from_json(field(document, "signature", where), where);
   check_signature(graph, signature, where);
-  auto state =
-      load_weights(array(document, "weights", where), graph, signature, zip, options, where);
+  const json* inputs = nullptr;
+  if (document.contains("inputs")) {
+    if (version.get<int64_t>() < kVersionWithInputs) {
+      fail<ArchiveError>("{}: an archive of version {} has no example inputs", where,
+                         version.get<int64_t>());
+    }
+    inputs = &array(document, "inputs", where);
+  }
+  ArchiveTensors tensors = TensorReader(graph, signature, zip, options, where)
+                               .read(array(document, "weights", where), inputs);
   auto specialisation = specialisation_from_json(document, graph, where);
   std::vector<ModuleBox> modules;
   if (version.get<int64_t>() >= 3) {
     modules = detail::modules_from_json(field(document, "modules", where), graph, where);
   }
   try {
-    ExportedProgram program(std::move(graph), std::move(signature), std::move(state),
+    ExportedProgram program(std::move(graph), std::move(signature), std::move(tensors.weights),
                             std::move(specialisation), std::move(modules));
+    program.set_example_inputs(std::move(tensors.inputs));
     program.set_memory_budget(options.memory_budget);
     program.set_time_budget(options.time_budget);
     return program;

@@ -1,9 +1,13 @@
 #include "tdfx/export/program.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <optional>
 #include <ostream>
 
 #include "tdfx/codegen/python_code.h"
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
@@ -165,6 +169,33 @@ ExportedProgram::ExportedProgram(std::shared_ptr<const GraphModule> runner,
       if (meta.prints_symbolic(static_cast<size_t>(dim))) in.batch_dims.push_back(dim);
     }
   }
+}
+
+void ExportedProgram::set_example_inputs(std::map<std::string, at::Tensor> inputs) {
+  for (const auto& [name, tensor] : inputs) {
+    const TensorMeta* meta = nullptr;
+    for (size_t i = 0; i < signature_.inputs.size() && i < in_meta_.size(); ++i) {
+      const InputSpec& in = signature_.inputs[i];
+      if (in.kind == InputKind::kUserInput && in.name == name) meta = &in_meta_[i];
+    }
+    if (!meta) fail<GraphError>("example input {}: not a user input of the program", name);
+    bool fits = tensor.defined() && (!meta->dtype || *meta->dtype == tensor.scalar_type());
+    if (fits && meta->shape) {
+      fits = static_cast<size_t>(tensor.dim()) == meta->shape->size();
+      for (size_t d = 0; fits && d < meta->shape->size(); ++d) {
+        fits = meta->follows_batch(d) || tensor.size(static_cast<int64_t>(d)) == (*meta->shape)[d];
+      }
+    }
+    if (!fits) {
+      fail<GraphError>("example input {}: {}, where its placeholder is {} [{}]", name,
+                       tensor.defined() ? fmt::format("{} [{}]", dtype_name(tensor.scalar_type()),
+                                                      fmt::join(tensor.sizes(), ", "))
+                                        : std::string("an undefined tensor"),
+                       meta->dtype ? dtype_name(*meta->dtype) : std::string("any dtype"),
+                       meta->shape ? fmt::format("{}", fmt::join(*meta->shape, ", ")) : "…");
+    }
+  }
+  example_inputs_ = std::move(inputs);
 }
 
 ExportedModule ExportedProgram::module() const {

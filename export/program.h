@@ -133,6 +133,13 @@ class ExportedProgram {
   /// The TensorDictModules and nested sequentials the program came from, paths as its nodes'
   /// `td_module` names them (`module.0`); see pipeline_modules.
   const std::vector<ModuleBox>& modules() const { return modules_; }
+  /// Inputs kept with the program, by the placeholder name of a user input: a snapshot of a
+  /// training step (Watch) keeps that step's inputs, so that `tdfx run` replays it. Saved in
+  /// the archive (format version 4) and loaded back; empty unless set.
+  const std::map<std::string, at::Tensor>& example_inputs() const { return example_inputs_; }
+  /// Sets them. GraphError when a name is not a user input's placeholder, or a tensor's dtype
+  /// or shape is not its placeholder's (a dimension that follows the batch may differ).
+  void set_example_inputs(std::map<std::string, at::Tensor> inputs);
   /// A callable running the program on plain tensors.
   ExportedModule module() const;
   /// The memory budget its runs are held to, in bytes (core/memory_budget.h): what load() was
@@ -156,6 +163,7 @@ class ExportedProgram {
   std::map<std::string, at::Tensor> state_;
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<ModuleBox> modules_;
+  std::map<std::string, at::Tensor> example_inputs_;
   /// Each input's placeholder metadata, in signature order.
   std::vector<TensorMeta> in_meta_;
   uint64_t memory_budget_ = 0;

@@ -65,8 +65,9 @@ __all__ = ["ArchiveError", "ShapeError", "Program", "read", "load", "graph_modul
            "ALLOWED_OPERATORS"]
 
 FORMAT = "tdfx.exported_program"
-#: The one format version this module reads, as tdfx's C++ (export/archive.cpp) writes it.
-VERSION = 3
+#: The newest format version this module reads, as tdfx's C++ (export/archive.cpp) writes it:
+#: version 4 adds `inputs`, example inputs (a training step's snapshot keeps its own).
+VERSION = 4
 # The oldest format version read: version 3 added the `modules` table (the diagrams' module
 # boxes), which this reader checks and keeps as Program.modules.
 OLDEST_VERSION = 2
@@ -370,15 +371,17 @@ class OutputSpec:
 class Program:
     """A checked archive: `nodes` (NodeRecord), `inputs` and `outputs` (the signature),
     `weights` ({placeholder name: tensor}, in placeholder order), `batch_specialisation`
-    (a dict, or None), `modules` (version 3's table) and `document`, program.json as parsed."""
+    (a dict, or None), `modules` (version 3's table), `example_inputs` ({placeholder name:
+    tensor}: version 4's, a snapshot's inputs) and `document`, program.json as parsed."""
 
     def __init__(self, path, document, nodes, inputs, outputs, weights, batch_specialisation,
-                 modules=()):
+                 modules=(), example_inputs=None):
         self.path, self.document, self.nodes = path, document, nodes
         self.inputs, self.outputs, self.weights = inputs, outputs, weights
         self.batch_specialisation = batch_specialisation
         # The `modules` table of a version 3 archive (entries as program.json has them).
         self.modules = list(modules)
+        self.example_inputs = dict(example_inputs or {})
 
     @property
     def user_inputs(self):
@@ -842,26 +845,39 @@ def _signature(value, nodes, where):
     return inputs, outputs
 
 
-def _weights(entries, nodes, inputs, z, memory_budget, where):
-    """{placeholder name: tensor} for the parameter and buffer inputs, in placeholder
-    order; each read from its record, raw C-contiguous little-endian bytes."""
+def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=None):
+    """({placeholder name: tensor} for the parameter and buffer inputs, in placeholder order;
+    {placeholder name: tensor} for the example inputs of a version 4 archive); each read from
+    its record, raw C-contiguous little-endian bytes, checked against its placeholder and,
+    with every tensor read before it, the memory budget."""
     metas = {n.name: n.meta for n in nodes if n.op == "placeholder"}
+    batch_dims = {n.name: set(n.meta.get("batch_dims", [])) for n in nodes
+                  if n.op == "placeholder"}
     expected = [i.name for i in inputs if i.kind != "user_input"]
+    user = {i.name for i in inputs if i.kind == "user_input"}
     names = set(z.namelist())
-    weights, records, total = {}, {PROGRAM_RECORD}, 0
-    for entry in entries:
-        name = _text(entry, "name", f"{where}: weights")
-        here = f"{where}: weight {name!r:.60}"
-        if name not in expected or name in weights:
-            _fail(here, "not a parameter or buffer input of the signature, or given twice")
+    records, total = {PROGRAM_RECORD}, 0
+
+    def read(entry, kind):
+        nonlocal total
+        is_input = kind == "input"
+        name = _text(entry, "name", f"{where}: {'inputs' if is_input else 'weights'}")
+        here = f"{where}: {kind} {name!r:.60}"
+        table = examples if is_input else weights
+        if name not in (user if is_input else expected) or name in table:
+            _fail(here, f"not a {'user' if is_input else 'parameter or buffer'} input of the "
+                        f"signature, or given twice")
         record = _text(entry, "record", here)
         if record in records:
-            _fail(here, f"record {record!r:.60} is not a weight record of its own")
+            _fail(here, f"record {record!r:.60} is not a {kind} record of its own")
         records.add(record)
         dtype = dtype_of(_field(entry, "dtype", here), here)
         shape = _shape(_field(entry, "shape", here), here)
         meta = metas[name]
-        if meta.get("dtype", dtype) != dtype or meta.get("shape", shape) != shape:
+        want = meta.get("shape", shape)
+        free = batch_dims[name] if is_input else set()
+        if meta.get("dtype", dtype) != dtype or len(want) != len(shape) or any(
+                a != b and d not in free for d, (a, b) in enumerate(zip(want, shape))):
             _fail(here, "its dtype or shape differs from its placeholder's")
         size = torch.empty((), dtype=dtype).element_size() * math.prod(shape)
         total += size
@@ -878,13 +894,19 @@ def _weights(entries, nodes, inputs, z, memory_budget, where):
             _fail(here, "a bool tensor holds bytes other than 0 and 1")
         # torch.frombuffer refuses an empty buffer: a weight with no elements is made empty.
         tensor = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
-        weights[name] = tensor.reshape(shape)
+        table[name] = tensor.reshape(shape)
+
+    weights, examples = {}, {}
+    for entry in entries:
+        read(entry, "weight")
     for name in expected:
         if name not in weights:
             _fail(where, f"input {name} has no weight")
+    for entry in example_entries or []:
+        read(entry, "input")
     for name in sorted(names - records):
         _fail(where, f"record {name!r:.60} is not part of the program")
-    return {name: weights[name] for name in expected}
+    return {name: weights[name] for name in expected}, examples
 
 
 def _batch_specialisation(document, nodes, where):
@@ -965,10 +987,17 @@ def _read_archive(z, where, max_program_bytes, memory_budget):
                      f"again with tdfx)")
     nodes = _GraphReader(where, memory_budget).read(_field(document, "nodes", where))
     inputs, outputs = _signature(_field(document, "signature", where), nodes, where)
-    weights = _weights(_list(document, "weights", where), nodes, inputs, z, memory_budget, where)
+    examples = None
+    if "inputs" in document:
+        if version < 4:
+            _fail(where, f"an archive of version {version} has no example inputs")
+        examples = _list(document, "inputs", where)
+    weights, example_inputs = _weights(_list(document, "weights", where), nodes, inputs, z,
+                                       memory_budget, where, examples)
     batch = _batch_specialisation(document, nodes, where)
     modules = _modules(document, nodes, where) if version >= 3 else []
-    return Program(where, document, nodes, inputs, outputs, weights, batch, modules)
+    return Program(where, document, nodes, inputs, outputs, weights, batch, modules,
+                   example_inputs)
 
 
 def _modules(document, nodes, where):

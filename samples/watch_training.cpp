@@ -1,10 +1,11 @@
 // Watching a training run: a small actor-critic trained with Adam in a plain LibTorch loop,
 // watched by tdfx::Watch, until a planted instability — one observation of step 120 that is
-// infinite, as a broken sensor would give — makes the loss NaN. The watch stops the loop at
-// that step and says why; with a folder argument, its records go there as TensorBoard event
-// files (`tensorboard --logdir FOLDER`).
+// infinite, as a broken sensor would give — makes the loss infinite. The watch stops the
+// loop at that step and says why; with a folder, its records go there as TensorBoard event
+// files (`tensorboard --logdir FOLDER`); with a file, that step is kept there as a snapshot
+// that `tdfx run FILE --find-nonfinite` replays.
 //
-//   watch_training [LOGDIR]
+//   watch_training [LOGDIR [SNAPSHOT.pt2]]
 
 #include <ATen/ops/randn.h>
 #include <torch/nn/modules/activation.h>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   options.interval = 20;
   options.histogram_interval = 100;
   if (argc > 1) options.logdir = argv[1];
+  if (argc > 2) options.snapshot = argv[2];
   Watch watch(policy, options);
 
   constexpr int64_t kPlanted = 120;
@@ -51,6 +53,7 @@ int main(int argc, char** argv) {
     const WatchCheck check = watch.observe(step, td, loss);
     if (check.bad) {
       std::cout << "step " << step << " is bad: " << check.why << "\n";
+      if (!check.snapshot.empty()) std::cout << "kept as " << check.snapshot << "\n";
       break;
     }
     optimizer.step();

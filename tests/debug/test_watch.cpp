@@ -258,8 +258,33 @@ TEST_CASE("watch: a key written again is recorded for its last writer") {
         "activation_min/module.1/h\nactivation_max/module.1/h\n");
 }
 
-TEST_CASE("watch: the sample trains until its planted Inf and stops at that step") {
-  const auto run = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/watch_training");
+TEST_CASE("watch: the sample trains until its planted Inf; its snapshot replays to that value") {
+  tdfx::testing::ScratchDir dir("tdfx_watch_sample");
+  const std::string snapshot = (dir / "bad.pt2").string();
+  const auto run = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/watch_training '" +
+                                              (dir / "log").string() + "' '" + snapshot + "'");
   CHECK(run.status == 1);
-  CHECK(run.out.rfind("step 120 is bad: the loss is inf\n", 0) == 0);
+  CHECK(run.out.rfind("step 120 is bad: the loss is inf\nkept as " + snapshot + "\n", 0) == 0);
+  // The snapshot holds the step's observation: run on it, the first non-finite value is the
+  // planted one, row 7, column 2.
+  const auto replay = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/tdfx run '" +
+                                                 snapshot + "' --find-nonfinite 2>&1");
+  CHECK(replay.status == 3);
+  CHECK(replay.out.find("observation  float32  [64, 4]  the archive's example\n") !=
+        std::string::npos);
+  CHECK(replay.out.find("first non-finite value: %observation (0 NaN, 1 Inf of 256 values)\n") !=
+        std::string::npos);
+  CHECK(replay.out.find("  at:     [7, 2]\n") != std::string::npos);
+}
+
+TEST_CASE("watch: a snapshot needs the step's inputs in the TensorDict after the forward pass") {
+  auto module =
+      make_td_sequential({make_td_module([](const at::Tensor& x) { return x * 2; }, {"x"}, {"x"}),
+                          make_td_module(torch::nn::Linear(3, 1), {"x"}, {"y"})});
+  WatchOptions options;
+  options.snapshot = "never.pt2";
+  CHECK_THROWS_WITH_AS(Watch(module, options),
+                       "Watch: a snapshot keeps the step's inputs, read from the TensorDict after "
+                       "the forward pass, but module 'module.0' writes the input key x there",
+                       Error);
 }

@@ -17,6 +17,7 @@
 
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
+#include "tdfx/core/python_repr.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/torchscript.h"
 #include "tdfx/export/zip.h"
@@ -427,12 +428,44 @@ TEST_CASE("archive: deep nesting is refused before any recursive parser or print
                        ArchiveError);
 }
 
+TEST_CASE("archive: example inputs are saved (version 4) and loaded back, checked as weights are") {
+  ExportedProgram program = seed_program();
+  const std::string input = program.graph_signature().inputs.back().name;
+  const at::Tensor x = at::randn({1, 3});
+  program.set_example_inputs({{input, x}});
+  const ExportedProgram copy = load_bytes(archive_bytes(program), "inputs.pt2");
+  REQUIRE(copy.example_inputs().count(input) == 1);
+  CHECK(bit_equal(copy.example_inputs().at(input), x));
+  // Without them, the archive is version 3 as before.
+  CHECK(records_of(seed_program()).document["version"] == 3);
+  Records records = records_of(program);
+  CHECK(records.document["version"] == 4);
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["version"] = 3;
+        }) == "edited.pt2: an archive of version 3 has no example inputs");
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["inputs"][0]["shape"] = {1, 4};
+        }) == "edited.pt2: input " + python_repr(input) +
+                  ": its dtype or shape differs from its placeholder's");
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["inputs"][0]["name"] = r.document["weights"][0]["name"];
+        }).find("not a user input of the signature, or given twice") != std::string::npos);
+  CHECK_THROWS_WITH_AS(
+      program.set_example_inputs({{input, at::randn({2, 4})}}),
+      ("example input " + input + ": float32 [2, 4], where its placeholder is float32 [1, 3]")
+          .c_str(),
+      GraphError);
+}
+
 TEST_CASE("archive: version 1 archives are refused with both versions named") {
   CHECK(refusal([](Records& r) { r.document["version"] = 1; }) ==
-        "edited.pt2: archive format version 1 is not supported; this tdfx reads versions 2 to 3 "
+        "edited.pt2: archive format version 1 is not supported; this tdfx reads versions 2 to 4 "
         "(export the program again with this tdfx; version 1 archives pickled their weights)");
-  CHECK(refusal([](Records& r) { r.document["version"] = 4; }) ==
-        "edited.pt2: archive format version 4 is not supported; this tdfx reads versions 2 to 3 "
+  CHECK(refusal([](Records& r) { r.document["version"] = 5; }) ==
+        "edited.pt2: archive format version 5 is not supported; this tdfx reads versions 2 to 4 "
         "(export the program again with this tdfx; version 1 archives pickled their weights)");
 }
 
@@ -551,7 +584,7 @@ TEST_CASE("archive: records the program does not name, and version 1 layouts, ar
   old.add("model/program.json", records.document.dump());
   CHECK_THROWS_WITH_AS(load_bytes(old.finish(), "old.pt2"),
                        "old.pt2: this is a tdfx archive of format version 1 (pickled weights), "
-                       "which is not supported; this tdfx reads versions 2 to 3: export the "
+                       "which is not supported; this tdfx reads versions 2 to 4: export the "
                        "program again with this tdfx",
                        ArchiveError);
   CHECK(refusal([](Records& r) {

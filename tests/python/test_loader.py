@@ -397,12 +397,12 @@ def refusal_cases(work):
     aten_list = ", ".join(("none", "bool", "int", "float", "str", "key", "dtype",
                            "memory_format", "layout", "device", "node", "list", "tuple"))
     cases = [
-        ("a format version newer than 3", {"edit": set_field(["version"], 4)},
-         "archive format version 4 is not supported; this reader reads versions 2 to 3 (export the "
+        ("a format version newer than 4", {"edit": set_field(["version"], 5)},
+         "archive format version 5 is not supported; this reader reads versions 2 to 4 (export the "
          "program again with tdfx)"),
         ("format version 1's layout", {"edit": None, "records": {"model/program.json": b"{}"}},
          "this is a tdfx archive of format version 1 (pickled weights), which is not "
-         "supported; this reader reads version 3: export the program again with tdfx"),
+         "supported; this reader reads version 4: export the program again with tdfx"),
         ("an unknown node kind", {"edit": edit_node("relu", "op", "call_eval")},
          "node %relu: unknown node kind (op) 'call_eval'; one of 'placeholder', "
          "'call_function', 'call_module', 'output'"),
