@@ -31,6 +31,7 @@ imported for that case alone).
 """
 
 import json
+import math
 import os
 import random
 import shutil
@@ -445,7 +446,30 @@ def cases(base):
     add(Case("version_1", "version 1",
              make=edited(base, lambda a: a.document.update(version=1)),
              commands=("show", "show --signature", "show --graph", "show --code", "render")))
-    add(Case("version_4", "version 4", make=edited(base, lambda a: a.document.update(version=4))))
+    add(Case("version_5", "version 5", make=edited(base, lambda a: a.document.update(version=5))))
+    # Version 4's example inputs: only in a version 4 archive, only of user inputs, checked
+    # against their placeholders as weights are.
+    def example_input(edit):
+        def make(a):
+            a.document["version"] = 4
+            user = a.user_placeholder()
+            meta = user["meta"]
+            size = 4 * math.prod(meta["shape"])
+            a.document["inputs"] = [{"name": user["name"], "record": "inputs/0",
+                                     "dtype": meta["dtype"], "shape": list(meta["shape"])}]
+            a.records.append(("inputs/0", bytes(size)))
+            edit(a)
+        return make
+    add(Case("example_input_ok", None, make=edited(base, example_input(lambda a: None)),
+             commands=("show", "run"), accept=True, note="legal: a snapshot's inputs"))
+    add(Case("example_input_in_version_3", "an archive of version 3 has no example inputs",
+             make=edited(base, example_input(lambda a: a.document.update(version=3)))))
+    add(Case("example_input_of_a_weight", "not a user input of the signature",
+             make=edited(base, example_input(lambda a: a.document["inputs"][0].update(
+                 name=a.document["weights"][0]["name"])))))
+    add(Case("example_input_short", "needs",
+             make=edited(base, example_input(lambda a: a.records.__setitem__(
+                 -1, ("inputs/0", bytes(3)))))))
     add(Case("version_string", "'3'", make=edited(base, lambda a: a.document.update(version="3"))))
     add(Case("version_float", "not supported",
              make=edited(base, lambda a: a.document.update(version=3.0))))
