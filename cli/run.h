@@ -45,11 +45,11 @@ struct RunInput {
 /// is read from its file, which holds a single tensor or a dict holding the
 /// input's name. An input not given whose example the archive keeps
 /// (ExportedProgram::example_inputs: a training step's snapshot) is that example. Every
-/// other input is drawn from its placeholder's dtype and traced shape, its batch dimensions (s0) at the given inputs' batch size:
-/// floats from a standard normal, integers from 0..9, bools fair. The draws
-/// come from one generator seeded with `seed`, in signature order, made for
-/// every input whether given or not, so that an input's random value depends
-/// only on the seed, the program and the batch size.
+/// other input is drawn from its placeholder's dtype and traced shape, its batch dimensions (s0) at
+/// the given inputs' batch size: floats from a standard normal, integers from 0..9, bools fair. The
+/// draws come from one generator seeded with `seed`, in signature order, made for every input
+/// whether given or not, so that an input's random value depends only on the seed, the program and
+/// the batch size.
 ///
 /// ArchiveError for a file that cannot be read or is refused (exit 2);
 /// tdfx::Error naming the input and what was expected for an unknown or

@@ -49,6 +49,7 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
                             modules_.push_back({place.path, m.out_keys()});
                           }
                         });
+  writers_ = modules_;
   // The TensorDict after the forward pass holds each key's last value: a key that a later
   // module writes again (`hidden` through Linear, then Tanh) is recorded for the last writer.
   for (size_t i = 0; i < modules_.size(); ++i) {
@@ -68,27 +69,22 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     parameters_.emplace_back(item.key(), item.value());
   }
-  if (!options_.snapshot.empty()) {
-    for (const NestedKey& key : module_->in_keys()) {
-      walk_writers(key);
-    }
-  }
+  if (!options_.snapshot.empty()) refuse_input_writers();
   if (!options_.logdir.empty()) log_ = std::make_unique<EventFileWriter>(options_.logdir);
 }
 
-void Watch::walk_writers(const NestedKey& key) const {
-  detail::walk_pipeline(*module_, "",
-                        [&](const TensorDictModuleBase& m, const detail::PipelinePlace& place) {
-                          if (!dynamic_cast<const TensorDictModule*>(&m)) return;
-                          const auto& out = m.out_keys();
-                          if (std::find(out.begin(), out.end(), key) != out.end()) {
-                            fail<Error>(
-                                "Watch: a snapshot keeps the step's inputs, read from the "
-                                "TensorDict after the forward pass, but module '{}' writes the "
-                                "input key {} there",
-                                place.path, key.str());
-                          }
-                        });
+void Watch::refuse_input_writers() const {
+  const std::vector<NestedKey>& inputs = module_->in_keys();
+  for (const Watched& watched : writers_) {
+    for (const NestedKey& key : watched.keys) {
+      if (std::find(inputs.begin(), inputs.end(), key) != inputs.end()) {
+        fail<Error>(
+            "Watch: a snapshot keeps the step's inputs, read from the TensorDict after the "
+            "forward pass, but module '{}' writes the input key {} there",
+            watched.path, key.str());
+      }
+    }
+  }
 }
 
 void Watch::write_snapshot(const TensorDict& td) {

@@ -121,12 +121,13 @@ class Watch {
   void record_update_ratios();
   WatchCheck check(int64_t step, const at::Tensor& loss);
   void write_snapshot(const TensorDict& td);
-  // Error when a TensorDictModule of the pipeline writes `key`.
-  void walk_writers(const NestedKey& key) const;
+  // Error when a TensorDictModule of the pipeline writes one of its input keys.
+  void refuse_input_writers() const;
 
   std::shared_ptr<TensorDictModuleBase> module_;
   WatchOptions options_;
-  std::vector<Watched> modules_;
+  std::vector<Watched> modules_;  // each key with its last writer only
+  std::vector<Watched> writers_;  // every key each TensorDictModule writes
   std::vector<std::pair<std::string, at::Tensor>> parameters_;
   std::unique_ptr<EventFileWriter> log_;
   std::vector<WatchRecord> records_;
