@@ -124,31 +124,37 @@ std::map<std::string, NodeOverlay> flow_overlay(const GradFlow& flow) {
 
 OverlayLayer stats_layer(const std::vector<NodeStats>& stats,
                          const std::optional<NonFinite>& origin) {
-  OverlayLayer layer{"statistics",
-                     "each node's min, max and mean in its panel; pink: it holds NaN or Inf; "
-                     "ringed red: where NaN or Inf starts",
-                     stats_overlay(stats),
-                     {}};
+  OverlayLayer layer;
+  layer.name = "statistics";
+  layer.legend =
+      "each node's min, max and mean in its panel; pink: it holds NaN or Inf; ringed red: where "
+      "NaN or Inf starts";
+  layer.nodes = stats_overlay(stats);
   if (origin) mark_nonfinite(layer.nodes, *origin);
   return layer;
 }
 
 OverlayLayer profile_layer(const Profile& profile) {
-  return {"time",
-          fmt::format("fill: the node's share of the time, white (none) to red (the largest); "
-                      "median of {} runs",
-                      profile.repeats),
-          profile_overlay(profile),
-          {}};
+  OverlayLayer layer;
+  layer.name = "time";
+  layer.legend = fmt::format(
+      "fill: the node's share of the time, white (none) to red (the largest); median of {} runs",
+      profile.repeats);
+  layer.nodes = profile_overlay(profile);
+  return layer;
 }
 
 OverlayLayer grad_layer(const GradReport& report) {
-  return {"gradients",
-          fmt::format("fill: the gradient norm over the outputs', log scale: blue as it shrinks "
-                      "to {:g}, white at 1, red as it grows to {:g}; pink: NaN or Inf; ringed "
-                      "red: where the first non-finite gradient starts",
-                      report.flow.limits.vanishing, report.flow.limits.exploding),
-          grad_overlay(report), flow_overlay(report.flow)};
+  OverlayLayer layer;
+  layer.name = "gradients";
+  layer.legend = fmt::format(
+      "fill: the gradient norm over the outputs', log scale: blue as it shrinks to {:g}, white "
+      "at 1, red as it grows to {:g}; pink: NaN or Inf; ringed red: where the first non-finite "
+      "gradient starts",
+      report.flow.limits.vanishing, report.flow.limits.exploding);
+  layer.nodes = grad_overlay(report);
+  layer.modules = flow_overlay(report.flow);
+  return layer;
 }
 
 }  // namespace tdfx

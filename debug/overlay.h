@@ -18,6 +18,7 @@
 #include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
 #include "tdfx/debug/profile.h"
+#include "tdfx/debug/watch.h"
 #include "tdfx/viz/render.h"
 
 namespace tdfx {
@@ -53,5 +54,27 @@ OverlayLayer stats_layer(const std::vector<NodeStats>& stats,
                          const std::optional<NonFinite>& origin = std::nullopt);
 OverlayLayer profile_layer(const Profile& profile);
 OverlayLayer grad_layer(const GradReport& report);
+
+/// A training run the watch recorded, as the page's `training` layer for a drawing of the
+/// watched module (`drawing`: its RenderOptions, whose `modules` name the boxes; a trace's
+/// drawing names them without the first `module.` of the watch's paths). In each
+/// TensorDictModule's panel: a chart over the sampled steps of each key it writes (min, mean,
+/// max; and its NaN/Inf count when it had any) and of each of its parameters' gradient norm,
+/// weight norm and update ratio; the loss's chart in the panel when nothing is selected; the
+/// first bad step marked on every chart. A module whose outputs or gradients held NaN or Inf at
+/// that step is pink; ringed is the first in pipeline order whose outputs held them, else the
+/// last whose gradients did (gradients flow backwards: that is where they turned). A chart of
+/// more than kTimelinePoints steps keeps every k-th step, the last, and the bad step. Error
+/// when the watch keeps no records (WatchOptions::keep_records), or a module it watches is
+/// not in the drawing.
+///
+///     TDGraphModule gm = symbolic_trace(policy, td);
+///     RenderOptions options = diagram_options(gm);
+///     options.layers.push_back(training_layer(watch, options));
+///     save_diagram(gm.graph(), "training.html", options);
+OverlayLayer training_layer(const Watch& watch, const RenderOptions& drawing);
+
+/// The most steps a chart of training_layer keeps.
+inline constexpr size_t kTimelinePoints = 500;
 
 }  // namespace tdfx

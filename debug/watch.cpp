@@ -17,14 +17,9 @@
 
 namespace tdfx {
 
-namespace {
-
-// A TensorBoard tag for a module path and key: `<module>/<key>`, the root module as `module`.
-std::string tag_of(const std::string& path, const NestedKey& key) {
+std::string detail::watch_key_tag(const std::string& path, const NestedKey& key) {
   return (path.empty() ? std::string("module") : path) + "/" + key.joined(".");
 }
-
-}  // namespace
 
 Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
@@ -46,7 +41,7 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
   detail::walk_pipeline(*module_, "",
                         [&](const TensorDictModuleBase& m, const detail::PipelinePlace& place) {
                           if (dynamic_cast<const TensorDictModule*>(&m)) {
-                            modules_.push_back({place.path, m.out_keys()});
+                            modules_.push_back({place.path, m.out_keys(), {}});
                           }
                         });
   writers_ = modules_;
@@ -68,14 +63,25 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
   }
   for (const auto& item : module_->named_parameters(/*recurse=*/true)) {
     parameters_.emplace_back(item.key(), item.value());
+    // Its module: the one of the longest path it is under (the root's path "" is under all).
+    WatchedModule* owner = nullptr;
+    for (WatchedModule& m : modules_) {
+      const bool under = m.path.empty() || (item.key().size() > m.path.size() &&
+                                            item.key().compare(0, m.path.size(), m.path) == 0 &&
+                                            item.key()[m.path.size()] == '.');
+      if (under && (!owner || m.path.size() > owner->path.size())) owner = &m;
+    }
+    if (owner) owner->parameters.push_back(item.key());
   }
   if (!options_.snapshot.empty()) refuse_input_writers();
+  // The optimizer's type and parameters are checked now, not at the bad step.
+  if (options_.optimizer) optimizer_state_of(*options_.optimizer, *module_);
   if (!options_.logdir.empty()) log_ = std::make_unique<EventFileWriter>(options_.logdir);
 }
 
 void Watch::refuse_input_writers() const {
   const std::vector<NestedKey>& inputs = module_->in_keys();
-  for (const Watched& watched : writers_) {
+  for (const WatchedModule& watched : writers_) {
     for (const NestedKey& key : watched.keys) {
       if (std::find(inputs.begin(), inputs.end(), key) != inputs.end()) {
         fail<Error>(
@@ -102,6 +108,9 @@ void Watch::write_snapshot(const TensorDict& td) {
     }
   }
   program.set_example_inputs(std::move(examples));
+  if (options_.optimizer) {
+    program.set_optimizer_state(optimizer_state_of(*options_.optimizer, *module_));
+  }
   // A copy of the weights as they are now: the program's state is the module's own tensors.
   save(program, options_.snapshot);
 }
@@ -195,12 +204,12 @@ double norm_of(const detail::Moments& m) {
 void Watch::record_statistics(int64_t step, const TensorDict& td, bool histograms) {
   before_update_.clear();
   norms_before_update_.clear();
-  for (const Watched& watched : modules_) {
+  for (const WatchedModule& watched : modules_) {
     for (const NestedKey& key : watched.keys) {
       if (!td.contains(key)) continue;
       const at::Tensor value = td.get(key);
       if (!value.is_floating_point() || value.numel() == 0) continue;
-      const std::string tag = tag_of(watched.path, key);
+      const std::string tag = detail::watch_key_tag(watched.path, key);
       const detail::Moments m = detail::moments_of(value);
       record(step, "activation_nonfinite/" + tag, static_cast<double>(m.nonfinite));
       if (m.finite > 0) {

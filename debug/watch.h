@@ -33,6 +33,7 @@
 
 #include "tdfx/debug/moments.h"
 #include "tdfx/debug/tensorboard.h"
+#include "tdfx/export/optimizer_state.h"
 #include "tdfx/tensordict/tensordict.h"
 #include "tdfx/tensordict/tensordict_module.h"
 
@@ -56,6 +57,11 @@ struct WatchOptions {
   /// the weights before its update and those inputs kept in it (an archive of version 4), so
   /// that `tdfx run FILE --backward --find-nonfinite-grad` replays the step. "": none.
   std::string snapshot;
+  /// The loop's optimizer, one of LibTorch's (optimizer_kinds()), over the module's
+  /// parameters: the snapshot keeps its state before the step's update
+  /// (ExportedProgram::optimizer_state, archive format version 5), which
+  /// restore_optimizer_state puts back. Not owned; it must outlive the watch. nullptr: none.
+  const torch::optim::Optimizer* optimizer = nullptr;
 };
 
 /// One value the watch recorded: its tag (TensorBoard's: `loss`, `grad_norm/<parameter>`,
@@ -76,6 +82,21 @@ struct WatchCheck {
   std::string snapshot;
 };
 
+/// A TensorDictModule the watch records: its path in the pipeline ("" for the root), the keys
+/// recorded for it (those it writes last), and its parameters' names as the records name them
+/// (`module.0.module.weight`), those of its own module and below.
+struct WatchedModule {
+  std::string path;
+  std::vector<NestedKey> keys;
+  std::vector<std::string> parameters;
+};
+
+namespace detail {
+/// The part of a record's tag that names a module's key: `<module>/<key>` (the key's parts
+/// joined by `.`), the root module as `module`; `activation_mean/` and the like go before it.
+std::string watch_key_tag(const std::string& path, const NestedKey& key);
+}  // namespace detail
+
 class Watch {
  public:
   /// Watches `module`'s parameters and the keys each TensorDictModule in it writes, read from
@@ -83,7 +104,8 @@ class Watch {
   /// recorded for the last module that writes it (the TensorDict keeps only its last value).
   /// Error for a null module or an interval below 1, and, with a snapshot file, for a module
   /// that writes one of the pipeline's input keys (the TensorDict after the forward pass would
-  /// no longer hold that step's input).
+  /// no longer hold that step's input); with an optimizer, for one tdfx does not keep or one
+  /// with a parameter that is not the module's.
   explicit Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options = {});
   ~Watch();
   Watch(const Watch&) = delete;
@@ -103,15 +125,15 @@ class Watch {
   /// The first step observe() found bad, if any.
   std::optional<int64_t> first_bad_step() const { return first_bad_; }
 
+  /// The TensorDictModules watched, in pipeline order.
+  const std::vector<WatchedModule>& modules() const { return modules_; }
+
+  const WatchOptions& options() const { return options_; }
+
   /// The event file written, "" without a log folder.
   std::string log_path() const;
 
  private:
-  struct Watched {
-    std::string path;  // the TensorDictModule's path in the pipeline ("" for the root)
-    std::vector<NestedKey> keys;
-  };
-
   void record(int64_t step, const std::string& tag, double value);
   void histogram(const std::string& tag, const at::Tensor& values, const detail::Moments& moments);
   // Writes what the step recorded to the log as one record of scalars and one of histograms;
@@ -126,8 +148,8 @@ class Watch {
 
   std::shared_ptr<TensorDictModuleBase> module_;
   WatchOptions options_;
-  std::vector<Watched> modules_;  // each key with its last writer only
-  std::vector<Watched> writers_;  // every key each TensorDictModule writes
+  std::vector<WatchedModule> modules_;  // each key with its last writer only
+  std::vector<WatchedModule> writers_;  // every key each TensorDictModule writes
   std::vector<std::pair<std::string, at::Tensor>> parameters_;
   std::unique_ptr<EventFileWriter> log_;
   std::vector<WatchRecord> records_;

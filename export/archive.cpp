@@ -40,8 +40,10 @@ constexpr const char* kFormat = "tdfx.exported_program";
 // Version 3 added the `modules` table (module_table.h); version 2 archives, without it, still
 // load and draw without module boxes. Version 4 adds `inputs`, the program's example inputs
 // (ExportedProgram::example_inputs): written only by a program that has them, so that every
-// other archive stays readable by a tdfx of version 3.
-constexpr int64_t kVersion = 4;
+// other archive stays readable by a tdfx of version 3. Version 5 adds `optimizer`, an
+// optimizer's state (ExportedProgram::optimizer_state), likewise written only when there is one.
+constexpr int64_t kVersion = 5;
+constexpr int64_t kVersionWithOptimizer = 5;
 constexpr int64_t kVersionWithInputs = 4;
 constexpr int64_t kVersionWithoutInputs = 3;
 constexpr int64_t kOldestVersion = 2;
@@ -618,6 +620,8 @@ void check_signature(const Graph& graph, const GraphSignature& signature,
 struct WeightRecords {
   json entries = json::array();
   json inputs = json::array();
+  // The optimizer's state, `optimizer/N` records for its tensors; null when there is none.
+  json optimizer;
   std::vector<std::pair<std::string, at::Tensor>> records;
 };
 
@@ -645,18 +649,41 @@ WeightRecords weight_records(const ExportedProgram& program) {
   for (const auto& [name, tensor] : program.example_inputs()) {
     add_tensor_record(out, out.inputs, name, tensor, "inputs", "example input");
   }
+  if (const auto& optimizer = program.optimizer_state()) {
+    // {"type": "Adam", "groups": [{"options": {...}, "parameters": [...]}], "state":
+    //  [{"parameter": ..., "step": 120, "tensors": [{"name": "exp_avg", "record": ...}]}]}
+    json groups = json::array(), state = json::array(), tensor_entries = json::array();
+    for (const OptimizerState::Group& group : optimizer->groups) {
+      groups.push_back({{"options", group.options}, {"parameters", group.parameters}});
+    }
+    for (const auto& [name, parameter] : optimizer->parameters) {
+      json tensors = json::array();
+      for (const auto& [tensor_name, tensor] : parameter.tensors) {
+        add_tensor_record(out, tensor_entries, tensor_name, tensor, "optimizer",
+                          "optimizer state tensor");
+        // Records count across the whole state: `optimizer/<N>`, N from every tensor before.
+        tensors.push_back(std::move(tensor_entries.back()));
+      }
+      state.push_back({{"parameter", name}, {"step", parameter.step}, {"tensors", tensors}});
+    }
+    out.optimizer = {{"type", optimizer->type}, {"groups", groups}, {"state", state}};
+  }
   return out;
 }
 
 json program_document(const ExportedProgram& program, const WeightRecords& weights) {
   const bool inputs = !weights.inputs.empty();
+  const bool optimizer = !weights.optimizer.is_null();
   json document = {{"format", kFormat},
-                   {"version", inputs ? kVersionWithInputs : kVersionWithoutInputs},
+                   {"version", optimizer ? kVersionWithOptimizer
+                               : inputs  ? kVersionWithInputs
+                                         : kVersionWithoutInputs},
                    {"nodes", graph_to_json(program.graph())},
                    {"signature", signature_to_json(program.graph_signature())},
                    {"weights", weights.entries},
                    {"modules", detail::modules_to_json(program.modules())}};
   if (inputs) document["inputs"] = weights.inputs;
+  if (optimizer) document["optimizer"] = weights.optimizer;
   if (const auto& s = program.batch_specialisation()) {
     document["batch_specialisation"] = {
         {"traced_batch", s->traced_batch}, {"node", s->node}, {"module", s->module}};
@@ -690,6 +717,7 @@ std::optional<BatchSpecialisation> specialisation_from_json(const json& document
 // before it, against the memory budget before anything is allocated.
 struct ArchiveTensors {
   std::map<std::string, at::Tensor> weights, inputs;
+  std::optional<OptimizerState> optimizer;
 };
 
 class TensorReader {
@@ -702,11 +730,13 @@ class TensorReader {
     }
     for (const InputSpec& in : signature.inputs) {
       (in.kind == InputKind::kUserInput ? user_inputs_ : weights_).insert(in.name);
+      if (in.kind == InputKind::kParameter) parameters_.emplace(in.target, in.name);
     }
   }
 
-  // `weights`: the weights' entries; `inputs`: the example inputs', or null.
-  ArchiveTensors read(const json& weights, const json* inputs) {
+  // `weights`: the weights' entries; `inputs`: the example inputs', or null; `optimizer`: an
+  // optimizer's state, or null.
+  ArchiveTensors read(const json& weights, const json* inputs, const json* optimizer) {
     ArchiveTensors out;
     for (const json& entry : weights) read_entry(entry, false, out.weights);
     for (const std::string& name : weights_) {
@@ -715,6 +745,7 @@ class TensorReader {
     if (inputs) {
       for (const json& entry : *inputs) read_entry(entry, true, out.inputs);
     }
+    if (optimizer) out.optimizer = read_optimizer(*optimizer);
     // Nothing in the file goes unread: a record the program does not name is refused.
     for (const std::string& name : zip_.names()) {
       if (name != kProgramRecord && !records_.count(name)) {
@@ -733,6 +764,72 @@ class TensorReader {
       fail<ArchiveError>("{}: not a {} input of the signature, or given twice", here,
                          input ? "user" : "parameter or buffer");
     }
+    out.emplace(name, read_tensor(entry, here, kind, placeholders_.at(name)->meta().tensor, input));
+  }
+
+  // The optimizer section: its type one of optimizer_kinds(), each group's options numbers and
+  // its parameters names, each state's tensors of its type's names, each read as a weight of
+  // its parameter is. What the state means (each name a parameter of one group, the options
+  // its type's) is ExportedProgram::set_optimizer_state's to check.
+  OptimizerState read_optimizer(const json& value) {
+    const std::string here = where_ + ": optimizer";
+    OptimizerState out;
+    out.type = text(value, "type", here);
+    const OptimizerKind* kind = optimizer_kind(out.type);
+    if (!kind) {
+      fail<ArchiveError>("{}: type {} is not one tdfx keeps (Adam, AdamW, SGD, RMSprop, Adagrad)",
+                         here, python_repr(out.type));
+    }
+    for (const json& group : array(value, "groups", here)) {
+      const std::string at = fmt::format("{}: groups[{}]", here, out.groups.size());
+      OptimizerState::Group kept;
+      const json& options = field(group, "options", at);
+      if (!options.is_object()) fail<ArchiveError>("{}: options is not an object", at);
+      for (const auto& [name, number] : options.items()) {
+        if (!number.is_number()) {
+          fail<ArchiveError>("{}: option {} is not a number", at, python_repr(name));
+        }
+        kept.options.emplace(name, number.get<double>());
+      }
+      for (const json& name : array(group, "parameters", at)) {
+        if (!name.is_string()) fail<ArchiveError>("{}: a parameter is not a name", at);
+        kept.parameters.push_back(name.get<std::string>());
+      }
+      out.groups.push_back(std::move(kept));
+    }
+    for (const json& entry : array(value, "state", here)) {
+      const std::string parameter = text(entry, "parameter", here + ": state");
+      const std::string at = fmt::format("{}: the state of {}", here, python_repr(parameter));
+      const auto placeholder = parameters_.find(parameter);
+      if (placeholder == parameters_.end() || out.parameters.count(parameter)) {
+        fail<ArchiveError>("{}: not a parameter of the program, or given twice", at);
+      }
+      OptimizerState::Parameter& kept = out.parameters[parameter];
+      const json& step = field(entry, "step", at);
+      if (!step.is_number_integer() || step.get<int64_t>() < 0) {
+        fail<ArchiveError>("{}: step is not a non-negative int", at);
+      }
+      kept.step = step.get<int64_t>();
+      const TensorMeta& meta = placeholders_.at(placeholder->second)->meta().tensor;
+      for (const json& tensor : array(entry, "tensors", at)) {
+        const std::string name = text(tensor, "name", at);
+        const std::string there = fmt::format("{}: {}", at, python_repr(name));
+        if (std::find(kind->tensors.begin(), kind->tensors.end(), name) == kind->tensors.end() ||
+            kept.tensors.count(name)) {
+          fail<ArchiveError>("{}: not a state tensor of {} ({}), or given twice", there, out.type,
+                             fmt::join(kind->tensors, ", "));
+        }
+        kept.tensors.emplace(name, read_tensor(tensor, there, "optimizer state", meta, false));
+      }
+    }
+    return out;
+  }
+
+  // One tensor of an entry (`record`, `dtype`, `shape`): its dtype and shape `meta`'s (a
+  // dimension that follows the batch may differ when `batch_free`), its bytes within the
+  // budget, read from a record no other entry names.
+  at::Tensor read_tensor(const json& entry, const std::string& here, const char* kind,
+                         const TensorMeta& meta, bool batch_free) {
     const std::string record = text(entry, "record", here);
     if (record == kProgramRecord || !records_.insert(record).second) {
       fail<ArchiveError>("{}: record {} is not a {} record of its own", here, python_repr(record),
@@ -740,12 +837,11 @@ class TensorReader {
     }
     const c10::ScalarType dtype = dtype_from_json(field(entry, "dtype", here), here);
     const std::vector<int64_t> shape = shape_from_json(field(entry, "shape", here), here);
-    const TensorMeta& meta = placeholders_.at(name)->meta().tensor;
     bool fits = !meta.dtype || *meta.dtype == dtype;
     if (fits && meta.shape) {
       fits = meta.shape->size() == shape.size();
       for (size_t d = 0; fits && d < shape.size(); ++d) {
-        fits = (input && meta.follows_batch(d)) || (*meta.shape)[d] == shape[d];
+        fits = (batch_free && meta.follows_batch(d)) || (*meta.shape)[d] == shape[d];
       }
     }
     if (!fits) fail<ArchiveError>("{}: its dtype or shape differs from its placeholder's", here);
@@ -779,7 +875,7 @@ class TensorReader {
         fail<ArchiveError>("{}: a bool tensor holds bytes other than 0 and 1", here);
       }
     }
-    out.emplace(name, std::move(tensor));
+    return tensor;
   }
 
   const detail::ZipReader& zip_;
@@ -787,6 +883,8 @@ class TensorReader {
   const std::string& where_;
   std::unordered_map<std::string, const Node*> placeholders_;
   std::unordered_set<std::string> weights_, user_inputs_;
+  // Each parameter's placeholder by its target (`module.0.module.weight`).
+  std::unordered_map<std::string, std::string> parameters_;
   std::unordered_set<std::string> records_;
   uint64_t total_ = 0;
 };
@@ -860,8 +958,16 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
     }
     inputs = &array(document, "inputs", where);
   }
+  const json* optimizer = nullptr;
+  if (document.contains("optimizer")) {
+    if (version.get<int64_t>() < kVersionWithOptimizer) {
+      fail<ArchiveError>("{}: an archive of version {} has no optimizer state", where,
+                         version.get<int64_t>());
+    }
+    optimizer = &document["optimizer"];
+  }
   ArchiveTensors tensors = TensorReader(graph, signature, zip, options, where)
-                               .read(array(document, "weights", where), inputs);
+                               .read(array(document, "weights", where), inputs, optimizer);
   auto specialisation = specialisation_from_json(document, graph, where);
   std::vector<ModuleBox> modules;
   if (version.get<int64_t>() >= 3) {
@@ -871,6 +977,7 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
     ExportedProgram program(std::move(graph), std::move(signature), std::move(tensors.weights),
                             std::move(specialisation), std::move(modules));
     program.set_example_inputs(std::move(tensors.inputs));
+    if (tensors.optimizer) program.set_optimizer_state(std::move(*tensors.optimizer));
     program.set_memory_budget(options.memory_budget);
     program.set_time_budget(options.time_budget);
     return program;

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <ostream>
 
@@ -196,6 +198,67 @@ void ExportedProgram::set_example_inputs(std::map<std::string, at::Tensor> input
     }
   }
   example_inputs_ = std::move(inputs);
+}
+
+void ExportedProgram::set_optimizer_state(OptimizerState state) {
+  const OptimizerKind* kind = optimizer_kind(state.type);
+  if (!kind) {
+    fail<GraphError>(
+        "optimizer state: type '{}' is not one tdfx keeps (Adam, AdamW, SGD, "
+        "RMSprop, Adagrad)",
+        state.type);
+  }
+  // Each parameter input by its target, with its weight.
+  std::map<std::string, const at::Tensor*> weights;
+  for (const InputSpec& in : signature_.inputs) {
+    if (in.kind == InputKind::kParameter) weights.emplace(in.target, &state_.at(in.name));
+  }
+  std::map<std::string, const at::Tensor*> grouped;
+  for (size_t i = 0; i < state.groups.size(); ++i) {
+    const OptimizerState::Group& group = state.groups[i];
+    const bool same_options =
+        group.options.size() == kind->options.size() &&
+        std::all_of(kind->options.begin(), kind->options.end(), [&](std::string_view o) {
+          const auto found = group.options.find(std::string(o));
+          return found != group.options.end() && std::isfinite(found->second);
+        });
+    if (!same_options) {
+      fail<GraphError>("optimizer state: group {}: {}'s options are {}, each a finite number", i,
+                       state.type, fmt::join(kind->options, ", "));
+    }
+    for (const std::string& name : group.parameters) {
+      const auto weight = weights.find(name);
+      if (weight == weights.end() || !grouped.emplace(name, weight->second).second) {
+        fail<GraphError>(
+            "optimizer state: group {}: {} is not a parameter input of the program, or is in "
+            "two groups",
+            i, name);
+      }
+    }
+  }
+  for (const auto& [name, parameter] : state.parameters) {
+    const auto weight = grouped.find(name);
+    if (weight == grouped.end()) {
+      fail<GraphError>("optimizer state: the state of {} is for no parameter of a group", name);
+    }
+    if (parameter.step < 0 || (!kind->counts_steps && parameter.step != 0)) {
+      fail<GraphError>("optimizer state: {}: step {} for {}", name, parameter.step, state.type);
+    }
+    const at::Tensor& w = *weight->second;
+    for (const auto& [tensor_name, tensor] : parameter.tensors) {
+      if (std::find(kind->tensors.begin(), kind->tensors.end(), tensor_name) ==
+          kind->tensors.end()) {
+        fail<GraphError>("optimizer state: {}: {} keeps no state tensor '{}'", name, state.type,
+                         tensor_name);
+      }
+      if (!tensor.defined() || tensor.scalar_type() != w.scalar_type() ||
+          tensor.sizes() != w.sizes()) {
+        fail<GraphError>("optimizer state: {}: its {} is not of its parameter's dtype and shape",
+                         name, tensor_name);
+      }
+    }
+  }
+  optimizer_state_ = std::move(state);
 }
 
 ExportedModule ExportedProgram::module() const {

@@ -11,9 +11,11 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tdfx/export/optimizer_state.h"
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/tensordict/modules.h"
@@ -140,6 +142,15 @@ class ExportedProgram {
   /// Sets them. GraphError when a name is not a user input's placeholder, or a tensor's dtype
   /// or shape is not its placeholder's (a dimension that follows the batch may differ).
   void set_example_inputs(std::map<std::string, at::Tensor> inputs);
+  /// An optimizer's state kept with the program, by its parameters' names (their targets in
+  /// the signature): a snapshot of a training step (Watch) keeps the state before that step's
+  /// update. Saved in the archive (format version 5) and loaded back; none unless set.
+  const std::optional<OptimizerState>& optimizer_state() const { return optimizer_state_; }
+  /// Sets it. GraphError when its type is not one of optimizer_kinds(), a group's options are
+  /// not its type's, a parameter is not a parameter input of the program or is in two groups,
+  /// a state is for no parameter of a group, or a state tensor is not one of its type's or not
+  /// of its parameter's dtype and shape.
+  void set_optimizer_state(OptimizerState state);
   /// A callable running the program on plain tensors.
   ExportedModule module() const;
   /// The memory budget its runs are held to, in bytes (core/memory_budget.h): what load() was
@@ -164,6 +175,7 @@ class ExportedProgram {
   std::optional<BatchSpecialisation> specialisation_;
   std::vector<ModuleBox> modules_;
   std::map<std::string, at::Tensor> example_inputs_;
+  std::optional<OptimizerState> optimizer_state_;
   /// Each input's placeholder metadata, in signature order.
   std::vector<TensorMeta> in_meta_;
   uint64_t memory_budget_ = 0;

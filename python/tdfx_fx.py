@@ -66,8 +66,9 @@ __all__ = ["ArchiveError", "ShapeError", "Program", "read", "load", "graph_modul
 
 FORMAT = "tdfx.exported_program"
 #: The newest format version this module reads, as tdfx's C++ (export/archive.cpp) writes it:
-#: version 4 adds `inputs`, example inputs (a training step's snapshot keeps its own).
-VERSION = 4
+#: version 4 adds `inputs`, example inputs (a training step's snapshot keeps its own); version
+#: 5 `optimizer`, an optimizer's state (a snapshot keeps its training loop's).
+VERSION = 5
 # The oldest format version read: version 3 added the `modules` table (the diagrams' module
 # boxes), which this reader checks and keeps as Program.modules.
 OLDEST_VERSION = 2
@@ -372,16 +373,20 @@ class Program:
     """A checked archive: `nodes` (NodeRecord), `inputs` and `outputs` (the signature),
     `weights` ({placeholder name: tensor}, in placeholder order), `batch_specialisation`
     (a dict, or None), `modules` (version 3's table), `example_inputs` ({placeholder name:
-    tensor}: version 4's, a snapshot's inputs) and `document`, program.json as parsed."""
+    tensor}: version 4's, a snapshot's inputs), `optimizer_state` (version 5's, a snapshot's
+    optimizer, or None: {"type": "Adam", "groups": [{"options": {"lr": ...}, "parameters":
+    [names]}], "state": {name: {"step": int, "tensors": {"exp_avg": tensor, ...}}}}, each
+    parameter by its target, `module.0.module.weight`) and `document`, program.json as parsed."""
 
     def __init__(self, path, document, nodes, inputs, outputs, weights, batch_specialisation,
-                 modules=(), example_inputs=None):
+                 modules=(), example_inputs=None, optimizer_state=None):
         self.path, self.document, self.nodes = path, document, nodes
         self.inputs, self.outputs, self.weights = inputs, outputs, weights
         self.batch_specialisation = batch_specialisation
         # The `modules` table of a version 3 archive (entries as program.json has them).
         self.modules = list(modules)
         self.example_inputs = dict(example_inputs or {})
+        self.optimizer_state = optimizer_state
 
     @property
     def user_inputs(self):
@@ -845,11 +850,86 @@ def _signature(value, nodes, where):
     return inputs, outputs
 
 
-def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=None):
+# What an optimizer's state holds, by LibTorch's type (tdfx's optimizer_kinds()): its options,
+# its state tensors, and whether it counts steps.
+OPTIMIZER_KINDS = {
+    "Adam": (("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"),
+             ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"), True),
+    "AdamW": (("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"),
+              ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"), True),
+    "SGD": (("lr", "momentum", "dampening", "weight_decay", "nesterov"), ("momentum_buffer",),
+            False),
+    "RMSprop": (("lr", "alpha", "eps", "weight_decay", "momentum", "centered"),
+                ("square_avg", "momentum_buffer", "grad_avg"), True),
+    "Adagrad": (("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"), ("sum",),
+                True),
+}
+
+
+def _optimizer(value, inputs, read_tensor, where):
+    """The `optimizer` section of a version 5 archive, checked as tdfx's C++ checks it: its
+    type one of OPTIMIZER_KINDS, each group's options exactly its type's, finite numbers, each
+    parameter a parameter input's target in one group only, each state for a grouped
+    parameter, its tensors of its type's names, each of its parameter's dtype and shape."""
+    here = f"{where}: optimizer"
+    kind_name = _text(value, "type", here)
+    if kind_name not in OPTIMIZER_KINDS:
+        _fail(here, f"type {kind_name!r:.60} is not one tdfx keeps (Adam, AdamW, SGD, RMSprop, "
+                    f"Adagrad)")
+    option_names, tensor_names, counts_steps = OPTIMIZER_KINDS[kind_name]
+    targets = {i.target: i.name for i in inputs if i.kind == "parameter"}
+    groups, grouped = [], set()
+    for g, group in enumerate(_list(value, "groups", here)):
+        at = f"{here}: groups[{g}]"
+        options = _field(group, "options", at)
+        if not isinstance(options, dict):
+            _fail(at, "options is not an object")
+        for option, number in options.items():
+            if not isinstance(number, (int, float)) or isinstance(number, bool):
+                _fail(at, f"option {option!r:.60} is not a number")
+        if sorted(options) != sorted(option_names) or not all(
+                math.isfinite(v) for v in options.values()):
+            _fail(at, f"{kind_name}'s options are {', '.join(option_names)}, each a finite "
+                      f"number")
+        names = _list(group, "parameters", at)
+        for name in names:
+            if not isinstance(name, str) or name not in targets or name in grouped:
+                _fail(at, f"{_describe(name)} is not a parameter input of the program, or is in "
+                          f"two groups")
+            grouped.add(name)
+        groups.append({"options": {k: float(v) for k, v in options.items()},
+                       "parameters": list(names)})
+    state = {}
+    for entry in _list(value, "state", here):
+        name = _text(entry, "parameter", f"{here}: state")
+        at = f"{here}: the state of {name!r:.60}"
+        if name not in targets or name in state:
+            _fail(at, "not a parameter of the program, or given twice")
+        if name not in grouped:
+            _fail(at, "for no parameter of a group")
+        step = _field(entry, "step", at)
+        if not _int(step) or step < 0 or (not counts_steps and step != 0):
+            _fail(at, f"step {_describe(step)} for {kind_name}")
+        tensors = {}
+        for tensor in _list(entry, "tensors", at):
+            tensor_name = _text(tensor, "name", at)
+            there = f"{at}: {tensor_name!r:.60}"
+            if tensor_name not in tensor_names or tensor_name in tensors:
+                _fail(there, f"not a state tensor of {kind_name} ({', '.join(tensor_names)}), "
+                             f"or given twice")
+            tensors[tensor_name] = read_tensor(tensor, there, "optimizer state",
+                                               targets[name], False)
+        state[name] = {"step": step, "tensors": tensors}
+    return {"type": kind_name, "groups": groups, "state": state}
+
+
+def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=None,
+             optimizer=None):
     """({placeholder name: tensor} for the parameter and buffer inputs, in placeholder order;
-    {placeholder name: tensor} for the example inputs of a version 4 archive); each read from
-    its record, raw C-contiguous little-endian bytes, checked against its placeholder and,
-    with every tensor read before it, the memory budget."""
+    {placeholder name: tensor} for the example inputs of a version 4 archive; the optimizer
+    state of a version 5 archive, or None); each tensor read from its record, raw C-contiguous
+    little-endian bytes, checked against its placeholder and, with every tensor read before
+    it, the memory budget."""
     metas = {n.name: n.meta for n in nodes if n.op == "placeholder"}
     batch_dims = {n.name: set(n.meta.get("batch_dims", [])) for n in nodes
                   if n.op == "placeholder"}
@@ -859,7 +939,6 @@ def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=No
     records, total = {PROGRAM_RECORD}, 0
 
     def read(entry, kind):
-        nonlocal total
         is_input = kind == "input"
         name = _text(entry, "name", f"{where}: {'inputs' if is_input else 'weights'}")
         here = f"{where}: {kind} {name!r:.60}"
@@ -867,15 +946,21 @@ def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=No
         if name not in (user if is_input else expected) or name in table:
             _fail(here, f"not a {'user' if is_input else 'parameter or buffer'} input of the "
                         f"signature, or given twice")
+        table[name] = read_tensor(entry, here, kind, name, is_input)
+
+    def read_tensor(entry, here, kind, placeholder, batch_free):
+        """One tensor, of the dtype and shape of `placeholder` (a dimension that follows the
+        batch may differ when `batch_free`), from a record of its own."""
+        nonlocal total
         record = _text(entry, "record", here)
         if record in records:
             _fail(here, f"record {record!r:.60} is not a {kind} record of its own")
         records.add(record)
         dtype = dtype_of(_field(entry, "dtype", here), here)
         shape = _shape(_field(entry, "shape", here), here)
-        meta = metas[name]
+        meta = metas[placeholder]
         want = meta.get("shape", shape)
-        free = batch_dims[name] if is_input else set()
+        free = batch_dims[placeholder] if batch_free else set()
         if meta.get("dtype", dtype) != dtype or len(want) != len(shape) or any(
                 a != b and d not in free for d, (a, b) in enumerate(zip(want, shape))):
             _fail(here, "its dtype or shape differs from its placeholder's")
@@ -894,7 +979,7 @@ def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=No
             _fail(here, "a bool tensor holds bytes other than 0 and 1")
         # torch.frombuffer refuses an empty buffer: a weight with no elements is made empty.
         tensor = torch.frombuffer(data, dtype=dtype) if data else torch.empty(0, dtype=dtype)
-        table[name] = tensor.reshape(shape)
+        return tensor.reshape(shape)
 
     weights, examples = {}, {}
     for entry in entries:
@@ -904,9 +989,11 @@ def _weights(entries, nodes, inputs, z, memory_budget, where, example_entries=No
             _fail(where, f"input {name} has no weight")
     for entry in example_entries or []:
         read(entry, "input")
+    optimizer_state = None if optimizer is None else _optimizer(optimizer, inputs, read_tensor,
+                                                                where)
     for name in sorted(names - records):
         _fail(where, f"record {name!r:.60} is not part of the program")
-    return {name: weights[name] for name in expected}, examples
+    return {name: weights[name] for name in expected}, examples, optimizer_state
 
 
 def _batch_specialisation(document, nodes, where):
@@ -992,12 +1079,18 @@ def _read_archive(z, where, max_program_bytes, memory_budget):
         if version < 4:
             _fail(where, f"an archive of version {version} has no example inputs")
         examples = _list(document, "inputs", where)
-    weights, example_inputs = _weights(_list(document, "weights", where), nodes, inputs, z,
-                                       memory_budget, where, examples)
+    optimizer = None
+    if "optimizer" in document:
+        if version < 5:
+            _fail(where, f"an archive of version {version} has no optimizer state")
+        optimizer = document["optimizer"]
+    weights, example_inputs, optimizer_state = _weights(
+        _list(document, "weights", where), nodes, inputs, z, memory_budget, where, examples,
+        optimizer)
     batch = _batch_specialisation(document, nodes, where)
     modules = _modules(document, nodes, where) if version >= 3 else []
     return Program(where, document, nodes, inputs, outputs, weights, batch, modules,
-                   example_inputs)
+                   example_inputs, optimizer_state)
 
 
 def _modules(document, nodes, where):

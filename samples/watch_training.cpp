@@ -3,9 +3,11 @@
 // infinite, as a broken sensor would give — makes the loss infinite. The watch stops the
 // loop at that step and says why; with a folder, its records go there as TensorBoard event
 // files (`tensorboard --logdir FOLDER`); with a file, that step is kept there as a snapshot
-// that `tdfx run FILE --find-nonfinite` replays.
+// that `tdfx run FILE --find-nonfinite` replays; with a page, the run is drawn on the
+// pipeline in an interactive page (its `training` layer: a chart per module, the bad step
+// marked).
 //
-//   watch_training [LOGDIR [SNAPSHOT.pt2]]
+//   watch_training [LOGDIR [SNAPSHOT.pt2 [PAGE.html]]]     ("" for one not wanted)
 
 #include <ATen/ops/randn.h>
 #include <torch/nn/modules/activation.h>
@@ -16,10 +18,13 @@
 #include <iostream>
 #include <limits>
 
+#include "tdfx/debug/overlay.h"
 #include "tdfx/debug/watch.h"
+#include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/symbolic_trace.h"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   using namespace tdfx;
   at::manual_seed(0);
   auto policy = make_td_sequential({
@@ -35,6 +40,8 @@ int main(int argc, char** argv) {
   options.histogram_interval = 100;
   if (argc > 1) options.logdir = argv[1];
   if (argc > 2) options.snapshot = argv[2];
+  options.optimizer = &optimizer;  // the snapshot keeps Adam's state too
+  const std::string page = argc > 3 ? argv[3] : "";
   Watch watch(policy, options);
 
   constexpr int64_t kPlanted = 120;
@@ -66,5 +73,18 @@ int main(int argc, char** argv) {
     }
   }
   if (!options.logdir.empty()) std::cout << "TensorBoard log: " << watch.log_path() << "\n";
+  if (!page.empty()) {
+    // The pipeline traced on a batch like the run's, drawn with the run as its training layer.
+    const TDGraphModule gm =
+        symbolic_trace(policy, TensorDict({{"observation", at::randn({64, 4})}}, {64}));
+    RenderOptions render = diagram_options(gm);
+    render.title = "watch_training";
+    render.layers.push_back(training_layer(watch, render));
+    save_diagram(gm.graph(), page, render);
+    std::cout << "page: " << page << "\n";
+  }
   return watch.first_bad_step() ? 1 : 0;
+} catch (const std::exception& e) {
+  std::cerr << "watch_training: " << e.what() << "\n";
+  return 2;
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -275,6 +276,26 @@ Json to_json(const PageTree& tree) {
   return {{"modules", std::move(modules)}, {"nodes", std::move(nodes)}, {"open", tree.open}};
 }
 
+// Timelines as `[{"label": ..., "steps": [...], "series": [{"name": ..., "values": [...]}]}]`,
+// a value that is not finite as null (JSON has no NaN or Inf).
+Json timelines(const std::vector<Timeline>& charts) {
+  Json out = Json::array();
+  for (const Timeline& chart : charts) {
+    if (std::any_of(chart.series.begin(), chart.series.end(),
+                    [&](const auto& s) { return s.second.size() != chart.steps.size(); })) {
+      throw InternalError("timeline '" + chart.label + "': a series not one value per step");
+    }
+    Json series = Json::array();
+    for (const auto& [name, values] : chart.series) {
+      Json numbers = Json::array();
+      for (const double v : values) numbers.push_back(std::isfinite(v) ? Json(v) : Json(nullptr));
+      series.push_back({{"name", name}, {"values", std::move(numbers)}});
+    }
+    out.push_back({{"label", chart.label}, {"steps", chart.steps}, {"series", std::move(series)}});
+  }
+  return out;
+}
+
 Json to_json(const PageView& view) {
   Json items = Json::array();
   for (const PageItem& item : view.items) items.push_back(to_json(item));
@@ -405,10 +426,19 @@ std::string page_data(const std::vector<PageView>& views, const std::string& tit
     };
     Json layers_json = Json::array();
     for (const OverlayLayer& layer : layers) {
-      layers_json.push_back({{"name", layer.name},
-                             {"legend", layer.legend},
-                             {"nodes", overlays(layer.nodes)},
-                             {"modules", overlays(layer.modules)}});
+      Json entry{{"name", layer.name},
+                 {"legend", layer.legend},
+                 {"nodes", overlays(layer.nodes)},
+                 {"modules", overlays(layer.modules)}};
+      if (!layer.timelines.empty() || !layer.module_timelines.empty()) {
+        Json by_module = Json::object();
+        for (const auto& [path, charts] : layer.module_timelines)
+          by_module[path] = timelines(charts);
+        entry["timelines"] = timelines(layer.timelines);
+        entry["module_timelines"] = std::move(by_module);
+      }
+      if (layer.marked_step) entry["marked_step"] = *layer.marked_step;
+      layers_json.push_back(std::move(entry));
     }
     data["layers"] = std::move(layers_json);
   }

@@ -683,6 +683,7 @@
     }
     applyLayer();
     if (state.selected && state.entries.has(state.selected)) select(state.selected, false);
+    else showHint();
   }
 
   // What the layer on adds to an element: by node name, or by module path.
@@ -738,9 +739,108 @@
     return list;
   }
 
+  // --- Timelines: a training run's charts (OverlayLayer::timelines) in the panel -----------
+
+  const CHART_W = 320, CHART_H = 64, CHART_PAD = 5;
+
+  // A number as the panel shows it: four significant digits; null (NaN or Inf) as such.
+  const shortNumber = (v) => (v === null ? 'NaN/Inf' : String(Number(v.toPrecision(4))));
+
+  // The steps every chart of a layer spans, so that charts of one run line up: from its first
+  // recorded step to its last or its marked step, whichever is later.
+  function stepRange(layer) {
+    let first = Infinity, last = -Infinity;
+    for (const charts of [layer.timelines, ...Object.values(layer.module_timelines)]) {
+      for (const chart of charts) {
+        if (!chart.steps.length) continue;
+        first = Math.min(first, chart.steps[0]);
+        last = Math.max(last, chart.steps[chart.steps.length - 1]);
+      }
+    }
+    if (layer.marked_step !== undefined) last = Math.max(last, layer.marked_step);
+    return first <= last ? [first, last] : [0, 0];
+  }
+
+  // One chart over the layer's steps (stepRange): each series a line, a value that is not
+  // finite (null in the data) a red dot at the top, the layer's marked step a dashed red line;
+  // captioned with its label, each series' last value, and the range drawn.
+  function timelineChart(timeline, [first, last], markedStep) {
+    const steps = timeline.steps;
+    const finite = [];
+    for (const s of timeline.series) for (const v of s.values) if (v !== null) finite.push(v);
+    let lo = finite.length ? Math.min(...finite) : 0;
+    let hi = finite.length ? Math.max(...finite) : 1;
+    if (lo === hi) {
+      const pad = Math.abs(lo) / 2 || 1;
+      lo -= pad;
+      hi += pad;
+    }
+    const x = (step) => CHART_PAD + (last > first ? (step - first) / (last - first) : 0.5) *
+        (CHART_W - 2 * CHART_PAD);
+    const y = (v) => CHART_H - CHART_PAD - (v - lo) / (hi - lo) * (CHART_H - 2 * CHART_PAD);
+    const svg = svgElement('svg', {width: CHART_W, height: CHART_H, class: 'chart',
+                                   viewBox: `0 0 ${CHART_W} ${CHART_H}`});
+    if (markedStep !== undefined) {
+      const line = svgElement('line', {x1: x(markedStep), x2: x(markedStep), y1: 0, y2: CHART_H,
+                                       class: 'marked-step', 'data-step': markedStep});
+      line.append(svgElement('title', {}, 'step ' + markedStep));
+      svg.append(line);
+    }
+    timeline.series.forEach((series, i) => {
+      let points = [];
+      const flush = () => {
+        if (points.length === 1) {
+          svg.append(svgElement('circle', {cx: points[0][0], cy: points[0][1], r: 1.5,
+                                           class: 'point s' + i}));
+        } else if (points.length) {
+          svg.append(svgElement('polyline', {points: points.map((p) => p.join(',')).join(' '),
+                                             class: 'series s' + i}));
+        }
+        points = [];
+      };
+      series.values.forEach((v, j) => {
+        if (v !== null) {
+          points.push([x(steps[j]).toFixed(1), y(v).toFixed(1)]);
+          return;
+        }
+        flush();
+        svg.append(svgElement('circle', {cx: x(steps[j]), cy: CHART_PAD, r: 3, class: 'nonfinite'}));
+      });
+      flush();
+    });
+    const caption = element('figcaption');
+    caption.append(element('span', 'label', timeline.label));
+    timeline.series.forEach((series, i) => {
+      const lastValue = series.values.length ? series.values[series.values.length - 1] : null;
+      caption.append(element('span', 'key s' + i, series.name + ' ' + shortNumber(lastValue)));
+    });
+    caption.append(element('span', 'range',
+                           `steps ${first}–${last}, ${shortNumber(lo)} to ${shortNumber(hi)}`));
+    const figure = element('figure', 'timeline');
+    figure.append(caption, svg);
+    return figure;
+  }
+
+  // The layer's charts of a module (by its path), or of the whole run (path null).
+  function timelineBlock(path) {
+    const layer = state.layer;
+    if (!layer || !layer.timelines) return null;
+    const charts = path === null ? layer.timelines : layer.module_timelines[path];
+    if (!charts || !charts.length) return null;
+    const block = element('section', 'timelines');
+    const marked = layer.marked_step;
+    block.append(element('h3', null, layer.name + (marked === undefined ? '' :
+        ' — the red line is step ' + marked)));
+    const range = stepRange(layer);
+    for (const chart of charts) block.append(timelineChart(chart, range, marked));
+    return block;
+  }
+
   function showHint() {
     panel.replaceChildren(element('p', 'hint',
         'Click a node to see it here; drag to pan, wheel to zoom.'));
+    const run = timelineBlock(null);
+    if (run) panel.append(run);
   }
 
   function select(id, move) {
@@ -777,6 +877,8 @@
       actions.append(button);
     }
     if (actions.childElementCount) parts.push(actions);
+    const charts = item.kind === 'module' && item.module ? timelineBlock(item.module) : null;
+    if (charts) parts.push(charts);
     panel.replaceChildren(...parts);
     if (move) centre(entry.g);
   }

@@ -6,6 +6,7 @@
 /// debugging run's overlay. Plain data, so a caller without a tracer can fill it in.
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,9 +55,20 @@ struct NodeOverlay {
   bool marked = false;
 };
 
+/// A chart of values over training steps in the interactive page's panel: one or more
+/// series over the same steps (`min`, `mean`, `max` of a key). A value that is not finite
+/// (NaN or Inf) is drawn as a red mark at the chart's top.
+struct Timeline {
+  /// The chart's caption (`hidden`, `weight: gradient norm`).
+  std::string label;
+  std::vector<int64_t> steps;
+  /// Each series' name and its value at each of `steps` (as many as `steps`).
+  std::vector<std::pair<std::string, std::vector<double>>> series;
+};
+
 /// One layer of a debugging run that the interactive page can switch on and off (forward
-/// statistics, a profile, a training step's gradients): what it is called, what its colours
-/// mean, and what it adds to each node and module.
+/// statistics, a profile, a training step's gradients, a training run): what it is called,
+/// what its colours mean, and what it adds to each node and module.
 struct OverlayLayer {
   /// Its name on the page's switch (`statistics`).
   std::string name;
@@ -67,6 +79,12 @@ struct OverlayLayer {
   std::map<std::string, NodeOverlay> nodes;
   /// Per TensorDictModule path, as RenderOptions::module_overlay.
   std::map<std::string, NodeOverlay> modules;
+  /// Charts over training steps per TensorDictModule path, shown in a module's panel while the
+  /// layer is on; and the run's own (the loss), shown in the panel when nothing is selected.
+  std::map<std::string, std::vector<Timeline>> module_timelines;
+  std::vector<Timeline> timelines;
+  /// A step every chart marks with a red line (the first bad step of a training run).
+  std::optional<int64_t> marked_step;
 };
 
 /// The default of RenderOptions::max_nodes: a drawing this size takes seconds, not minutes.

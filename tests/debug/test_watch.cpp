@@ -5,8 +5,12 @@
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <doctest/doctest.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
 #include <cmath>
@@ -15,8 +19,12 @@
 #include <string>
 
 #include "tdfx/core/error.h"
+#include "tdfx/debug/overlay.h"
 #include "tdfx/debug/watch.h"
+#include "tdfx/export/archive.h"
+#include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/module_tree.h"
 #include "tests/support/test_support.h"
 
 using namespace tdfx;
@@ -286,5 +294,232 @@ TEST_CASE("watch: a snapshot needs the step's inputs in the TensorDict after the
   CHECK_THROWS_WITH_AS(Watch(module, options),
                        "Watch: a snapshot keeps the step's inputs, read from the TensorDict after "
                        "the forward pass, but module 'module.0' writes the input key x there",
+                       Error);
+}
+
+namespace {
+
+// A training layer as text: the run's charts, then per module its lines, fill, mark and charts.
+std::string format_layer(const OverlayLayer& layer) {
+  auto charts = [](const std::vector<Timeline>& timelines) {
+    std::string out;
+    for (const Timeline& t : timelines) {
+      out += fmt::format("  {} @ {}:", t.label, fmt::join(t.steps, ","));
+      for (const auto& [name, values] : t.series) {
+        out += " " + name;
+        for (const double v : values) out += fmt::format(" {:.6g}", v);
+      }
+      out += "\n";
+    }
+    return out;
+  };
+  std::string out =
+      fmt::format("marked step {}\n", layer.marked_step.value_or(-1)) + charts(layer.timelines);
+  for (const auto& [path, overlay] : layer.modules) {
+    out += fmt::format("{}: fill '{}'{}\n", path, overlay.fill, overlay.marked ? ", ringed" : "");
+    for (const std::string& line : overlay.lines) out += "  | " + line + "\n";
+    const auto found = layer.module_timelines.find(path);
+    if (found != layer.module_timelines.end()) out += charts(found->second);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("watch: the training layer: a chart per module and parameter, the bad step marked") {
+  // known_linear (module.0: y = x W^T + b), then relu(y) -> z (module.1, no parameters), SGD at
+  // 0.1, statistics every 2 steps. Steps 0 and 2 as in the first test; at step 3 (after three
+  // updates: W = [0.1, 1.7], b = -0.1, in float) x = [[1, NaN], [2, 0]] gives y = [NaN, 0.1]
+  // (0.0999999 in float): the loss sum(relu(y)) is NaN; relu's backward passes the gradient
+  // where y is NaN (NaN <= 0 is false), so db = 2 stays finite and dW = [3, NaN] does not.
+  // module.0's outputs hold the NaN first: it is
+  // ringed; both modules are pink. Update ratios exist for steps 0 and 2 (each recorded when
+  // the next step is observed); step 3 is never updated.
+  auto module = make_td_sequential(
+      {known_linear(),
+       make_td_module([](const at::Tensor& y) { return at::relu(y); }, {"y"}, {"z"})});
+  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
+  WatchOptions options;
+  options.interval = 2;
+  Watch watch(module, options);
+  for (int64_t step = 0; step < 5; ++step) {
+    TensorDict td = known_input();
+    if (step == 3) td.set("x", at::tensor({1.0f, NAN, 2.0f, 0.0f}).reshape({2, 2}));
+    module->forward(td);
+    const at::Tensor loss = td.get("z").sum();
+    optimizer.zero_grad();
+    loss.backward();
+    if (watch.observe(step, td, loss).bad) break;
+    optimizer.step();
+  }
+  REQUIRE(watch.first_bad_step() == 3);
+  // Drawn as a trace draws it: the modules `0` and `1` (the watch's `module.0`, `module.1`).
+  RenderOptions drawing;
+  drawing.modules = pipeline_modules(*module, "module");
+  const OverlayLayer layer = training_layer(watch, drawing);
+  CHECK(layer.name == "training");
+  CHECK(format_layer(layer) ==
+        "marked step 3\n"
+        "  loss @ 0,2,3: loss 6 3.2 nan\n"
+        "0: fill '#fde0dd', ringed\n"
+        "  | y: 1 NaN/Inf at step 3\n"
+        "  | module.weight: gradient holds NaN/Inf at step 3\n"
+        "  | module.bias: gradient norm 2 at step 3\n"
+        "  y @ 0,2,3: min 2.5 0.9 0.0999999 mean 3 1.6 0.0999999 max 3.5 2.3 0.0999999\n"
+        "  y: NaN/Inf count @ 0,2,3: count 0 0 1\n"
+        "  module.weight: gradient norm @ 0,2,3: gradient norm 3.16228 3.16228 nan\n"
+        "  module.weight: weight norm @ 0,2,3: weight norm 2.23607 1.84391 1.70294\n"
+        "  module.weight: update ratio @ 0,2: update ratio 0.141421 0.171499\n"
+        "  module.bias: gradient norm @ 0,2,3: gradient norm 2 2 2\n"
+        "  module.bias: weight norm @ 0,2,3: weight norm 0.5 0.1 0.1\n"
+        "  module.bias: update ratio @ 0,2: update ratio 0.4 2\n"
+        "1: fill '#fde0dd'\n"
+        "  | z: 1 NaN/Inf at step 3\n"
+        "  z @ 0,2,3: min 2.5 0.9 0.0999999 mean 3 1.6 0.0999999 max 3.5 2.3 0.0999999\n"
+        "  z: NaN/Inf count @ 0,2,3: count 0 0 1\n");
+
+  WatchOptions unkept;
+  unkept.keep_records = false;
+  // Exported programs name the modules as the watch does; any other drawing is refused.
+  drawing.modules = pipeline_modules(*module, "");
+  CHECK(training_layer(watch, drawing).modules.count("module.0"));
+  drawing.modules.erase(drawing.modules.begin());
+  CHECK_THROWS_WITH_AS(training_layer(watch, drawing),
+                       "training_layer: the drawing (RenderOptions::modules) has no module "
+                       "'module.0', which the watch records: draw the module the watch watches",
+                       Error);
+  CHECK_THROWS_WITH_AS(training_layer(Watch(module, unkept), drawing),
+                       "training_layer: the watch kept no records (WatchOptions::keep_records is "
+                       "false); its event files hold them",
+                       Error);
+}
+
+namespace {
+
+// x (3 features) -> Linear(3, 4) -> Tanh -> Linear(4, 1) -> y; the loss the mean of y².
+std::shared_ptr<TensorDictSequential> small_regressor() {
+  return make_td_sequential({make_td_module(torch::nn::Linear(3, 4), {"x"}, {"h"}),
+                             make_td_module(torch::nn::Tanh(), {"h"}, {"h"}),
+                             make_td_module(torch::nn::Linear(4, 1), {"h"}, {"y"})});
+}
+
+at::Tensor regressor_loss(TensorDictModuleBase& module, const at::Tensor& x) {
+  TensorDict td({{"x", x}}, {x.size(0)});
+  module.forward(td);
+  return td.get("y").pow(2).mean();
+}
+
+}  // namespace
+
+TEST_CASE("watch: a snapshot keeps Adam's state; restored, the step's update is the run's own") {
+  // Adam trains 8 steps; step 8's input is 1000 times larger, and the loss's spike makes it
+  // bad. The snapshot holds the weights and Adam's state before step 8's update (8 steps each).
+  // A fresh module given those weights, and a fresh Adam (at another learning rate) given that
+  // state, take step 8 again: their weights after it are the run's, bit for bit.
+  tdfx::testing::ScratchDir dir("tdfx_watch_optimizer");
+  const std::string snapshot = (dir / "spike.pt2").string();
+  at::manual_seed(3);
+  auto module = small_regressor();
+  torch::optim::Adam adam(module->parameters(), torch::optim::AdamOptions(0.01));
+  WatchOptions options;
+  options.snapshot = snapshot;
+  options.optimizer = &adam;
+  options.spike_sigmas = 4;
+  options.spike_window = 5;
+  Watch watch(module, options);
+  at::Tensor bad_input;
+  OptimizerState before;
+  for (int64_t step = 0; step < 9; ++step) {
+    at::Tensor x = at::randn({8, 3});
+    if (step == 8) x = x * 1000;
+    TensorDict td({{"x", x}}, {8});
+    module->forward(td);
+    const at::Tensor loss = td.get("y").pow(2).mean();
+    adam.zero_grad();
+    loss.backward();
+    if (watch.observe(step, td, loss).bad) {
+      bad_input = x;
+      before = optimizer_state_of(adam, *module);
+    }
+    adam.step();
+  }
+  REQUIRE(watch.first_bad_step() == 8);
+  std::map<std::string, at::Tensor> after;
+  for (const auto& item : module->named_parameters()) after[item.key()] = item.value().clone();
+
+  const ExportedProgram program = load(snapshot);
+  REQUIRE(program.optimizer_state());
+  const OptimizerState& kept = *program.optimizer_state();
+  CHECK(kept.type == "Adam");
+  REQUIRE(kept.groups.size() == 1);
+  CHECK(kept.groups[0].parameters ==
+        std::vector<std::string>{"module.0.module.weight", "module.0.module.bias",
+                                 "module.2.module.weight", "module.2.module.bias"});
+  CHECK(kept.groups[0].options == std::map<std::string, double>{{"amsgrad", 0},
+                                                                {"beta1", 0.9},
+                                                                {"beta2", 0.999},
+                                                                {"eps", 1e-8},
+                                                                {"lr", 0.01},
+                                                                {"weight_decay", 0}});
+  for (const auto& [name, state] : kept.parameters) {
+    CHECK(state.step == 8);
+    CHECK(state.tensors.size() == 2);
+    for (const auto& [tensor_name, tensor] : state.tensors) {
+      CHECK(at::equal(tensor, before.parameters.at(name).tensors.at(tensor_name)));
+    }
+  }
+  CHECK(kept.parameters.size() == 4);
+  CHECK(at::equal(program.example_inputs().at("x"), bad_input));
+
+  auto fresh = small_regressor();
+  {
+    torch::NoGradGuard no_grad;
+    for (const InputSpec& in : program.graph_signature().inputs) {
+      if (in.kind != InputKind::kParameter) continue;
+      for (auto& item : fresh->named_parameters()) {
+        if (item.key() == in.target) item.value().copy_(program.state().at(in.name));
+      }
+    }
+  }
+  torch::optim::Adam again(fresh->parameters(), torch::optim::AdamOptions(0.5));
+  restore_optimizer_state(kept, again, *fresh);
+  const at::Tensor loss = regressor_loss(*fresh, program.example_inputs().at("x"));
+  again.zero_grad();
+  loss.backward();
+  again.step();
+  for (const auto& item : fresh->named_parameters()) {
+    CHECK_MESSAGE(at::equal(item.value(), after.at(item.key())), item.key());
+  }
+
+  // Another optimizer's type, or another module's parameters, are refused.
+  torch::optim::SGD sgd(fresh->parameters(), torch::optim::SGDOptions(0.1));
+  CHECK_THROWS_WITH_AS(restore_optimizer_state(kept, sgd, *fresh),
+                       "restore_optimizer_state: the state is of an Adam optimizer; this "
+                       "optimizer is SGD",
+                       Error);
+  torch::optim::Adam partial({fresh->parameters()[0]}, torch::optim::AdamOptions(0.1));
+  CHECK_THROWS_WITH_AS(restore_optimizer_state(kept, partial, *fresh),
+                       "restore_optimizer_state: parameter group 0 holds [module.0.module.weight, "
+                       "module.0.module.bias, module.2.module.weight, module.2.module.bias] in the "
+                       "state, [module.0.module.weight] in the optimizer",
+                       Error);
+}
+
+TEST_CASE("watch: an optimizer tdfx does not keep is refused when the watch is made") {
+  auto module = small_regressor();
+  torch::optim::LBFGS lbfgs(module->parameters());
+  WatchOptions options;
+  options.optimizer = &lbfgs;
+  CHECK_THROWS_WITH_AS(Watch(module, options),
+                       "optimizer state: this optimizer is not one tdfx keeps (Adam, AdamW, SGD, "
+                       "RMSprop, Adagrad: LibTorch's, as they are)",
+                       Error);
+  // Nor one over tensors that are not the module's.
+  torch::optim::SGD other({at::zeros({2}, at::TensorOptions().requires_grad(true))},
+                          torch::optim::SGDOptions(0.1));
+  options.optimizer = &other;
+  CHECK_THROWS_WITH_AS(Watch(module, options),
+                       "optimizer state: parameter group 0 holds a tensor of shape [2] that is "
+                       "not a parameter of the module",
                        Error);
 }

@@ -460,12 +460,73 @@ TEST_CASE("archive: example inputs are saved (version 4) and loaded back, checke
       GraphError);
 }
 
+TEST_CASE("archive: an optimizer's state is saved (version 5) and loaded back, checked") {
+  ExportedProgram program = seed_program();
+  // SGD with momentum over every parameter, a momentum buffer for the first.
+  OptimizerState state;
+  state.type = "SGD";
+  state.groups.push_back(
+      {{{"lr", 0.1}, {"momentum", 0.9}, {"dampening", 0}, {"weight_decay", 0}, {"nesterov", 0}},
+       {}});
+  std::string first;
+  at::Tensor buffer;
+  for (const InputSpec& in : program.graph_signature().inputs) {
+    if (in.kind != InputKind::kParameter) continue;
+    state.groups[0].parameters.push_back(in.target);
+    if (first.empty()) {
+      first = in.target;
+      buffer = at::randn(program.state().at(in.name).sizes());
+    }
+  }
+  REQUIRE(!first.empty());
+  state.parameters[first].tensors["momentum_buffer"] = buffer;
+  program.set_optimizer_state(state);
+  const ExportedProgram copy = load_bytes(archive_bytes(program), "optimizer.pt2");
+  REQUIRE(copy.optimizer_state());
+  CHECK(copy.optimizer_state()->type == "SGD");
+  CHECK(copy.optimizer_state()->groups[0].options == state.groups[0].options);
+  CHECK(copy.optimizer_state()->groups[0].parameters == state.groups[0].parameters);
+  CHECK(bit_equal(copy.optimizer_state()->parameters.at(first).tensors.at("momentum_buffer"),
+                  buffer));
+  Records records = records_of(program);
+  CHECK(records.document["version"] == 5);
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["version"] = 4;
+        }) == "edited.pt2: an archive of version 4 has no optimizer state");
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["optimizer"]["groups"][0]["options"].erase("lr");
+        }) ==
+        "edited.pt2: optimizer state: group 0: SGD's options are lr, momentum, dampening, "
+        "weight_decay, nesterov, each a finite number");
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["optimizer"]["state"][0]["tensors"][0]["shape"] = std::vector<int64_t>{1};
+        }) == "edited.pt2: optimizer: the state of " + python_repr(first) +
+                  ": 'momentum_buffer': its dtype or shape differs from its placeholder's");
+  // What set_optimizer_state refuses, made in C++.
+  OptimizerState wrong = state;
+  wrong.parameters[first].tensors["momentum_buffer"] = at::randn({1});
+  CHECK_THROWS_WITH_AS(program.set_optimizer_state(wrong),
+                       ("optimizer state: " + first +
+                        ": its momentum_buffer is not of its parameter's dtype and shape")
+                           .c_str(),
+                       GraphError);
+  wrong = state;
+  wrong.type = "LBFGS";
+  CHECK_THROWS_WITH_AS(program.set_optimizer_state(wrong),
+                       "optimizer state: type 'LBFGS' is not one tdfx keeps (Adam, AdamW, SGD, "
+                       "RMSprop, Adagrad)",
+                       GraphError);
+}
+
 TEST_CASE("archive: version 1 archives are refused with both versions named") {
   CHECK(refusal([](Records& r) { r.document["version"] = 1; }) ==
-        "edited.pt2: archive format version 1 is not supported; this tdfx reads versions 2 to 4 "
+        "edited.pt2: archive format version 1 is not supported; this tdfx reads versions 2 to 5 "
         "(export the program again with this tdfx; version 1 archives pickled their weights)");
-  CHECK(refusal([](Records& r) { r.document["version"] = 5; }) ==
-        "edited.pt2: archive format version 5 is not supported; this tdfx reads versions 2 to 4 "
+  CHECK(refusal([](Records& r) { r.document["version"] = 6; }) ==
+        "edited.pt2: archive format version 6 is not supported; this tdfx reads versions 2 to 5 "
         "(export the program again with this tdfx; version 1 archives pickled their weights)");
 }
 
@@ -584,7 +645,7 @@ TEST_CASE("archive: records the program does not name, and version 1 layouts, ar
   old.add("model/program.json", records.document.dump());
   CHECK_THROWS_WITH_AS(load_bytes(old.finish(), "old.pt2"),
                        "old.pt2: this is a tdfx archive of format version 1 (pickled weights), "
-                       "which is not supported; this tdfx reads versions 2 to 4: export the "
+                       "which is not supported; this tdfx reads versions 2 to 5: export the "
                        "program again with this tdfx",
                        ArchiveError);
   CHECK(refusal([](Records& r) {

@@ -7,7 +7,9 @@ usage: test_loader.py TDFX EXPORT_MODULE EXPORT_BATCH_SIZED SCRATCH_DIR
 Writes the test suite's archives - the demo's (`TDFX demo --out SCRATCH_DIR/demo`), seed
 000's model.pt2 with its TorchScript model.pt (EXPORT_MODULE run in SCRATCH_DIR/seed_000),
 and attention, transformer layers and reshape(B*T) with a dynamic batch, each with its
-TorchScript (EXPORT_BATCH_SIZED run in SCRATCH_DIR/batch_sized) - and for each:
+TorchScript (EXPORT_BATCH_SIZED run in SCRATCH_DIR/batch_sized), and the snapshot of a training
+step samples/watch_training.cpp keeps (beside TDFX: its Adam state and input read back) - and
+for each:
 
   - tdfx_fx.load() gives a GraphModule whose graph lints, whose nodes carry program.json's
     names in order, which calls torch.ops.aten overloads, operator.getitem and Python's int
@@ -116,6 +118,42 @@ def write_archives(checks, tdfx, export_module, export_batch_sized, scratch):
         archives.extend(os.path.join(work, n) for n in names)
         return ""
     checks.check("export_batch_sized writes four dynamic archives", batch_sized)
+
+    def snapshot():
+        # A training step kept at its first bad step (samples/watch_training.cpp, beside TDFX):
+        # format version 5, with that step's input and Adam's state before its update.
+        work = os.path.join(scratch, "snapshot")
+        os.makedirs(work)
+        path = os.path.join(work, "bad.pt2")
+        sample = os.path.join(os.path.dirname(tdfx), "watch_training")
+        process = subprocess.run([sample, "", path], capture_output=True, timeout=300)
+        if process.returncode != 1 or not os.path.isfile(path):
+            return f"watch_training exited {process.returncode}: {process.stdout[-500:]!r}"
+        program = tdfx_fx.read(path)
+        state = program.optimizer_state
+        if program.document["version"] != 5 or state is None or state["type"] != "Adam":
+            return f"version {program.document['version']}, optimizer state {state!r:.200}"
+        targets = {i.target: i.name for i in program.inputs if i.kind == "parameter"}
+        if sorted(state["state"]) != sorted(targets) or \
+                state["groups"][0]["parameters"] != list(targets):
+            return f"the state is for {sorted(state['state'])}, the parameters {list(targets)}"
+        if state["groups"][0]["options"]["lr"] != 0.001:
+            return f"options {state['groups'][0]['options']}"
+        for name, kept in state["state"].items():
+            weight = program.weights[targets[name]]
+            tensors = kept["tensors"]
+            # 120 steps taken before step 120's update; Adam's second moment is never negative.
+            if kept["step"] != 120 or sorted(tensors) != ["exp_avg", "exp_avg_sq"] or any(
+                    t.shape != weight.shape or t.dtype != weight.dtype
+                    for t in tensors.values()) or bool((tensors["exp_avg_sq"] < 0).any()):
+                return f"{name}: step {kept['step']}, tensors {sorted(tensors)}"
+        observation = program.example_inputs.get("observation")
+        if observation is None or not bool(observation[7, 2].isinf()):
+            return "its example input is not the step's observation, Inf at [7, 2]"
+        archives.append(path)
+        return ""
+    checks.check("watch_training's snapshot: version 5, Adam's state at step 120 and the step's "
+                 "observation", snapshot)
     return archives
 
 
@@ -397,12 +435,12 @@ def refusal_cases(work):
     aten_list = ", ".join(("none", "bool", "int", "float", "str", "key", "dtype",
                            "memory_format", "layout", "device", "node", "list", "tuple"))
     cases = [
-        ("a format version newer than 4", {"edit": set_field(["version"], 5)},
-         "archive format version 5 is not supported; this reader reads versions 2 to 4 (export the "
+        ("a format version newer than 5", {"edit": set_field(["version"], 6)},
+         "archive format version 6 is not supported; this reader reads versions 2 to 5 (export the "
          "program again with tdfx)"),
         ("format version 1's layout", {"edit": None, "records": {"model/program.json": b"{}"}},
          "this is a tdfx archive of format version 1 (pickled weights), which is not "
-         "supported; this reader reads version 4: export the program again with tdfx"),
+         "supported; this reader reads version 5: export the program again with tdfx"),
         ("an unknown node kind", {"edit": edit_node("relu", "op", "call_eval")},
          "node %relu: unknown node kind (op) 'call_eval'; one of 'placeholder', "
          "'call_function', 'call_module', 'output'"),

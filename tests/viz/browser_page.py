@@ -26,6 +26,9 @@ and checks what the browser then holds, not the HTML source:
     the gradients on: the module where the NaN starts is ringed around all its cells, as a
     module, and only its title cell takes the layer's fill (the browser's computed styles and
     boxes, read by a script added to a copy of the page);
+  - the page of samples/watch_training.cpp (beside TDFX) with its training layer on: the loss's
+    chart with nothing selected, a module's charts in its panel, the first bad step marked on
+    every chart, what was not finite there drawn as red dots, the module where it turned ringed;
   - the op view of a 13-module chain (54 nodes; `EXPORT_CHAIN 13`) opens with its labels at
     least 8px high, from the drawing's top left; a 6-node op view and the demo's module view,
     which fit at that scale, open whole;
@@ -545,6 +548,78 @@ def check_module_layer(tdfx, scratch):
           "filled {}; texts {}".format(filled, found["texts"]))
 
 
+def check_training_page(tdfx, scratch):
+    """The page samples/watch_training.cpp writes (beside TDFX): an actor-critic trained until a
+    planted Inf in an observation of step 120 makes the loss infinite. Its `training` layer
+    shows the loss's chart with nothing selected and each module's charts in its panel, every
+    chart marking step 120; the loss and the critic's gradient norms are not finite there (red
+    dots); the critic (module.3), the last module whose gradients are, is ringed."""
+    what = "training page"
+    page = os.path.join(scratch, "training.html")
+    sample = os.path.join(os.path.dirname(os.path.abspath(tdfx)), "watch_training")
+    run = subprocess.run([sample, "", "", page], capture_output=True, text=True, timeout=300)
+    check(run.returncode == 1 and "step 120 is bad: the loss is inf" in run.stdout and
+          os.path.exists(page), what + ": watch_training stops at step 120 and writes the page",
+          run.stdout + run.stderr)
+    if not os.path.exists(page):
+        return
+
+    def charts(root):
+        """Each chart of the panel: its caption's texts, its marked steps, its red dots."""
+        out = []
+        for figure in (e for e in by_id(root, "panel").walk() if e.tag == "figure"):
+            svg = next(e for e in figure.walk() if e.tag == "svg")
+            out.append((figure.children[0].text_runs(),
+                        [e.attrs.get("data-step") for e in svg.walk()
+                         if "marked-step" in e.classes()],
+                        sum(1 for e in svg.walk() if "nonfinite" in e.classes())))
+        return out
+
+    root = dom(page, scratch, view="modules", layer="training")
+    check_ran(root, what)
+    buttons = [e.text_runs() for e in by_id(root, "layers").walk() if e.tag == "button"]
+    check(buttons == [["no run data"], ["training"]], what + ": a switch for the run",
+          repr(buttons))
+    check(by_id(root, "legend").text_runs() == [
+        "training: a chart per module of each key it writes (min, mean, max) and of its "
+        "parameters' gradient norm, weight norm and update ratio, in its panel; the loss with "
+        "nothing selected; red line: the first bad step, 120; pink: NaN or Inf there; ringed "
+        "red: the first module whose outputs hold it, else the last whose gradients do"],
+          what + ": the legend", repr(by_id(root, "legend").text_runs()))
+    loss = charts(root)
+    check(len(loss) == 1 and loss[0][0][:2] == ["loss", "loss NaN/Inf"] and
+          loss[0][0][2].startswith("steps 0–120, ") and loss[0][1] == ["120"] and loss[0][2] == 1,
+          what + ": with nothing selected, the loss's chart, step 120 marked, its Inf a red dot",
+          repr(loss))
+    check(ids_with_class(root, "marked") == ["module:3"],
+          what + ": the critic, the last module whose gradients are not finite, is ringed",
+          repr(ids_with_class(root, "marked")))
+
+    root = dom(page, scratch, view="modules", layer="training", click="module:3")
+    check_ran(root, what + " with module.3 selected")
+    panel = by_id(root, "panel").text_runs()
+    check("training — the red line is step 120" in panel,
+          what + ": module.3's panel holds the run's charts", "\n      ".join(map(repr, panel)))
+    found = charts(root)
+    labels = [c[0][0] for c in found]
+    check(labels == ["critic.value"] + ["{}: {}".format(p, s) for p in ("module.weight", "module.bias")
+                                        for s in ("gradient norm", "weight norm", "update ratio")],
+          what + ": a chart of the key module.3 writes and of each of its parameters",
+          repr(labels))
+    check(all(c[1] == ["120"] for c in found), what + ": every chart marks step 120",
+          repr([c[1] for c in found]))
+    dots = {c[0][0]: c[2] for c in found}
+    check(dots.get("module.weight: gradient norm") == 1 and dots.get("critic.value") == 0,
+          what + ": the critic's gradient norm at step 120 is a red dot, its output is finite",
+          repr(dots))
+    root = dom(page, scratch, view="modules", layer="training", click="module:1")
+    check_ran(root, what + " with module.1 selected")
+    hidden = [c for c in charts(root) if c[0][0] == "hidden"]
+    check(len(hidden) == 1 and [t.split(" ")[0] for t in hidden[0][0][1:4]] == ["min", "mean", "max"]
+          and hidden[0][0][3] == "max 1", what + ": the Tanh's chart of hidden: min, mean and max, "
+          "saturated at 1 on the bad step", repr(hidden))
+
+
 # At WIDTHxHEIGHT: the drawing's and the stage's rectangles, and the height on screen of the
 # font of each node's first label (its font size times the scale it is drawn at).
 LABEL_SIZES = """
@@ -683,6 +758,7 @@ def main():
     check_screenshot(page, scratch)
     check_run_page(tdfx, pt2, scratch)
     check_module_layer(tdfx, scratch)
+    check_training_page(tdfx, scratch)
     check_op_view_scale(tdfx, export_chain, page, scratch)
     check_large_page(tdfx, export_chain, page, scratch)
     print("{} failed".format(len(failures)) if failures else "all passed")

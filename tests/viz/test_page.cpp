@@ -435,3 +435,28 @@ TEST_CASE("page: the pipeline view shows the overlay's fills and marks, as the d
   REQUIRE(view.tree->modules.size() == 1);
   CHECK(view.tree->modules[0].fill == "#00ff00");
 }
+
+TEST_CASE("page: a layer's timelines reach the page's data, a value that is not finite as null") {
+  OverlayLayer layer;
+  layer.name = "training";
+  layer.legend = "charts";
+  layer.marked_step = 20;
+  layer.timelines.push_back({"loss", {0, 10, 20}, {{"loss", {1.5, 0.25, INFINITY}}}});
+  layer.module_timelines["module.0"].push_back(
+      {"hidden", {0, 20}, {{"min", {-1, NAN}}, {"max", {2, 3}}}});
+  const Json data = Json::parse(page_data({}, "t", {layer}));
+  CHECK(data["layers"][0].dump() ==
+        R"({"legend":"charts","marked_step":20,"module_timelines":{"module.0":[{"label":"hidden",)"
+        R"("series":[{"name":"min","values":[-1.0,null]},{"name":"max","values":[2.0,3.0]}],)"
+        R"("steps":[0,20]}]},"modules":{},"name":"training","nodes":{},"timelines":[{"label":)"
+        R"("loss","series":[{"name":"loss","values":[1.5,0.25,null]}],"steps":[0,10,20]}]})");
+  // A layer without timelines adds no keys for them.
+  OverlayLayer time;
+  time.name = "time";
+  time.legend = "fill";
+  const Json plain = Json::parse(page_data({}, "t", {time}));
+  CHECK(plain["layers"][0].dump() == R"({"legend":"fill","modules":{},"name":"time","nodes":{}})");
+  // A series of another length than its steps is a bug of the caller's.
+  layer.timelines[0].series[0].second.pop_back();
+  CHECK_THROWS_AS(page_data({}, "t", {layer}), InternalError);
+}
