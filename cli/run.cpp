@@ -398,7 +398,8 @@ bool run_program(const std::string& path, const std::vector<InputArgument>& give
     }
     if (reports.find_nonfinite_grad) {
       const auto found = first_nonfinite_grad(run, loss);
-      std::cout << "\n" << (found ? found->str() : "every node's gradient is finite\n");
+      std::cout << "\n"
+                << (found ? found->str() : "every node's and parameter's gradient is finite\n");
       nonfinite |= found.has_value();
     }
   }

@@ -668,9 +668,18 @@ std::string NonFiniteGrad::str() const {
         "backward; look at them (first_nonfinite, tdfx run --find-nonfinite)\n",
         table_number(loss));
   }
-  std::string out = fmt::format("first non-finite gradient: %{} ({} NaN, {} Inf of {} values)\n",
-                                node, grad.nan_count, grad.inf_count, grad.numel);
-  out += fmt::format("  node:     {}\n", description);
+  std::string out;
+  if (!parameter.empty()) {
+    out = fmt::format(
+        "first non-finite gradient: parameter {} ({} NaN, {} Inf of {} values); every node's "
+        "gradient is finite, so the backward of the node that reads it made it from a forward "
+        "value\n",
+        parameter, grad.nan_count, grad.inf_count, grad.numel);
+  } else {
+    out = fmt::format("first non-finite gradient: %{} ({} NaN, {} Inf of {} values)\n", node,
+                      grad.nan_count, grad.inf_count, grad.numel);
+  }
+  if (!description.empty()) out += fmt::format("  node:     {}\n", description);
   if (!td_module.empty()) out += fmt::format("  in:       TensorDictModule {}\n", td_module);
   if (!module_path.empty()) out += fmt::format("  module:   {}\n", module_path);
   if (key) out += fmt::format("  feeds:    {}\n", key->repr());
@@ -700,6 +709,36 @@ std::string NonFiniteGrad::str() const {
         user);
   }
   return out;
+}
+
+// The nodes whose backward makes a parameter's gradient, the parameter named as pass.wrt names
+// it: the users of an exported program's placeholder for it (Debuggee::state_inputs) or of a
+// traced module's get_attr, or the call_module of the leaf module that holds it.
+std::vector<const Node*> parameter_readers(const Debuggee& debuggee, const std::string& name) {
+  const Graph& graph = debuggee.module->graph();
+  for (const auto& [index, input_name] : debuggee.state_inputs) {
+    if (input_name != name) continue;
+    size_t at = 0;
+    for (const Node* node : graph.nodes()) {
+      if (node->op() == OpCode::kPlaceholder && at++ == index) {
+        return {node->users().begin(), node->users().end()};
+      }
+    }
+  }
+  const std::string prefix =
+      debuggee.parameter_prefix.empty() ? "" : debuggee.parameter_prefix + ".";
+  for (const Node* node : graph.nodes()) {
+    const std::string target = node->target().str();
+    if (node->op() == OpCode::kGetAttr && (target == name || prefix + target == name)) {
+      return {node->users().begin(), node->users().end()};
+    }
+    if (node->op() == OpCode::kCallModule) {
+      const auto dot = name.rfind('.');
+      const std::string owner = dot == std::string::npos ? "" : name.substr(0, dot);
+      if (owner == target || owner == prefix + target) return {node};
+    }
+  }
+  return {};
 }
 
 std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, const Loss& loss) {
@@ -738,6 +777,42 @@ std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee, cons
     for (const Node* user : node->users()) {
       if (run.has_value(*user) && holds_nonfinite(run.value(*user))) {
         out.nonfinite_users.push_back(user->name());
+      }
+    }
+    return out;
+  }
+  // Every node's gradient is finite; a parameter's gradient is made from a node's gradient and
+  // a forward value, and may still not be (a Linear's weight gradient multiplies its output's
+  // gradient, 0 where a tanh saturated, by its input, which may hold Inf).
+  for (size_t i = 0; i < pass.wrt.size() && i < pass.wrt_grads.size(); ++i) {
+    const at::Tensor& grad = pass.wrt_grads[i];
+    if (!grad.defined() || at::isfinite(grad).all().item<bool>()) continue;
+    NonFiniteGrad out;
+    out.loss = loss_value;
+    out.parameter = pass.wrt[i].first;
+    out.grad = tensor_stats(grad);
+    nonfinite_rows(grad, out.rows, out.row_count);
+    out.indices = nonfinite_indices(grad);
+    const std::vector<const Node*> readers = parameter_readers(debuggee, out.parameter);
+    for (const Node* reader : readers) {
+      if (run.has_value(*reader) && holds_nonfinite(run.value(*reader))) {
+        out.nonfinite_users.push_back(reader->name());
+      }
+    }
+    // Named by the (first) node that reads it, whose backward made the gradient, with the
+    // forward values of its tensor inputs.
+    if (!readers.empty()) {
+      const Node& reader = *readers.front();
+      out.node = reader.name();
+      out.description = describe(reader);
+      out.module_path = reader.meta().module_path;
+      out.td_module = reader.meta().td_module;
+      out.code_line = code_line(debuggee.code, reader);
+      for (const Node* input : reader.input_nodes()) {
+        if (run.has_value(*input) && run.value(*input).isTensor()) {
+          out.inputs.emplace_back(input->name(),
+                                  tensor_stats(run.value(*input).toTensor().detach()));
+        }
       }
     }
     return out;

@@ -171,6 +171,10 @@ struct NonFiniteGrad {
   /// Set when the loss itself is NaN or Inf; then no node is named.
   bool loss_nonfinite = false;
   double loss = 0;
+  /// Set when every node's gradient is finite but this parameter's is not (a Linear whose
+  /// input holds Inf where its output's gradient is 0: 0 × Inf is NaN); `node` is then the
+  /// node that reads it (its placeholder, or get_attr), "" when none does.
+  std::string parameter;
   std::string node;
   /// As printed (`%mean = torch.mean(%pow_1, [-1], True)`).
   std::string description;
@@ -199,8 +203,9 @@ struct NonFiniteGrad {
 
 /// Runs `debuggee` forward and backward once from `loss`, and returns the first node, in
 /// backward order, whose output gradient holds NaN or Inf while the gradients of its users'
-/// outputs are finite; a report of the loss alone when the loss is not finite; nullopt when
-/// every gradient is finite.
+/// outputs are finite; a report of the loss alone when the loss is not finite; when every
+/// node's gradient is finite, the first parameter (in the program's order) whose gradient is
+/// not; nullopt when every gradient is finite.
 std::optional<NonFiniteGrad> first_nonfinite_grad(const Debuggee& debuggee,
                                                   const Loss& loss = Loss::sum());
 

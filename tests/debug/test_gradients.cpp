@@ -669,3 +669,35 @@ TEST_CASE("gradients: a backward past the memory budget is refused naming the no
                         "14.4 GB (14,400,000,000 bytes)"),
       RunError);
 }
+
+// Last in the file: earlier tests draw unseeded inputs (at::randn), and their goldens depend on
+// the random state the tests before them leave.
+TEST_CASE("gradients: a parameter's NaN gradient under finite node gradients is found (0 × Inf)") {
+  // x[0, 0] is Inf: both hidden units of row 0 are ±Inf, tanh saturates there and passes a
+  // gradient of 0, so every node's gradient is finite; the weight's gradient dh^T x is not:
+  // 0 × Inf in column 0, both rows.
+  at::manual_seed(0);
+  auto module = make_td_sequential({make_td_module(torch::nn::Linear(2, 2), {"x"}, {"h"}),
+                                    make_td_module(torch::nn::Tanh(), {"h"}, {"y"})});
+  const TensorDict td({{"x", at::tensor({INFINITY, 1.0f, 0.5f, -1.0f}).reshape({2, 2})}}, {2});
+  TDGraphModule gm = symbolic_trace(module, td);
+  const ExportedProgram program = export_program(gm);
+  // The loss on y: h itself holds the Inf. The trace names the TensorDictModule `0`, the
+  // program `module.0`.
+  const std::pair<std::optional<NonFiniteGrad>, std::string> found[] = {
+      {first_nonfinite_grad(debuggee(gm, td), Loss::output("y")), "0"},
+      {first_nonfinite_grad(debuggee(program, {td.get("x")}), Loss::output("y")), "module.0"}};
+  for (const auto& [bad, td_module] : found) {
+    REQUIRE(bad.has_value());
+    CHECK_FALSE(bad->loss_nonfinite);
+    CHECK(bad->parameter == "module.0.module.weight");
+    CHECK(bad->grad.nan_count == 2);
+    CHECK(bad->indices == std::vector<std::vector<int64_t>>{{0, 0}, {1, 0}});
+    CHECK(bad->td_module == td_module);
+    CHECK(bad->nonfinite_users == std::vector<std::string>{bad->node});
+    CHECK(bad->str().rfind("first non-finite gradient: parameter module.0.module.weight (2 NaN, "
+                           "0 Inf of 4 values); every node's gradient is finite, so the backward "
+                           "of the node that reads it made it from a forward value\n",
+                           0) == 0);
+  }
+}
