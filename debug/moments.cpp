@@ -108,25 +108,48 @@ std::vector<double> bucket_counts(const at::Tensor& values, const std::vector<do
   if (limits.empty() || !values.defined() || values.numel() == 0) return counts;
   const at::Tensor t = readable(values, "bucket_counts");
   const auto last = static_cast<int64_t>(limits.size()) - 1;
-  // Limits of equal width from `first`: a value's bucket is guessed from its distance and
-  // then moved to the one whose limits hold it as written, so that rounding never puts a
-  // value on the wrong side of a limit.
+  // Limits of equal width from `first`: a value's bucket is guessed from its distance (bucket
+  // i holds (first + (i - 1) width, first + i width]) and then moved to the one whose limits
+  // hold it as written, so that rounding never puts a value on the wrong side of a limit. The
+  // guess is right but at a limit, so the moves' branches are all but never taken.
   const double first = limits.front();
   const double width = last > 0 ? (limits.back() - first) / static_cast<double>(last) : 0.0;
   const double per_width = width > 0 ? 1.0 / width : 0.0;
+  // Four tallies, filled in turn: neighbouring values often fall in one bucket, and with one
+  // tally each increment would wait for the one before it.
+  constexpr int64_t kTallies = 4;
+  const auto size = static_cast<int64_t>(limits.size());
+  std::vector<int64_t> tallies(static_cast<size_t>(kTallies * size), 0);
+  // The limits after a -Inf: below[i] is the limit under bucket i, with no branch for i = 0.
+  std::vector<double> padded(limits.size() + 1);
+  padded[0] = -std::numeric_limits<double>::infinity();
+  std::copy(limits.begin(), limits.end(), padded.begin() + 1);
+  const double* below = padded.data();
+  const double* above = limits.data();
   with_typed_data(t, [&](const auto* data, int64_t n) {
     for (int64_t k = 0; k < n; ++k) {
       const double v = static_cast<double>(data[k]);
       if (!std::isfinite(v)) continue;
       int64_t i = 0;
       if (per_width > 0 && v > first) {
-        i = std::min(last, static_cast<int64_t>((v - first) * per_width));
+        i = std::min(last, static_cast<int64_t>((v - first) * per_width) + 1);
       }
-      while (i > 0 && v <= limits[static_cast<size_t>(i - 1)]) --i;
-      while (i < last && v > limits[static_cast<size_t>(i)]) ++i;
-      counts[static_cast<size_t>(i)] += 1;
+      // One move each way without a branch; more only for limits not of equal width.
+      i -= static_cast<int64_t>(v <= below[i]);
+      i += static_cast<int64_t>(i < last && v > above[i]);
+      if (v <= below[i] || (i < last && v > above[i])) {
+        while (i > 0 && v <= below[i]) --i;
+        while (i < last && v > above[i]) ++i;
+      }
+      ++tallies[static_cast<size_t>((k % kTallies) * size + i)];
     }
   });
+  for (int64_t j = 0; j < kTallies; ++j) {
+    for (int64_t i = 0; i < size; ++i) {
+      counts[static_cast<size_t>(i)] +=
+          static_cast<double>(tallies[static_cast<size_t>(j * size + i)]);
+    }
+  }
   return counts;
 }
 
@@ -163,17 +186,26 @@ double distance(const at::Tensor& a, const at::Tensor& b) {
     fail<Error>("distance: tensors of shapes [{}] and [{}]", fmt::join(x.sizes(), ", "),
                 fmt::join(y.sizes(), ", "));
   }
-  double squares = 0;
+  // Four sums at once: each add then need not wait for the one before it.
+  double squares[4] = {};
   AT_DISPATCH_ALL_TYPES_AND3(
       at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "tdfx_distance", [&] {
         const scalar_t* p = x.data_ptr<scalar_t>();
         const scalar_t* q = y.data_ptr<scalar_t>();
-        for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t n = x.numel();
+        int64_t i = 0;
+        for (; i + 4 <= n; i += 4) {
+          for (int k = 0; k < 4; ++k) {
+            const double d = static_cast<double>(p[i + k]) - static_cast<double>(q[i + k]);
+            squares[k] += d * d;
+          }
+        }
+        for (; i < n; ++i) {
           const double d = static_cast<double>(p[i]) - static_cast<double>(q[i]);
-          squares += d * d;
+          squares[0] += d * d;
         }
       });
-  return std::sqrt(squares);
+  return std::sqrt((squares[0] + squares[1]) + (squares[2] + squares[3]));
 }
 
 }  // namespace tdfx::detail

@@ -11,9 +11,10 @@
 /// A file is a sequence of records, each the length of its data as a little-endian uint64, the
 /// masked CRC-32C of those 8 bytes, the data, and the masked CRC-32C of the data (little-endian
 /// uint32s). Each record's data is an `Event` protocol buffer: the first says the file's
-/// version ("brain.Event:2"), each later one holds a `Summary` of one value at one step. The
-/// messages are built with libprotobuf from descriptors declared in tensorboard.cpp by field
-/// number, as TensorBoard's event.proto, summary.proto and histogram.proto number them.
+/// version ("brain.Event:2"), each later one holds a `Summary` of the values of one step. The
+/// messages are written with libprotobuf's wire-format writer (CodedOutputStream,
+/// WireFormatLite), field by field, numbered as TensorBoard's event.proto, summary.proto and
+/// histogram.proto number them.
 
 #include <ATen/core/Tensor.h>
 
