@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -16,6 +17,22 @@
 #include "tdfx/tracer/module_tree.h"
 
 namespace tdfx {
+
+namespace {
+
+// A watch with a spike check takes a loss's spread as at least this much of its mean.
+constexpr double kSpikeFloor = 1e-4;
+
+// The values a gradient stores: a sparse one's (coalesced), a strided one itself. Its norm
+// and its NaN or Inf are those of these values.
+at::Tensor stored_values(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  if (t.is_sparse()) return t.coalesce()._values();
+  if (t.layout() != c10::kStrided) return t.to_dense();
+  return t;
+}
+
+}  // namespace
 
 std::string detail::watch_key_tag(const std::string& path, const NestedKey& key) {
   return (path.empty() ? std::string("module") : path) + "/" + key.joined(".");
@@ -32,7 +49,13 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
     fail<Error>("Watch: histogram_interval {}: give 0 (no histograms) or more",
                 options_.histogram_interval);
   }
-  if (options_.spike_sigmas < 0 || (options_.spike_sigmas > 0 && options_.spike_window < 2)) {
+  if (options_.histogram_interval > 0 && options_.histogram_interval % options_.interval != 0) {
+    fail<Error>(
+        "Watch: histogram_interval {} is not a multiple of interval {}: histograms are taken "
+        "with the statistics, at steps divisible by both",
+        options_.histogram_interval, options_.interval);
+  }
+  if (!(options_.spike_sigmas >= 0) || (options_.spike_sigmas > 0 && options_.spike_window < 2)) {
     fail<Error>(
         "Watch: a spike check needs spike_sigmas > 0 and a spike_window of 2 or more "
         "(got {} and {})",
@@ -73,7 +96,21 @@ Watch::Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options)
     }
     if (owner) owner->parameters.push_back(item.key());
   }
-  if (!options_.snapshot.empty()) refuse_input_writers();
+  if (!options_.snapshot.empty()) {
+    refuse_input_writers();
+    // Checked now: at the first bad step a file that cannot be written would lose that step.
+    namespace fs = std::filesystem;
+    const fs::path file(options_.snapshot);
+    const fs::path folder = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    std::error_code ignored;
+    if (!fs::is_directory(folder, ignored)) {
+      throw FileError(options_.snapshot,
+                      "cannot write the snapshot here: no folder " + folder.string());
+    }
+    if (fs::is_directory(file, ignored)) {
+      throw FileError(options_.snapshot, "cannot write the snapshot here: it is a folder");
+    }
+  }
   // The optimizer's type and parameters are checked now, not at the bad step.
   if (options_.optimizer) optimizer_state_of(*options_.optimizer, *module_);
   if (!options_.logdir.empty()) log_ = std::make_unique<EventFileWriter>(options_.logdir);
@@ -130,24 +167,37 @@ void Watch::histogram(const std::string& tag, const at::Tensor& values,
 }
 
 WatchCheck Watch::check(int64_t step, const at::Tensor& loss) {
-  if (!loss.defined() || loss.numel() != 1) {
-    fail<Error>(
-        "Watch::observe(step {}): the loss must be a tensor of one element{}", step,
-        loss.defined() ? fmt::format(", not of shape [{}]", fmt::join(loss.sizes(), ", ")) : "");
+  if (!loss.defined() || loss.numel() != 1 || loss.is_complex()) {
+    fail<Error>("Watch::observe(step {}): the loss must be a real tensor of one element{}", step,
+                !loss.defined() ? ""
+                : loss.is_complex()
+                    ? ", not a complex one"
+                    : fmt::format(", not of shape [{}]", fmt::join(loss.sizes(), ", ")));
   }
   const double loss_value = loss.detach().item<double>();
   // Every gradient, each in one pass over its data (all_finite: no ATen op for a CPU tensor).
   const std::string* culprit = nullptr;
+  bool any_gradient = false, any_trainable = false;
   for (const auto& [path, parameter] : parameters_) {
-    if (!detail::all_finite(parameter.grad())) {
+    any_trainable = any_trainable || parameter.requires_grad();
+    any_gradient = any_gradient || parameter.grad().defined();
+    if (!detail::all_finite(stored_values(parameter.grad()))) {
       culprit = &path;
       break;
     }
   }
+  if (any_trainable && !any_gradient && !culprit) {
+    fail<Error>(
+        "Watch::observe(step {}): no parameter has a gradient: call observe after "
+        "loss.backward() and before the optimizer's zero_grad",
+        step);
+  }
   WatchCheck out;
   if (!std::isfinite(loss_value)) {
     out.bad = true;
-    out.why = fmt::format("the loss is {}", loss_value);
+    out.why = fmt::format("the loss is {}", std::isnan(loss_value) ? "NaN"
+                                            : loss_value > 0       ? "Inf"
+                                                                   : "-Inf");
   } else if (culprit) {
     out.bad = true;
     out.why = fmt::format("the gradient of {} holds NaN or Inf", *culprit);
@@ -159,11 +209,13 @@ WatchCheck Watch::check(int64_t step, const at::Tensor& loss) {
       for (const double l : recent_losses_) mean += l;
       mean /= n;
       for (const double l : recent_losses_) squares += (l - mean) * (l - mean);
-      const double sd = std::sqrt(squares / (n - 1));
+      // A spread of at least 1e-4 of the mean: on a flat loss, a change in its last digits is
+      // no spike.
+      const double sd = std::max(std::sqrt(squares / (n - 1)), kSpikeFloor * std::abs(mean));
       if (std::abs(loss_value - mean) > options_.spike_sigmas * sd) {
         out.bad = true;
         out.why = fmt::format(
-            "the loss {:.4g} is {:.1f} standard deviations from the mean {:.4g} of the last {} "
+            "the loss {:.6g} is {:.1f} standard deviations from the mean {:.6g} of the last {} "
             "losses",
             loss_value, sd > 0 ? std::abs(loss_value - mean) / sd : INFINITY, mean,
             recent_losses_.size());
@@ -183,9 +235,10 @@ void Watch::record_update_ratios() {
   if (before_step_ < 0) return;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const double norm = norms_before_update_[i];
+    // A weight of norm 0 (a bias initialised to zeros) has no ratio to its update.
+    if (!(norm > 0)) continue;
     const double change = detail::distance(parameters_[i].second, before_update_[i]);
-    record(before_step_, "update_ratio/" + parameters_[i].first,
-           norm > 0 ? change / norm : (change > 0 ? INFINITY : 0.0));
+    record(before_step_, "update_ratio/" + parameters_[i].first, change / norm);
   }
   before_update_.clear();
   before_step_ = -1;
@@ -204,11 +257,13 @@ double norm_of(const detail::Moments& m) {
 void Watch::record_statistics(int64_t step, const TensorDict& td, bool histograms) {
   before_update_.clear();
   norms_before_update_.clear();
+  bool any_key = modules_.empty();
   for (const WatchedModule& watched : modules_) {
     for (const NestedKey& key : watched.keys) {
       if (!td.contains(key)) continue;
+      any_key = true;
       const at::Tensor value = td.get(key);
-      if (!value.is_floating_point() || value.numel() == 0) continue;
+      if (value.is_complex() || value.numel() == 0 || value.is_sparse()) continue;
       const std::string tag = detail::watch_key_tag(watched.path, key);
       const detail::Moments m = detail::moments_of(value);
       record(step, "activation_nonfinite/" + tag, static_cast<double>(m.nonfinite));
@@ -221,8 +276,14 @@ void Watch::record_statistics(int64_t step, const TensorDict& td, bool histogram
       if (histograms) histogram("activations/" + tag, value, m);
     }
   }
+  if (!any_key) {
+    fail<Error>(
+        "Watch::observe(step {}): the TensorDict holds none of the keys the pipeline's modules "
+        "write: give observe the TensorDict the forward pass wrote",
+        step);
+  }
   for (const auto& [path, parameter] : parameters_) {
-    const at::Tensor& grad = parameter.grad();
+    const at::Tensor grad = stored_values(parameter.grad());
     if (grad.defined()) {
       const detail::Moments m = detail::moments_of(grad);
       record(step, "grad_norm/" + path, norm_of(m));
@@ -248,6 +309,12 @@ void Watch::flush(int64_t step) {
 }
 
 WatchCheck Watch::observe(int64_t step, const TensorDict& td, const at::Tensor& loss) {
+  if (step < 0 || (last_step_ && step <= *last_step_)) {
+    fail<Error>("Watch::observe(step {}): steps are counted up from 0{}", step,
+                last_step_ ? fmt::format(", and the last step observed was {}", *last_step_)
+                           : std::string());
+  }
+  last_step_ = step;
   // The update of the last sampled step has been made: its ratio.
   record_update_ratios();
   WatchCheck verdict = check(step, loss);
@@ -263,7 +330,15 @@ WatchCheck Watch::observe(int64_t step, const TensorDict& td, const at::Tensor& 
     first_bad_ = step;
     record(step, "first_bad_step", static_cast<double>(step));
     if (!options_.snapshot.empty()) {
-      write_snapshot(td);
+      try {
+        write_snapshot(td);
+      } catch (const std::exception& e) {
+        // The step's verdict goes with the failure, or the loop would lose why it stopped.
+        fail<Error>(
+            "Watch::observe(step {}): the step is bad ({}), but its snapshot could not be "
+            "written: {}",
+            step, verdict.why, e.what());
+      }
       verdict.snapshot = options_.snapshot;
     }
   }

@@ -42,20 +42,23 @@ namespace tdfx {
 struct WatchOptions {
   /// Statistics every `interval` steps (the steps divisible by it); at least 1.
   int64_t interval = 100;
-  /// Histograms every `histogram_interval` steps (divisible by it); 0: none.
+  /// Histograms every `histogram_interval` steps (divisible by it), a multiple of `interval`;
+  /// 0: none.
   int64_t histogram_interval = 1000;
   /// A folder for TensorBoard event files (EventFileWriter); "": records kept in memory only.
   std::string logdir;
   /// A loss more than `spike_sigmas` standard deviations from the mean of the last
-  /// `spike_window` losses makes the step bad; 0: no spike check.
+  /// `spike_window` losses makes the step bad, the spread taken as at least 1e-4 of the mean
+  /// (on a flat loss a change in the last digits is no spike); 0: no spike check.
   double spike_sigmas = 0;
   int64_t spike_window = 100;
   /// Keep every record in memory (records()): about 100 bytes each, a few per module and
   /// parameter each sampled step. false: only the log keeps them.
   bool keep_records = true;
   /// A file to write at the first bad step: the module exported on that step's inputs, with
-  /// the weights before its update and those inputs kept in it (an archive of version 4), so
-  /// that `tdfx run FILE --backward --find-nonfinite-grad` replays the step. "": none.
+  /// the weights before its update and those inputs kept in it (an archive of version 4, 5
+  /// with the optimizer's state), so that `tdfx run FILE --backward --find-nonfinite-grad`
+  /// replays the step. Its folder must exist when the watch is made. "": none.
   std::string snapshot;
   /// The loop's optimizer, one of LibTorch's (optimizer_kinds()), over the module's
   /// parameters: the snapshot keeps its state before the step's update
@@ -102,10 +105,12 @@ class Watch {
   /// Watches `module`'s parameters and the keys each TensorDictModule in it writes, read from
   /// the TensorDict after the forward pass: a key that a later module writes again is
   /// recorded for the last module that writes it (the TensorDict keeps only its last value).
-  /// Error for a null module or an interval below 1, and, with a snapshot file, for a module
-  /// that writes one of the pipeline's input keys (the TensorDict after the forward pass would
-  /// no longer hold that step's input); with an optimizer, for one tdfx does not keep or one
-  /// with a parameter that is not the module's.
+  /// Error for a null module, an interval below 1, a histogram_interval that is not a
+  /// multiple of it, or a spike_sigmas below 0 or NaN; with a snapshot file, FileError for one
+  /// that cannot be written there, and Error for a module that writes one of the pipeline's
+  /// input keys (the TensorDict after the forward pass would no longer hold that step's
+  /// input); with an optimizer, Error for one tdfx does not keep or one with a parameter that
+  /// is not the module's.
   explicit Watch(std::shared_ptr<TensorDictModuleBase> module, WatchOptions options = {});
   ~Watch();
   Watch(const Watch&) = delete;
@@ -113,10 +118,15 @@ class Watch {
 
   /// Observes training step `step`: call it after `loss.backward()` and before the optimizer
   /// updates the parameters, with the TensorDict the forward pass wrote and the loss (one
-  /// element). Every step: the check of the loss and of every gradient, and the spike check. At a
-  /// step divisible by `interval` (and at any bad step): the statistics; at one divisible by
-  /// `histogram_interval`: the histograms. The update ratio of a step's update is recorded at that
-  /// step, computed when the next step is observed.
+  /// real element). Every step: the check of the loss and of every gradient (a sparse
+  /// gradient's stored values), and the spike check. At a step divisible by `interval` (and at
+  /// any bad step): the statistics of every real key (integer and bool too); at one divisible by
+  /// `histogram_interval`: the histograms. The update ratio of a step's update is recorded at
+  /// that step, computed when the next step is observed (none for a weight of norm 0). Error
+  /// for a step below 0 or not above the last one observed, a loss that is not one real
+  /// element, no gradient on any parameter that requires one (observe before backward), or, at
+  /// a sampled step, a TensorDict without any key the modules write; at the first bad step, an
+  /// Error that gives the step's verdict when its snapshot cannot be written.
   WatchCheck observe(int64_t step, const TensorDict& td, const at::Tensor& loss);
 
   /// Everything recorded so far, in the order recorded.
@@ -157,6 +167,7 @@ class Watch {
   std::vector<std::pair<std::string, double>> scalars_;
   std::vector<std::pair<std::string, Histogram>> histograms_;
   int64_t last_sampled_ = 0;
+  std::optional<int64_t> last_step_;
   std::deque<double> recent_losses_;
   std::optional<int64_t> first_bad_;
   // The parameters as they were before the update of step `before_step_` (a sampled step),

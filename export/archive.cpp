@@ -772,7 +772,7 @@ class TensorReader {
   // its parameter is. What the state means (each name a parameter of one group, the options
   // its type's) is ExportedProgram::set_optimizer_state's to check.
   OptimizerState read_optimizer(const json& value) {
-    const std::string here = where_ + ": optimizer";
+    const std::string here = where_ + ": optimizer state";
     OptimizerState out;
     out.type = text(value, "type", here);
     const OptimizerKind* kind = optimizer_kind(out.type);
@@ -781,7 +781,7 @@ class TensorReader {
                          here, python_repr(out.type));
     }
     for (const json& group : array(value, "groups", here)) {
-      const std::string at = fmt::format("{}: groups[{}]", here, out.groups.size());
+      const std::string at = fmt::format("{}: group {}", here, out.groups.size());
       OptimizerState::Group kept;
       const json& options = field(group, "options", at);
       if (!options.is_object()) fail<ArchiveError>("{}: options is not an object", at);
@@ -799,7 +799,7 @@ class TensorReader {
     }
     for (const json& entry : array(value, "state", here)) {
       const std::string parameter = text(entry, "parameter", here + ": state");
-      const std::string at = fmt::format("{}: the state of {}", here, python_repr(parameter));
+      const std::string at = fmt::format("{}: parameter {}", here, python_repr(parameter));
       const auto placeholder = parameters_.find(parameter);
       if (placeholder == parameters_.end() || out.parameters.count(parameter)) {
         fail<ArchiveError>("{}: not a parameter of the program, or given twice", at);
@@ -819,7 +819,7 @@ class TensorReader {
           fail<ArchiveError>("{}: not a state tensor of {} ({}), or given twice", there, out.type,
                              fmt::join(kind->tensors, ", "));
         }
-        kept.tensors.emplace(name, read_tensor(tensor, there, "optimizer state", meta, false));
+        kept.tensors.emplace(name, read_tensor(tensor, there, "state tensor", meta, false));
       }
     }
     return out;

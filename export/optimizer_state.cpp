@@ -10,7 +10,9 @@
 #include <torch/optim/sgd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "tdfx/core/dtype_names.h"
@@ -148,12 +150,12 @@ template <typename Opt, typename O, typename S, Options (*Read)(const O&),
 Binding bind(std::string_view type, std::vector<std::string_view> (*needs)(const Options&)) {
   return {
       type,
-      [](const optim::Optimizer& o) { return dynamic_cast<const Opt*>(&o) != nullptr; },
+      // Exactly the type: a class derived from it may step otherwise.
+      [](const optim::Optimizer& o) { return typeid(o) == typeid(Opt); },
       [](const optim::OptimizerOptions& o) { return Read(static_cast<const O&>(o)); },
       [](optim::OptimizerOptions& o, const Options& m) { Write(static_cast<O&>(o), m); },
       [](const optim::OptimizerParamState& s, Parameter& p) { State(static_cast<const S&>(s), p); },
-      Make,
-      needs};
+      Make, needs};
 }
 
 std::vector<std::string_view> adam_needs(const Options& o) {
@@ -236,25 +238,45 @@ const std::vector<OptimizerKind>& optimizer_kinds() {
       {"Adam",
        {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"},
        {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-       true},
+       true,
+       {"amsgrad"},
+       {"beta1", "beta2"}},
       {"AdamW",
        {"lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"},
        {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-       true},
+       true,
+       {"amsgrad"},
+       {"beta1", "beta2"}},
       {"SGD",
        {"lr", "momentum", "dampening", "weight_decay", "nesterov"},
        {"momentum_buffer"},
-       false},
+       false,
+       {"nesterov"},
+       {}},
       {"RMSprop",
        {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"},
        {"square_avg", "momentum_buffer", "grad_avg"},
-       true},
+       true,
+       {"centered"},
+       {}},
       {"Adagrad",
        {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"},
        {"sum"},
-       true},
+       true,
+       {},
+       {}},
   };
   return kinds;
+}
+
+std::string option_problem(const OptimizerKind& kind, std::string_view option, double value) {
+  const auto in = [&](const std::vector<std::string_view>& names) {
+    return std::find(names.begin(), names.end(), option) != names.end();
+  };
+  if (!std::isfinite(value) || value < 0) return "a finite number of at least 0";
+  if (in(kind.flags) && value != 0 && value != 1) return "0 or 1";
+  if (in(kind.below_one) && !(value < 1)) return "below 1";
+  return "";
 }
 
 const OptimizerKind* optimizer_kind(std::string_view type) {
@@ -320,8 +342,14 @@ void restore_optimizer_state(const OptimizerState& state, optim::Optimizer& opti
           i, fmt::join(group.parameters, ", "), fmt::join(ours, ", "));
     }
     for (const std::string_view option : kind.options) {
-      if (!group.options.count(std::string(option))) {
+      const auto found = group.options.find(std::string(option));
+      if (found == group.options.end()) {
         fail<Error>("restore_optimizer_state: parameter group {} has no option {}", i, option);
+      }
+      if (const std::string problem = option_problem(kind, option, found->second);
+          !problem.empty()) {
+        fail<Error>("restore_optimizer_state: parameter group {}: option {} is {}, not {}", i,
+                    option, found->second, problem);
       }
     }
     for (const std::string& name : group.parameters) {

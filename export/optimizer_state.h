@@ -60,7 +60,13 @@ struct OptimizerKind {
   std::vector<std::string_view> options;
   std::vector<std::string_view> tensors;
   bool counts_steps = true;
+  /// The options that are flags, 0 or 1 (`amsgrad`), and those below 1 (Adam's betas); every
+  /// option is a finite number of at least 0, as LibTorch's constructors check.
+  std::vector<std::string_view> flags, below_one;
 };
+
+/// Why `value` is not a value of option `option` of `kind`, "" when it is.
+std::string option_problem(const OptimizerKind& kind, std::string_view option, double value);
 
 /// The optimizer types tdfx keeps, LibTorch's own.
 const std::vector<OptimizerKind>& optimizer_kinds();
@@ -69,12 +75,14 @@ const std::vector<OptimizerKind>& optimizer_kinds();
 const OptimizerKind* optimizer_kind(std::string_view type);
 
 /// The state of `optimizer`, whose parameters are `module`'s (named_parameters), its tensors
-/// copied. Error for an optimizer of another type (LBFGS, or one of the user's own), or a
+/// copied. Error for an optimizer of another type (LBFGS, one of the user's own, or a class
+/// derived from one of LibTorch's, whose step may differ), or a
 /// parameter that is not one of `module`'s.
 OptimizerState optimizer_state_of(const torch::optim::Optimizer& optimizer,
                                   const torch::nn::Module& module);
 
-/// Puts `state` into `optimizer`, which must be of its type with groups of the same parameters
+/// Puts `state` into `optimizer`, which must be of its type (exactly: not a class derived
+/// from it) with groups of the same parameters
 /// of `module`, by name and in order: each group's options, and each parameter's state
 /// (copied; a parameter without state in `state` has none after). Error naming what differs.
 void restore_optimizer_state(const OptimizerState& state, torch::optim::Optimizer& optimizer,

@@ -226,6 +226,12 @@ void ExportedProgram::set_optimizer_state(OptimizerState state) {
       fail<GraphError>("optimizer state: group {}: {}'s options are {}, each a finite number", i,
                        state.type, fmt::join(kind->options, ", "));
     }
+    for (const auto& [option, value] : group.options) {
+      if (const std::string problem = option_problem(*kind, option, value); !problem.empty()) {
+        fail<GraphError>("optimizer state: group {}: option {} is {}, not {}", i, option, value,
+                         problem);
+      }
+    }
     for (const std::string& name : group.parameters) {
       const auto weight = weights.find(name);
       if (weight == weights.end() || !grouped.emplace(name, weight->second).second) {

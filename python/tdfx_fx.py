@@ -866,12 +866,29 @@ OPTIMIZER_KINDS = {
 }
 
 
+# Of each type, the options that are flags (0 or 1) and those below 1; every option is a finite
+# number of at least 0, as LibTorch's constructors check (tdfx's option_problem).
+_OPTIMIZER_FLAGS = {"Adam": {"amsgrad"}, "AdamW": {"amsgrad"}, "SGD": {"nesterov"},
+                    "RMSprop": {"centered"}, "Adagrad": set()}
+_OPTIMIZER_BELOW_ONE = {"Adam": {"beta1", "beta2"}, "AdamW": {"beta1", "beta2"}}
+
+
+def _option_problem(kind_name, option, value):
+    if not math.isfinite(value) or value < 0:
+        return "a finite number of at least 0"
+    if option in _OPTIMIZER_FLAGS[kind_name] and value not in (0, 1):
+        return "0 or 1"
+    if option in _OPTIMIZER_BELOW_ONE.get(kind_name, ()) and not value < 1:
+        return "below 1"
+    return ""
+
+
 def _optimizer(value, inputs, read_tensor, where):
     """The `optimizer` section of a version 5 archive, checked as tdfx's C++ checks it: its
     type one of OPTIMIZER_KINDS, each group's options exactly its type's, finite numbers, each
     parameter a parameter input's target in one group only, each state for a grouped
     parameter, its tensors of its type's names, each of its parameter's dtype and shape."""
-    here = f"{where}: optimizer"
+    here = f"{where}: optimizer state"
     kind_name = _text(value, "type", here)
     if kind_name not in OPTIMIZER_KINDS:
         _fail(here, f"type {kind_name!r:.60} is not one tdfx keeps (Adam, AdamW, SGD, RMSprop, "
@@ -880,7 +897,7 @@ def _optimizer(value, inputs, read_tensor, where):
     targets = {i.target: i.name for i in inputs if i.kind == "parameter"}
     groups, grouped = [], set()
     for g, group in enumerate(_list(value, "groups", here)):
-        at = f"{here}: groups[{g}]"
+        at = f"{here}: group {g}"
         options = _field(group, "options", at)
         if not isinstance(options, dict):
             _fail(at, "options is not an object")
@@ -891,6 +908,10 @@ def _optimizer(value, inputs, read_tensor, where):
                 math.isfinite(v) for v in options.values()):
             _fail(at, f"{kind_name}'s options are {', '.join(option_names)}, each a finite "
                       f"number")
+        for option, number in options.items():
+            problem = _option_problem(kind_name, option, number)
+            if problem:
+                _fail(at, f"option {option} is {number:g}, not {problem}")
         names = _list(group, "parameters", at)
         for name in names:
             if not isinstance(name, str) or name not in targets or name in grouped:
@@ -902,7 +923,7 @@ def _optimizer(value, inputs, read_tensor, where):
     state = {}
     for entry in _list(value, "state", here):
         name = _text(entry, "parameter", f"{here}: state")
-        at = f"{here}: the state of {name!r:.60}"
+        at = f"{here}: parameter {name!r:.60}"
         if name not in targets or name in state:
             _fail(at, "not a parameter of the program, or given twice")
         if name not in grouped:
@@ -917,7 +938,7 @@ def _optimizer(value, inputs, read_tensor, where):
             if tensor_name not in tensor_names or tensor_name in tensors:
                 _fail(there, f"not a state tensor of {kind_name} ({', '.join(tensor_names)}), "
                              f"or given twice")
-            tensors[tensor_name] = read_tensor(tensor, there, "optimizer state",
+            tensors[tensor_name] = read_tensor(tensor, there, "state tensor",
                                                targets[name], False)
         state[name] = {"step": step, "tensors": tensors}
     return {"type": kind_name, "groups": groups, "state": state}

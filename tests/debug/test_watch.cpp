@@ -8,6 +8,7 @@
 #include <ATen/ops/zeros.h>
 #include <doctest/doctest.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/lbfgs.h>
@@ -112,7 +113,7 @@ TEST_CASE("watch: the first bad step: a NaN loss, a NaN gradient under a finite 
       loss.backward();
       const WatchCheck check = watch.observe(step, td, loss);
       CHECK(check.bad == (step == 3));
-      if (step == 3) CHECK(check.why == "the loss is nan");
+      if (step == 3) CHECK(check.why == "the loss is NaN");
     }
     REQUIRE(watch.first_bad_step());
     CHECK(*watch.first_bad_step() == 3);
@@ -146,7 +147,10 @@ TEST_CASE("watch: the first bad step: a NaN loss, a NaN gradient under a finite 
     options.spike_sigmas = 5;
     options.spike_window = 5;
     Watch watch(module, options);
-    const TensorDict td = known_input();
+    TensorDict td = known_input();
+    // The losses below are given; the gradients are one backward's, left in place.
+    module->forward(td);
+    td.get("y").sum().backward();
     int64_t step = 0;
     for (const float loss : {1.0f, 1.1f, 0.9f, 1.0f, 1.0f, 1.2f, 1.05f}) {
       CHECK_FALSE(watch.observe(step++, td, at::tensor(loss)).bad);
@@ -206,9 +210,126 @@ TEST_CASE("watch: what it records goes to TensorBoard; bad arguments are named")
                        Error);
   Watch watch(module);
   CHECK_THROWS_WITH_AS(watch.observe(0, known_input(), at::ones({2})),
-                       "Watch::observe(step 0): the loss must be a tensor of one element, not of "
-                       "shape [2]",
+                       "Watch::observe(step 0): the loss must be a real tensor of one element, "
+                       "not of shape [2]",
                        Error);
+}
+
+TEST_CASE("watch: what a stranger tried is refused, or handled, by name") {
+  // Found by a user trying to break the watch; each was a raw LibTorch error, a silently wrong
+  // record, or a failure at the first bad step that lost why the step was bad.
+  tdfx::testing::ScratchDir dir("tdfx_watch_stranger");
+  auto module = known_linear();
+  auto trained = [&] {
+    TensorDict td = known_input();
+    module->forward(td);
+    module->zero_grad();
+    td.get("y").sum().backward();
+    return td;
+  };
+  WatchOptions options;
+  SUBCASE("options") {
+    options.interval = 7;
+    options.histogram_interval = 10;
+    CHECK_THROWS_WITH_AS(Watch(module, options),
+                         "Watch: histogram_interval 10 is not a multiple of interval 7: "
+                         "histograms are taken with the statistics, at steps divisible by both",
+                         Error);
+    options = {};
+    options.spike_sigmas = NAN;
+    CHECK_THROWS_AS(Watch(module, options), Error);
+    options = {};
+    options.snapshot = (dir / "missing" / "bad.pt2").string();
+    CHECK_THROWS_WITH_AS(Watch(module, options),
+                         (options.snapshot + ": cannot write the snapshot here: no folder " +
+                          (dir / "missing").string())
+                             .c_str(),
+                         FileError);
+    options.snapshot = dir.path().string();
+    CHECK_THROWS_AS(Watch(module, options), FileError);
+  }
+  SUBCASE("steps, losses, gradients and TensorDicts") {
+    Watch watch(module);
+    const TensorDict td = trained();
+    const at::Tensor loss = td.get("y").sum();
+    CHECK_THROWS_WITH_AS(watch.observe(-1, td, loss),
+                         "Watch::observe(step -1): steps are counted up from 0", Error);
+    CHECK_FALSE(watch.observe(10, td, loss).bad);
+    CHECK_THROWS_WITH_AS(watch.observe(5, td, loss),
+                         "Watch::observe(step 5): steps are counted up from 0, and the last step "
+                         "observed was 10",
+                         Error);
+    CHECK_THROWS_WITH_AS(watch.observe(11, td, at::ones({1}, at::kComplexFloat)),
+                         "Watch::observe(step 11): the loss must be a real tensor of one "
+                         "element, not a complex one",
+                         Error);
+    CHECK_THROWS_WITH_AS(watch.observe(100, TensorDict({}, {2}), loss),
+                         "Watch::observe(step 100): the TensorDict holds none of the keys the "
+                         "pipeline's modules write: give observe the TensorDict the forward pass "
+                         "wrote",
+                         Error);
+    module->zero_grad();
+    for (auto& p : module->parameters()) p.mutable_grad() = at::Tensor();
+    CHECK_THROWS_WITH_AS(watch.observe(101, td, loss),
+                         "Watch::observe(step 101): no parameter has a gradient: call observe "
+                         "after loss.backward() and before the optimizer's zero_grad",
+                         Error);
+  }
+  SUBCASE("a flat loss: a change in its last digits is no spike") {
+    options.spike_sigmas = 3;
+    options.spike_window = 5;
+    Watch watch(module, options);
+    const TensorDict td = trained();
+    for (int64_t step = 0; step < 10; ++step) {
+      CHECK_FALSE(watch.observe(step, td, at::tensor(1.0)).bad);
+    }
+    CHECK_FALSE(watch.observe(10, td, at::tensor(1.0 + 1e-6)).bad);
+    const WatchCheck spike = watch.observe(11, td, at::tensor(1.01));
+    CHECK(spike.bad);
+    CHECK(spike.why ==
+          "the loss 1.01 is 100.0 standard deviations from the mean 1 of the last 5 losses");
+  }
+  SUBCASE("a bias of zeros has no update ratio; integer outputs have statistics") {
+    auto zeroed = make_td_sequential(
+        {known_linear(),
+         make_td_module([](const at::Tensor& y) { return y.argmax(1, /*keepdim=*/true); }, {"y"}, {"index"})});
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& item : zeroed->named_parameters()) {
+        if (item.key().find("bias") != std::string::npos) item.value().zero_();
+      }
+    }
+    torch::optim::SGD sgd(zeroed->parameters(), torch::optim::SGDOptions(0.1));
+    Watch watch(zeroed);
+    for (int64_t step = 0; step < 2; ++step) {
+      TensorDict td = known_input();
+      zeroed->forward(td);
+      sgd.zero_grad();
+      td.get("y").sum().backward();
+      watch.observe(step, td, td.get("y").sum());
+      sgd.step();
+    }
+    std::string tags;
+    for (const WatchRecord& r : watch.records()) tags += r.tag + "\n";
+    CHECK(tags.find("update_ratio/module.0.module.weight\n") != std::string::npos);
+    CHECK(tags.find("update_ratio/module.0.module.bias") == std::string::npos);
+    CHECK(tags.find("activation_mean/module.1/index\n") != std::string::npos);
+  }
+  SUBCASE("a sparse gradient: its stored values are checked and measured") {
+    torch::nn::Embedding embedding(torch::nn::EmbeddingOptions(5, 2).sparse(true));
+    auto sparse = make_td_module(embedding, {"i"}, {"e"});
+    Watch watch(sparse);
+    TensorDict td({{"i", at::tensor({0, 3}, at::kLong)}}, {2});
+    sparse->forward(td);
+    td.get("e").sum().backward();
+    REQUIRE(sparse->parameters()[0].grad().is_sparse());
+    CHECK_FALSE(watch.observe(0, td, td.get("e").sum()).bad);
+    std::string grad_norm;
+    for (const WatchRecord& r : watch.records()) {
+      if (r.tag == "grad_norm/module.weight") grad_norm = fmt::format("{:.6g}", r.value);
+    }
+    CHECK(grad_norm == "2");  // two rows of ones
+  }
 }
 
 TEST_CASE("watch: moments and buckets, exactly, with NaN, far from 0 and on the limits") {
@@ -272,7 +393,7 @@ TEST_CASE("watch: the sample trains until its planted Inf; its snapshot replays 
   const auto run = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/watch_training '" +
                                               (dir / "log").string() + "' '" + snapshot + "'");
   CHECK(run.status == 1);
-  CHECK(run.out.rfind("step 120 is bad: the loss is inf\nkept as " + snapshot + "\n", 0) == 0);
+  CHECK(run.out.rfind("step 120 is bad: the loss is Inf\nkept as " + snapshot + "\n", 0) == 0);
   // The snapshot holds the step's observation: run on it, the first non-finite value is the
   // planted one, row 7, column 2.
   const auto replay = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/tdfx run '" +
@@ -514,6 +635,13 @@ TEST_CASE("watch: an optimizer tdfx does not keep is refused when the watch is m
                        "optimizer state: this optimizer is not one tdfx keeps (Adam, AdamW, SGD, "
                        "RMSprop, Adagrad: LibTorch's, as they are)",
                        Error);
+  // Nor a class derived from one of LibTorch's: its step may not be Adam's.
+  struct MyAdam : torch::optim::Adam {
+    using torch::optim::Adam::Adam;
+  };
+  MyAdam mine(module->parameters());
+  options.optimizer = &mine;
+  CHECK_THROWS_AS(Watch(module, options), Error);
   // Nor one over tensors that are not the module's.
   torch::optim::SGD other({at::zeros({2}, at::TensorOptions().requires_grad(true))},
                           torch::optim::SGDOptions(0.1));

@@ -503,6 +503,12 @@ def cases(base):
     add(Case("optimizer_state_lr_text", "option 'lr' is not a number",
              make=edited(base, optimizer_state(optimizer_edit(
                  lambda o: o["groups"][0]["options"].update(lr="0.1"))))))
+    add(Case("optimizer_state_negative_lr", "option lr is -5",
+             make=edited(base, optimizer_state(optimizer_edit(
+                 lambda o: o["groups"][0]["options"].update(lr=-5))))))
+    add(Case("optimizer_state_half_a_flag", "option nesterov is 0.5",
+             make=edited(base, optimizer_state(optimizer_edit(
+                 lambda o: o["groups"][0]["options"].update(nesterov=0.5))))))
     add(Case("optimizer_state_stranger", "is not a parameter input of the program",
              make=edited(base, optimizer_state(optimizer_edit(
                  lambda o: o["groups"][0]["parameters"].append("os.system"))))))
@@ -522,7 +528,7 @@ def cases(base):
     add(Case("optimizer_state_tensor_short", "needs",
              make=edited(base, optimizer_state(lambda a: a.records.__setitem__(
                  -1, ("optimizer/0", bytes(3)))))))
-    add(Case("optimizer_state_weight_record", "is not a optimizer state record of its own",
+    add(Case("optimizer_state_weight_record", "is not a state tensor record of its own",
              make=edited(base, optimizer_state(optimizer_edit(
                  lambda o: o["state"][0]["tensors"][0].update(record="weights/0"))))))
     add(Case("optimizer_state_sgd_step", "step 3 for SGD",

@@ -503,8 +503,14 @@ TEST_CASE("archive: an optimizer's state is saved (version 5) and loaded back, c
   CHECK(refusal([&](Records& r) {
           r = records_of(program);
           r.document["optimizer"]["state"][0]["tensors"][0]["shape"] = std::vector<int64_t>{1};
-        }) == "edited.pt2: optimizer: the state of " + python_repr(first) +
+        }) == "edited.pt2: optimizer state: parameter " + python_repr(first) +
                   ": 'momentum_buffer': its dtype or shape differs from its placeholder's");
+  CHECK(refusal([&](Records& r) {
+          r = records_of(program);
+          r.document["optimizer"]["groups"][0]["options"]["lr"] = -5;
+        }) ==
+        "edited.pt2: optimizer state: group 0: option lr is -5, not a finite number of at "
+        "least 0");
   // What set_optimizer_state refuses, made in C++.
   OptimizerState wrong = state;
   wrong.parameters[first].tensors["momentum_buffer"] = at::randn({1});

@@ -558,7 +558,7 @@ def check_training_page(tdfx, scratch):
     page = os.path.join(scratch, "training.html")
     sample = os.path.join(os.path.dirname(os.path.abspath(tdfx)), "watch_training")
     run = subprocess.run([sample, "", "", page], capture_output=True, text=True, timeout=300)
-    check(run.returncode == 1 and "step 120 is bad: the loss is inf" in run.stdout and
+    check(run.returncode == 1 and "step 120 is bad: the loss is Inf" in run.stdout and
           os.path.exists(page), what + ": watch_training stops at step 120 and writes the page",
           run.stdout + run.stderr)
     if not os.path.exists(page):
