@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/utils.h>
 
 #include <filesystem>
@@ -7,6 +9,7 @@
 
 // `tdfx demo` traces seed 002's pipeline, which the samples and tests share from here.
 #include "samples/pipelines.h"
+#include "tdfx/core/dtype_names.h"
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/archive.h"
@@ -66,6 +69,28 @@ void run_show(const std::string& path, ShowWhat what, uint64_t memory_budget) {
       break;
     case ShowWhat::kSignature:
       std::cout << program.graph_signature().str();
+      // What a training step's snapshot keeps besides the program (Watch).
+      for (const auto& [name, tensor] : program.example_inputs()) {
+        std::cout << fmt::format("example input {} {} [{}]\n", name,
+                                 dtype_name(tensor.scalar_type()), fmt::join(tensor.sizes(), ", "));
+      }
+      if (const auto& optimizer = program.optimizer_state()) {
+        for (size_t i = 0; i < optimizer->groups.size(); ++i) {
+          std::vector<std::string> options;
+          for (const auto& [name, value] : optimizer->groups[i].options) {
+            options.push_back(fmt::format("{} {:g}", name, value));
+          }
+          std::cout << fmt::format("optimizer {} group {}: {}; {} parameters\n", optimizer->type, i,
+                                   fmt::join(options, ", "),
+                                   optimizer->groups[i].parameters.size());
+        }
+        for (const auto& [name, state] : optimizer->parameters) {
+          std::vector<std::string> tensors;
+          for (const auto& [tensor_name, tensor] : state.tensors) tensors.push_back(tensor_name);
+          std::cout << fmt::format("optimizer state {}: step {}, {}\n", name, state.step,
+                                   fmt::join(tensors, ", "));
+        }
+      }
       break;
   }
 }

@@ -121,8 +121,9 @@ int main(int argc, char** argv) {
   CLI::Option* code_flag = show->add_flag("--code", code, "Print the generated code");
   CLI::Option* readable_flag =
       show->add_flag("--readable", readable, "Print the readable module (the default)");
-  CLI::Option* signature_flag =
-      show->add_flag("--signature", signature, "Print the graph signature");
+  CLI::Option* signature_flag = show->add_flag(
+      "--signature", signature,
+      "Print the graph signature, and a snapshot's example inputs and optimizer state");
   uint64_t show_budget_mb = 0;
   add_memory_budget(show, show_budget_mb,
                     "the most memory loading the program may take, its weights and its "

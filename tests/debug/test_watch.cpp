@@ -292,7 +292,8 @@ TEST_CASE("watch: what a stranger tried is refused, or handled, by name") {
   SUBCASE("a bias of zeros has no update ratio; integer outputs have statistics") {
     auto zeroed = make_td_sequential(
         {known_linear(),
-         make_td_module([](const at::Tensor& y) { return y.argmax(1, /*keepdim=*/true); }, {"y"}, {"index"})});
+         make_td_module([](const at::Tensor& y) { return y.argmax(1, /*keepdim=*/true); }, {"y"},
+                        {"index"})});
     {
       torch::NoGradGuard no_grad;
       for (auto& item : zeroed->named_parameters()) {
@@ -404,6 +405,15 @@ TEST_CASE("watch: the sample trains until its planted Inf; its snapshot replays 
   CHECK(replay.out.find("first non-finite value: %observation (0 NaN, 1 Inf of 256 values)\n") !=
         std::string::npos);
   CHECK(replay.out.find("  at:     [7, 2]\n") != std::string::npos);
+  // What the snapshot keeps besides the program, as `tdfx show --signature` lists it.
+  const auto shown = tdfx::testing::run_command(tdfx::testing::bin_dir() + "/tdfx show '" +
+                                                snapshot + "' --signature");
+  CHECK(shown.status == 0);
+  CHECK(shown.out.find("example input observation float32 [64, 4]\n"
+                       "optimizer Adam group 0: amsgrad 0, beta1 0.9, beta2 0.999, eps 1e-08, "
+                       "lr 0.001, weight_decay 0; 6 parameters\n"
+                       "optimizer state module.0.module.bias: step 120, exp_avg, exp_avg_sq\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("watch: a snapshot needs the step's inputs in the TensorDict after the forward pass") {
