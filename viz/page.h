@@ -155,9 +155,14 @@ PageView pipeline_view(const Graph& graph, const RenderOptions& options = {});
 ///       "fields": [{"label": "op", "text": "call_function", "refs": []}, ...]}]}],
 ///      "layers": [{"name": "statistics", "legend": "...", "nodes": {"relu": {"fill": "#fde0dd",
 ///       "lines": ["min 0 max 2.1"], "marked": false}}, "modules": {...}}]}
+/// A layer with timelines (a training run's, debug/overlay.h training_layer) adds
+/// `"timelines": [{"label": "loss", "steps": [0, 20], "series": [{"name": "loss", "values":
+/// [1.5, null]}]}]`, `"module_timelines": {"module.0": [...]}` and `"marked_step": 120`, a value
+/// that is not finite as null.
 /// The page shows a switch for the layers (RenderOptions::layers) when there are any: the one
 /// on fills the nodes and modules it colours, adds its rows to their panel and tooltip, rings
-/// its marked ones and shows its legend.
+/// its marked ones and shows its legend; a module's timelines are charts in its panel, the
+/// layer's own in the panel when nothing is selected, each marking `marked_step`.
 std::string page_data(const std::vector<PageView>& views, const std::string& title,
                       const std::vector<OverlayLayer>& layers = {});
 
