@@ -24,7 +24,10 @@ class TrainingLayerBuilder {
  public:
   TrainingLayerBuilder(const Watch& watch, const RenderOptions& drawing)
       : watch_(watch), drawing_(drawing), bad_(watch.first_bad_step()) {
-    for (const WatchRecord& r : watch.records()) series_[r.tag][r.step] = r.value;
+    for (const WatchRecord& r : watch.records()) {
+      series_[r.tag][r.step] = r.value;
+      last_step_ = std::max(last_step_, r.step);
+    }
   }
 
   OverlayLayer build() {
@@ -106,12 +109,7 @@ class TrainingLayerBuilder {
 
  private:
   // The step a module's lines describe: the first bad step, else the last sampled one.
-  int64_t reference() const {
-    if (bad_) return *bad_;
-    int64_t last = 0;
-    for (const WatchRecord& r : watch_.records()) last = std::max(last, r.step);
-    return last;
-  }
+  int64_t reference() const { return bad_ ? *bad_ : last_step_; }
 
   std::optional<double> at_reference(const std::string& tag) const {
     const auto found = series_.find(tag);
@@ -201,6 +199,7 @@ class TrainingLayerBuilder {
   const Watch& watch_;
   const RenderOptions& drawing_;
   const std::optional<int64_t> bad_;
+  int64_t last_step_ = 0;  // the last step recorded
   std::unordered_map<std::string, std::map<int64_t, double>> series_;
 };
 
