@@ -7,6 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "tdfx/core/error.h"
 
@@ -103,54 +108,157 @@ Moments moments_of(const at::Tensor& values) {
   return m;
 }
 
-std::vector<double> bucket_counts(const at::Tensor& values, const std::vector<double>& limits) {
-  std::vector<double> counts(limits.size(), 0.0);
-  if (limits.empty() || !values.defined() || values.numel() == 0) return counts;
-  const at::Tensor t = readable(values, "bucket_counts");
-  const auto last = static_cast<int64_t>(limits.size()) - 1;
-  // Limits of equal width from `first`: a value's bucket is guessed from its distance (bucket
-  // i holds (first + (i - 1) width, first + i width]) and then moved to the one whose limits
-  // hold it as written, so that rounding never puts a value on the wrong side of a limit. The
-  // guess is right but at a limit, so the moves' branches are all but never taken.
-  const double first = limits.front();
-  const double width = last > 0 ? (limits.back() - first) / static_cast<double>(last) : 0.0;
-  const double per_width = width > 0 ? 1.0 / width : 0.0;
+namespace {
+
+// Buckets of equal width from `min`: bucket i holds (min + width i, min + width (i + 1)], the
+// first also everything below, the last everything above. The limits are computed as
+// equal_width_buckets lists them, so a value is counted on the side of a limit it is on as
+// written.
+struct EqualWidth {
+  double min = 0, width = 0, per_width = 0;
+  int64_t last = 0;  // the last bucket's index
+
+  double below(int64_t i) const { return min + width * static_cast<double>(i); }
+
+  // The bucket of a finite `v`: guessed from its distance, then moved to the one whose limits
+  // hold it, however the guess rounded.
+  int64_t bucket(double v) const {
+    // max(0, g) first: a NaN guess (per_width 0 times an infinite distance) becomes 0.
+    const double g = std::min(static_cast<double>(last), std::max(0.0, (v - min) * per_width));
+    auto i = static_cast<int64_t>(g);
+    while (i > 0 && v <= below(i)) --i;
+    while (i < last && v > below(i + 1)) ++i;
+    return i;
+  }
+};
+
+#if defined(__x86_64__)
+// The AVX2 loop's constants, 4 lanes each.
+struct Lanes {
+  __m256d min, width, per_width, top, zero, one;
+};
+
+#define TDFX_AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+// min + width i: a multiply and an add, never fused, so each limit is the double
+// equal_width_buckets lists.
+TDFX_AVX2 __m256d limit_at(const Lanes& l, __m256d i) {
+  return _mm256_add_pd(l.min, _mm256_mul_pd(l.width, i));
+}
+
+// Lanes whose value is at or below the limit under bucket i (so belongs lower).
+TDFX_AVX2 __m256d belongs_lower(const Lanes& l, __m256d v, __m256d i) {
+  return _mm256_and_pd(_mm256_cmp_pd(i, l.zero, _CMP_GT_OQ),
+                       _mm256_cmp_pd(v, limit_at(l, i), _CMP_LE_OQ));
+}
+
+// Lanes whose value is above the limit over bucket i (so belongs higher).
+TDFX_AVX2 __m256d belongs_higher(const Lanes& l, __m256d v, __m256d i) {
+  return _mm256_and_pd(_mm256_cmp_pd(i, l.top, _CMP_LT_OQ),
+                       _mm256_cmp_pd(v, limit_at(l, _mm256_add_pd(i, l.one)), _CMP_GT_OQ));
+}
+
+// AVX2: each of `n` finite values' bucket, 4 at a time, written to `bucket`: a guess from its
+// distance, then one move down and one up, by EqualWidth's arithmetic. Returns the index of
+// the first value that would need more than one move (never for the widths
+// equal_width_buckets makes), or where the last group of 4 ends; the caller takes the rest.
+template <typename T>
+__attribute__((target("avx2"))) int avx2_buckets(const T* data, int32_t* bucket, int n,
+                                                 const EqualWidth& w) {
+  const Lanes l{_mm256_set1_pd(w.min),       _mm256_set1_pd(w.width),
+                _mm256_set1_pd(w.per_width), _mm256_set1_pd(static_cast<double>(w.last)),
+                _mm256_setzero_pd(),         _mm256_set1_pd(1.0)};
+  int k = 0;
+  for (; k + 4 <= n; k += 4) {
+    __m256d v;
+    if constexpr (std::is_same_v<T, float>) {
+      v = _mm256_cvtps_pd(_mm_loadu_ps(data + k));
+    } else {
+      v = _mm256_loadu_pd(data + k);
+    }
+    // max(g, 0) gives 0 for a NaN g (per_width 0 times an infinite distance).
+    const __m256d g = _mm256_min_pd(
+        _mm256_max_pd(_mm256_mul_pd(_mm256_sub_pd(v, l.min), l.per_width), l.zero), l.top);
+    __m256d i = _mm256_round_pd(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    i = _mm256_sub_pd(i, _mm256_and_pd(belongs_lower(l, v, i), l.one));
+    i = _mm256_add_pd(i, _mm256_and_pd(belongs_higher(l, v, i), l.one));
+    if (_mm256_movemask_pd(_mm256_or_pd(belongs_lower(l, v, i), belongs_higher(l, v, i))) != 0) {
+      return k;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + k), _mm256_cvttpd_epi32(i));
+  }
+  return k;
+}
+#undef TDFX_AVX2
+#endif
+
+// Each of `n` finite values' bucket, written to `bucket`: 4 at a time where the CPU has AVX2,
+// the rest one by one.
+template <typename T>
+void find_buckets(const T* data, int32_t* bucket, int n, const EqualWidth& w) {
+  int k = 0;
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) k = avx2_buckets(data, bucket, n, w);
+#endif
+  for (; k < n; ++k) bucket[k] = static_cast<int32_t>(w.bucket(static_cast<double>(data[k])));
+}
+
+}  // namespace
+
+Buckets equal_width_buckets(const at::Tensor& values, const Moments& m, int buckets) {
+  Buckets b;
+  if (m.finite == 0) return b;
+  // Bucket i holds (limit[i-1], limit[i]]; the first everything up to limit[0].
+  const int n = m.min == m.max ? 1 : std::max(buckets, 1);
+  const double width = (m.max - m.min) / n;
+  for (int i = 1; i <= n; ++i) b.limits.push_back(i == n ? m.max : m.min + width * i);
+  b.counts.assign(b.limits.size(), 0.0);
+  if (n == 1) {
+    b.counts[0] = static_cast<double>(m.finite);
+    return b;
+  }
+  const EqualWidth w{m.min, width, 1.0 / width, n - 1};
   // Four tallies, filled in turn: neighbouring values often fall in one bucket, and with one
   // tally each increment would wait for the one before it.
   constexpr int64_t kTallies = 4;
-  const auto size = static_cast<int64_t>(limits.size());
+  const auto size = static_cast<int64_t>(n);
   std::vector<int64_t> tallies(static_cast<size_t>(kTallies * size), 0);
-  // The limits after a -Inf: below[i] is the limit under bucket i, with no branch for i = 0.
-  std::vector<double> padded(limits.size() + 1);
-  padded[0] = -std::numeric_limits<double>::infinity();
-  std::copy(limits.begin(), limits.end(), padded.begin() + 1);
-  const double* below = padded.data();
-  const double* above = limits.data();
-  with_typed_data(t, [&](const auto* data, int64_t n) {
-    for (int64_t k = 0; k < n; ++k) {
-      const double v = static_cast<double>(data[k]);
-      if (!std::isfinite(v)) continue;
-      int64_t i = 0;
-      if (per_width > 0 && v > first) {
-        i = std::min(last, static_cast<int64_t>((v - first) * per_width) + 1);
+  const auto tally = [&](int64_t k, int64_t i) {
+    ++tallies[static_cast<size_t>((k % kTallies) * size + i)];
+  };
+  const at::Tensor t = readable(values, "histogram");
+  const bool by_blocks = m.nonfinite == 0 && std::isfinite(width) && std::isfinite(w.per_width) &&
+                         (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble);
+  if (by_blocks) {
+    // Every value finite: a block's buckets found at once, then tallied.
+    constexpr int kBlock = 512;
+    int32_t bucket[kBlock];
+    const int64_t total = t.numel();
+    for (int64_t start = 0; start < total; start += kBlock) {
+      const int len = static_cast<int>(std::min<int64_t>(kBlock, total - start));
+      if (t.scalar_type() == at::kFloat) {
+        find_buckets(t.data_ptr<float>() + start, bucket, len, w);
+      } else {
+        find_buckets(t.data_ptr<double>() + start, bucket, len, w);
       }
-      // One move each way without a branch; more only for limits not of equal width.
-      i -= static_cast<int64_t>(v <= below[i]);
-      i += static_cast<int64_t>(i < last && v > above[i]);
-      if (v <= below[i] || (i < last && v > above[i])) {
-        while (i > 0 && v <= below[i]) --i;
-        while (i < last && v > above[i]) ++i;
-      }
-      ++tallies[static_cast<size_t>((k % kTallies) * size + i)];
+      for (int k = 0; k < len; ++k) tally(k, bucket[k]);
     }
-  });
+  } else {
+    with_typed_data(t, [&](const auto* data, int64_t count) {
+      for (int64_t k = 0; k < count; ++k) {
+        const double v = static_cast<double>(data[k]);
+        if (std::isfinite(v)) tally(k, w.bucket(v));
+      }
+    });
+  }
   for (int64_t j = 0; j < kTallies; ++j) {
     for (int64_t i = 0; i < size; ++i) {
-      counts[static_cast<size_t>(i)] +=
+      b.counts[static_cast<size_t>(i)] +=
           static_cast<double>(tallies[static_cast<size_t>(j * size + i)]);
     }
   }
-  return counts;
+  return b;
 }
 
 namespace {

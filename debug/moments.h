@@ -30,10 +30,19 @@ struct Moments {
 /// are refused (Error).
 Moments moments_of(const at::Tensor& values);
 
-/// How many finite elements of `values` fall in each bucket (limits[i-1], limits[i]], the first
-/// bucket taking everything up to limits[0] and the last everything above the one before it.
-/// `limits` ascending; fastest when their widths are equal, as histogram_of's are.
-std::vector<double> bucket_counts(const at::Tensor& values, const std::vector<double>& limits);
+/// A histogram's buckets: bucket i holds the finite values in (limits[i-1], limits[i]], the
+/// first everything up to limits[0].
+struct Buckets {
+  std::vector<double> limits;
+  std::vector<double> counts;
+};
+
+/// The finite elements of `values`, whose moments are `m`, counted in `buckets` buckets of
+/// equal width from m.min to m.max (one when they are equal; none when no element is finite).
+/// Limit i is m.min + width (i + 1), the last m.max; a value on a limit is counted below it.
+/// For float and double tensors without NaN or Inf the buckets are found a block at a time by
+/// a loop the compiler vectorises.
+Buckets equal_width_buckets(const at::Tensor& values, const Moments& m, int buckets);
 
 /// Whether every element of `t` is finite: for a contiguous float or double tensor on the CPU,
 /// by the bits of each element in one loop the compiler vectorises (no ATen op); otherwise

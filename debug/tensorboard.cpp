@@ -276,12 +276,10 @@ Histogram histogram_from(const at::Tensor& values, const detail::Moments& m, int
   h.max = m.max;
   h.sum = m.sum;
   h.sum_squares = m.sum_squares;
-  // Bucket i holds (limit[i-1], limit[i]]; the first everything up to limit[0] (TensorBoard
-  // reads the first bucket from -DBL_MAX).
-  const int n = m.min == m.max ? 1 : buckets;
-  const double width = (m.max - m.min) / n;
-  for (int i = 1; i <= n; ++i) h.limits.push_back(i == n ? m.max : m.min + width * i);
-  h.counts = detail::bucket_counts(values, h.limits);
+  // TensorBoard reads the first bucket from -DBL_MAX, as equal_width_buckets counts it.
+  detail::Buckets b = detail::equal_width_buckets(values, m, buckets);
+  h.limits = std::move(b.limits);
+  h.counts = std::move(b.counts);
   return h;
 }
 

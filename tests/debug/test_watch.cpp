@@ -2,6 +2,8 @@
 // the first bad step (a NaN loss, a NaN gradient under a finite loss, a spike), and its
 // TensorBoard log read back apart from tdfx.
 
+#include <ATen/ops/cat.h>
+#include <ATen/ops/rand.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/tensor.h>
@@ -14,6 +16,7 @@
 #include <torch/optim/lbfgs.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -358,8 +361,11 @@ TEST_CASE("watch: moments and buckets, exactly, with NaN, far from 0 and on the 
     CHECK(r.min == 1);
   }
   // (limit[i-1], limit[i]]: a value on a limit goes below it.
-  CHECK(tdfx::detail::bucket_counts(at::tensor({0.0, 1.0, 1.5, 2.0, 2.5, 3.0, NAN}),
-                                    {1.0, 2.0, 3.0}) == std::vector<double>{2, 2, 2});
+  const at::Tensor some = at::tensor({0.0, 1.0, 1.5, 2.0, 2.5, 3.0, NAN});
+  const tdfx::detail::Buckets three =
+      tdfx::detail::equal_width_buckets(some, tdfx::detail::moments_of(some), 3);
+  CHECK(three.limits == std::vector<double>{1, 2, 3});
+  CHECK(three.counts == std::vector<double>{2, 2, 2});
   CHECK(tdfx::detail::all_finite(at::tensor({1.0f, 2.0f})));
   CHECK_FALSE(tdfx::detail::all_finite(at::tensor({1.0f, -INFINITY})));
   CHECK_FALSE(tdfx::detail::all_finite(at::tensor({NAN, 1.0})));
@@ -660,4 +666,56 @@ TEST_CASE("watch: an optimizer tdfx does not keep is refused when the watch is m
                        "optimizer state: parameter group 0 holds a tensor of shape [2] that is "
                        "not a parameter of the module",
                        Error);
+}
+
+// Each value's bucket found the slow way: the first whose limit is at or above it.
+static std::vector<double> counted_by_search(const at::Tensor& values,
+                                             const std::vector<double>& limits) {
+  std::vector<double> counts(limits.size(), 0.0);
+  const at::Tensor d = values.to(at::kDouble).contiguous();
+  for (int64_t k = 0; k < d.numel(); ++k) {
+    const double v = d.data_ptr<double>()[k];
+    if (!std::isfinite(v)) continue;
+    const auto at = std::lower_bound(limits.begin(), limits.end(), v);
+    counts[at == limits.end() ? limits.size() - 1 : static_cast<size_t>(at - limits.begin())] += 1;
+  }
+  return counts;
+}
+
+TEST_CASE("watch: histogram buckets count each value where its limits put it") {
+  // Values on every limit and one step either side of it, with random ones, in float and
+  // double, of lengths that end blocks part way, with and without a NaN (the loop by blocks and
+  // the one by values).
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    for (const int buckets : {1, 2, 7, 30, 1000}) {
+      for (const bool with_nan : {false, true}) {
+        std::vector<double> picked;
+        const double lo = -3.25, hi = 11.5, width = (hi - lo) / buckets;
+        for (int i = 0; i <= buckets; ++i) {
+          const double limit = lo + width * i;
+          picked.insert(picked.end(),
+                        {limit, std::nextafter(limit, -1e9), std::nextafter(limit, 1e9)});
+        }
+        at::Tensor values = at::cat({at::tensor(picked, at::kDouble).clamp(lo, hi).to(dtype),
+                                     at::rand({1531}, at::TensorOptions(dtype)) * (hi - lo) + lo,
+                                     at::tensor({lo, hi}).to(dtype)});
+        if (with_nan) values = at::cat({values, at::tensor({NAN}).to(dtype)});
+        const tdfx::detail::Moments m = tdfx::detail::moments_of(values);
+        const tdfx::detail::Buckets b = tdfx::detail::equal_width_buckets(values, m, buckets);
+        CAPTURE(buckets);
+        CAPTURE(with_nan);
+        REQUIRE(b.limits.size() == static_cast<size_t>(buckets));
+        CHECK(b.counts == counted_by_search(values, b.limits));
+      }
+    }
+  }
+  // Extremes: a spread wider than a double holds, and a width below the smallest normal.
+  for (const at::Tensor& odd :
+       {at::tensor({-1e308, 0.0, 1e308, 5e307}), at::tensor({0.0, 4e-320, 1e-319, 5e-324})}) {
+    const tdfx::detail::Buckets b =
+        tdfx::detail::equal_width_buckets(odd, tdfx::detail::moments_of(odd), 30);
+    double total = 0;
+    for (double c : b.counts) total += c;
+    CHECK(total == 4);
+  }
 }
