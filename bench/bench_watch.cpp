@@ -70,6 +70,24 @@ void BM_TrainStep(benchmark::State& state) {
   std::error_code ignored;
   std::filesystem::remove_all(logdir, ignored);
 }
+// BM_Moments / BM_Histogram: what the watch takes of each tensor, over 2^20 floats of a normal
+// distribution — the moments alone, then with 30 histogram buckets (moments and buckets).
+void BM_Moments(benchmark::State& state) {
+  const at::Tensor values = at::randn({1 << 20});
+  for (auto _ : state) benchmark::DoNotOptimize(tdfx::detail::moments_of(values));
+  state.SetItemsProcessed(state.iterations() * values.numel());
+}
+BENCHMARK(BM_Moments)->Unit(benchmark::kMicrosecond);
+
+void BM_Histogram(benchmark::State& state) {
+  const at::Tensor values = at::randn({1 << 20});
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(tdfx::histogram_from(values, tdfx::detail::moments_of(values)));
+  }
+  state.SetItemsProcessed(state.iterations() * values.numel());
+}
+BENCHMARK(BM_Histogram)->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_TrainStep)
     ->ArgsProduct({{0, 1}, {0, 1, 2}})
     ->ArgNames({"pipeline", "watched"})

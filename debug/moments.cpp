@@ -33,6 +33,138 @@ void with_typed_data(const at::Tensor& t, Fn&& fn) {
                              [&] { fn(t.data_ptr<scalar_t>(), t.numel()); });
 }
 
+// Buckets of equal width from `min`: bucket i holds (min + width i, min + width (i + 1)], the
+// first also everything below, the last everything above. The limits are computed as
+// equal_width_buckets lists them, so a value is counted on the side of a limit it is on as
+// written.
+struct EqualWidth {
+  double min = 0, width = 0, per_width = 0;
+  int64_t last = 0;  // the last bucket's index
+
+  double below(int64_t i) const { return min + width * static_cast<double>(i); }
+
+  // The bucket of a finite `v`: guessed from its distance, then moved to the one whose limits
+  // hold it, however the guess rounded.
+  int64_t bucket(double v) const {
+    // max(0, g) first: a NaN guess (per_width 0 times an infinite distance) becomes 0.
+    const double g = std::min(static_cast<double>(last), std::max(0.0, (v - min) * per_width));
+    auto i = static_cast<int64_t>(g);
+    while (i > 0 && v <= below(i)) --i;
+    while (i < last && v > below(i + 1)) ++i;
+    return i;
+  }
+};
+
+// moments_of's sums over values all finite, each of four kinds in four lanes: value i + k of
+// each group of 4 goes to lane k, whichever loop takes it, so the sums are the same to the bit
+// with AVX2 or without.
+struct MomentLanes {
+  double sum[4] = {}, squares[4] = {}, shifted[4] = {}, shifted_squares[4] = {}, lo[4], hi[4];
+};
+
+#if defined(__x86_64__)
+// The AVX2 loops: 4 doubles a lane each. Multiplies and adds are never fused (no FMA target),
+// so each result is the double the loop by values computes.
+#define TDFX_AVX2 __attribute__((target("avx2"), always_inline)) inline
+
+template <typename T>
+TDFX_AVX2 __m256d load_4(const T* data) {
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_cvtps_pd(_mm_loadu_ps(data));
+  } else {
+    return _mm256_loadu_pd(data);
+  }
+}
+
+// MomentLanes' sums over groups of 4 from `i` (all finite). Returns where the last group ends.
+template <typename T>
+__attribute__((target("avx2"))) int64_t avx2_moments(const T* data, int64_t i, int64_t n,
+                                                     double shift, MomentLanes& lanes) {
+  __m256d sum = _mm256_loadu_pd(lanes.sum), squares = _mm256_loadu_pd(lanes.squares),
+          shifted = _mm256_loadu_pd(lanes.shifted),
+          shifted_squares = _mm256_loadu_pd(lanes.shifted_squares), lo = _mm256_loadu_pd(lanes.lo),
+          hi = _mm256_loadu_pd(lanes.hi);
+  const __m256d by = _mm256_set1_pd(shift);
+  for (; i + 4 <= n; i += 4) {
+    const __m256d v = load_4(data + i);
+    const __m256d d = _mm256_sub_pd(v, by);
+    sum = _mm256_add_pd(sum, v);
+    squares = _mm256_add_pd(squares, _mm256_mul_pd(v, v));
+    shifted = _mm256_add_pd(shifted, d);
+    shifted_squares = _mm256_add_pd(shifted_squares, _mm256_mul_pd(d, d));
+    // (v < lo ? v : lo) and (v > hi ? v : hi), as std::min(lo, v) and std::max(hi, v) pick.
+    lo = _mm256_min_pd(v, lo);
+    hi = _mm256_max_pd(v, hi);
+  }
+  _mm256_storeu_pd(lanes.sum, sum);
+  _mm256_storeu_pd(lanes.squares, squares);
+  _mm256_storeu_pd(lanes.shifted, shifted);
+  _mm256_storeu_pd(lanes.shifted_squares, shifted_squares);
+  _mm256_storeu_pd(lanes.lo, lo);
+  _mm256_storeu_pd(lanes.hi, hi);
+  return i;
+}
+
+// The bucket loop's constants, 4 lanes each.
+struct Lanes {
+  __m256d min, width, per_width, top, zero, one;
+};
+
+// min + width i: each limit the double equal_width_buckets lists.
+TDFX_AVX2 __m256d limit_at(const Lanes& l, __m256d i) {
+  return _mm256_add_pd(l.min, _mm256_mul_pd(l.width, i));
+}
+
+// Lanes whose value is at or below the limit under bucket i (so belongs lower).
+TDFX_AVX2 __m256d belongs_lower(const Lanes& l, __m256d v, __m256d i) {
+  return _mm256_and_pd(_mm256_cmp_pd(i, l.zero, _CMP_GT_OQ),
+                       _mm256_cmp_pd(v, limit_at(l, i), _CMP_LE_OQ));
+}
+
+// Lanes whose value is above the limit over bucket i (so belongs higher).
+TDFX_AVX2 __m256d belongs_higher(const Lanes& l, __m256d v, __m256d i) {
+  return _mm256_and_pd(_mm256_cmp_pd(i, l.top, _CMP_LT_OQ),
+                       _mm256_cmp_pd(v, limit_at(l, _mm256_add_pd(i, l.one)), _CMP_GT_OQ));
+}
+
+// Each of `n` finite values' bucket, 4 at a time, written to `bucket`: a guess from its
+// distance, moved one down or one up as the limits either side of the guess say. Returns the
+// index of the first group with a value more than one bucket from its guess (never for the
+// widths equal_width_buckets makes), or where the last group of 4 ends; the caller takes the
+// rest by EqualWidth::bucket.
+template <typename T>
+__attribute__((target("avx2"))) int avx2_buckets(const T* data, int32_t* bucket, int n,
+                                                 const EqualWidth& w) {
+  const Lanes l{_mm256_set1_pd(w.min),       _mm256_set1_pd(w.width),
+                _mm256_set1_pd(w.per_width), _mm256_set1_pd(static_cast<double>(w.last)),
+                _mm256_setzero_pd(),         _mm256_set1_pd(1.0)};
+  int k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const __m256d v = load_4(data + k);
+    // max(g, 0) gives 0 for a NaN g (per_width 0 times an infinite distance).
+    const __m256d g = _mm256_min_pd(
+        _mm256_max_pd(_mm256_mul_pd(_mm256_sub_pd(v, l.min), l.per_width), l.zero), l.top);
+    const __m256d i = _mm256_round_pd(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    // Every limit from the guess: the tests do not wait on each other.
+    const __m256d down = belongs_lower(l, v, i), up = belongs_higher(l, v, i);
+    const __m256d further =
+        _mm256_or_pd(_mm256_and_pd(down, belongs_lower(l, v, _mm256_sub_pd(i, l.one))),
+                     _mm256_and_pd(up, belongs_higher(l, v, _mm256_add_pd(i, l.one))));
+    if (_mm256_movemask_pd(further) != 0) return k;
+    const __m256d moved =
+        _mm256_add_pd(_mm256_sub_pd(i, _mm256_and_pd(down, l.one)), _mm256_and_pd(up, l.one));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + k), _mm256_cvttpd_epi32(moved));
+  }
+  return k;
+}
+#undef TDFX_AVX2
+
+bool has_avx2() {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return avx2;
+}
+#endif
+
 }  // namespace
 
 double Moments::std() const {
@@ -58,27 +190,33 @@ Moments moments_of(const at::Tensor& values) {
     if (i < n) shift = static_cast<double>(data[i]);
     if (every_finite) {
       // No branch, four sums of each kind at once: what a float tensor of a layer takes.
-      double s[4] = {}, q[4] = {}, d1[4] = {}, d2[4] = {}, l[4], h[4];
-      for (int k = 0; k < 4; ++k) l[k] = h[k] = shift;
+      MomentLanes lanes;
+      for (int k = 0; k < 4; ++k) lanes.lo[k] = lanes.hi[k] = shift;
+#if defined(__x86_64__)
+      using T = std::decay_t<decltype(*data)>;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        if (has_avx2()) i = avx2_moments(data, i, n, shift, lanes);
+      }
+#endif
       for (; i + 4 <= n; i += 4) {
         for (int k = 0; k < 4; ++k) {
           const double v = static_cast<double>(data[i + k]);
           const double d = v - shift;
-          s[k] += v;
-          q[k] += v * v;
-          d1[k] += d;
-          d2[k] += d * d;
-          l[k] = std::min(l[k], v);
-          h[k] = std::max(h[k], v);
+          lanes.sum[k] += v;
+          lanes.squares[k] += v * v;
+          lanes.shifted[k] += d;
+          lanes.shifted_squares[k] += d * d;
+          lanes.lo[k] = std::min(lanes.lo[k], v);
+          lanes.hi[k] = std::max(lanes.hi[k], v);
         }
       }
       for (int k = 0; k < 4; ++k) {
-        sum += s[k];
-        sum_squares += q[k];
-        shifted += d1[k];
-        shifted_squares += d2[k];
-        lo = std::min(lo, l[k]);
-        hi = std::max(hi, h[k]);
+        sum += lanes.sum[k];
+        sum_squares += lanes.squares[k];
+        shifted += lanes.shifted[k];
+        shifted_squares += lanes.shifted_squares[k];
+        lo = std::min(lo, lanes.lo[k]);
+        hi = std::max(hi, lanes.hi[k]);
       }
       finite = i;  // every element before i, all finite, summed above
     }
@@ -110,96 +248,13 @@ Moments moments_of(const at::Tensor& values) {
 
 namespace {
 
-// Buckets of equal width from `min`: bucket i holds (min + width i, min + width (i + 1)], the
-// first also everything below, the last everything above. The limits are computed as
-// equal_width_buckets lists them, so a value is counted on the side of a limit it is on as
-// written.
-struct EqualWidth {
-  double min = 0, width = 0, per_width = 0;
-  int64_t last = 0;  // the last bucket's index
-
-  double below(int64_t i) const { return min + width * static_cast<double>(i); }
-
-  // The bucket of a finite `v`: guessed from its distance, then moved to the one whose limits
-  // hold it, however the guess rounded.
-  int64_t bucket(double v) const {
-    // max(0, g) first: a NaN guess (per_width 0 times an infinite distance) becomes 0.
-    const double g = std::min(static_cast<double>(last), std::max(0.0, (v - min) * per_width));
-    auto i = static_cast<int64_t>(g);
-    while (i > 0 && v <= below(i)) --i;
-    while (i < last && v > below(i + 1)) ++i;
-    return i;
-  }
-};
-
-#if defined(__x86_64__)
-// The AVX2 loop's constants, 4 lanes each.
-struct Lanes {
-  __m256d min, width, per_width, top, zero, one;
-};
-
-#define TDFX_AVX2 __attribute__((target("avx2"), always_inline)) inline
-
-// min + width i: a multiply and an add, never fused, so each limit is the double
-// equal_width_buckets lists.
-TDFX_AVX2 __m256d limit_at(const Lanes& l, __m256d i) {
-  return _mm256_add_pd(l.min, _mm256_mul_pd(l.width, i));
-}
-
-// Lanes whose value is at or below the limit under bucket i (so belongs lower).
-TDFX_AVX2 __m256d belongs_lower(const Lanes& l, __m256d v, __m256d i) {
-  return _mm256_and_pd(_mm256_cmp_pd(i, l.zero, _CMP_GT_OQ),
-                       _mm256_cmp_pd(v, limit_at(l, i), _CMP_LE_OQ));
-}
-
-// Lanes whose value is above the limit over bucket i (so belongs higher).
-TDFX_AVX2 __m256d belongs_higher(const Lanes& l, __m256d v, __m256d i) {
-  return _mm256_and_pd(_mm256_cmp_pd(i, l.top, _CMP_LT_OQ),
-                       _mm256_cmp_pd(v, limit_at(l, _mm256_add_pd(i, l.one)), _CMP_GT_OQ));
-}
-
-// AVX2: each of `n` finite values' bucket, 4 at a time, written to `bucket`: a guess from its
-// distance, then one move down and one up, by EqualWidth's arithmetic. Returns the index of
-// the first value that would need more than one move (never for the widths
-// equal_width_buckets makes), or where the last group of 4 ends; the caller takes the rest.
-template <typename T>
-__attribute__((target("avx2"))) int avx2_buckets(const T* data, int32_t* bucket, int n,
-                                                 const EqualWidth& w) {
-  const Lanes l{_mm256_set1_pd(w.min),       _mm256_set1_pd(w.width),
-                _mm256_set1_pd(w.per_width), _mm256_set1_pd(static_cast<double>(w.last)),
-                _mm256_setzero_pd(),         _mm256_set1_pd(1.0)};
-  int k = 0;
-  for (; k + 4 <= n; k += 4) {
-    __m256d v;
-    if constexpr (std::is_same_v<T, float>) {
-      v = _mm256_cvtps_pd(_mm_loadu_ps(data + k));
-    } else {
-      v = _mm256_loadu_pd(data + k);
-    }
-    // max(g, 0) gives 0 for a NaN g (per_width 0 times an infinite distance).
-    const __m256d g = _mm256_min_pd(
-        _mm256_max_pd(_mm256_mul_pd(_mm256_sub_pd(v, l.min), l.per_width), l.zero), l.top);
-    __m256d i = _mm256_round_pd(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    i = _mm256_sub_pd(i, _mm256_and_pd(belongs_lower(l, v, i), l.one));
-    i = _mm256_add_pd(i, _mm256_and_pd(belongs_higher(l, v, i), l.one));
-    if (_mm256_movemask_pd(_mm256_or_pd(belongs_lower(l, v, i), belongs_higher(l, v, i))) != 0) {
-      return k;
-    }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + k), _mm256_cvttpd_epi32(i));
-  }
-  return k;
-}
-#undef TDFX_AVX2
-#endif
-
 // Each of `n` finite values' bucket, written to `bucket`: 4 at a time where the CPU has AVX2,
 // the rest one by one.
 template <typename T>
 void find_buckets(const T* data, int32_t* bucket, int n, const EqualWidth& w) {
   int k = 0;
 #if defined(__x86_64__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) k = avx2_buckets(data, bucket, n, w);
+  if (has_avx2()) k = avx2_buckets(data, bucket, n, w);
 #endif
   for (; k < n; ++k) bucket[k] = static_cast<int32_t>(w.bucket(static_cast<double>(data[k])));
 }

@@ -240,7 +240,8 @@ void Watch::record_update_ratios() {
     const double change = detail::distance(parameters_[i].second, before_update_[i]);
     record(before_step_, "update_ratio/" + parameters_[i].first, change / norm);
   }
-  before_update_.clear();
+  // Recording every step, the copies are overwritten at the next one; else freed until then.
+  if (options_.interval > 1) before_update_.clear();
   before_step_ = -1;
   flush(-1);
 }
@@ -255,7 +256,7 @@ double norm_of(const detail::Moments& m) {
 }  // namespace
 
 void Watch::record_statistics(int64_t step, const TensorDict& td, bool histograms) {
-  before_update_.clear();
+  before_update_.resize(parameters_.size());
   norms_before_update_.clear();
   bool any_key = modules_.empty();
   for (const WatchedModule& watched : modules_) {
@@ -282,7 +283,8 @@ void Watch::record_statistics(int64_t step, const TensorDict& td, bool histogram
         "write: give observe the TensorDict the forward pass wrote",
         step);
   }
-  for (const auto& [path, parameter] : parameters_) {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const auto& [path, parameter] = parameters_[i];
     const at::Tensor grad = stored_values(parameter.grad());
     if (grad.defined()) {
       const detail::Moments m = detail::moments_of(grad);
@@ -293,7 +295,14 @@ void Watch::record_statistics(int64_t step, const TensorDict& td, bool histogram
     record(step, "weight_norm/" + path, norm_of(m));
     if (histograms) histogram("weights/" + path, parameter, m);
     // The weights before this step's update: its ratio is recorded when the next step comes.
-    before_update_.push_back(parameter.detach().clone());
+    at::Tensor& before = before_update_[i];
+    if (before.defined() && before.sizes() == parameter.sizes() &&
+        before.strides() == parameter.strides() && before.dtype() == parameter.dtype() &&
+        before.device() == parameter.device()) {
+      before.copy_(parameter.detach());
+    } else {
+      before = parameter.detach().clone();
+    }
     norms_before_update_.push_back(std::sqrt(m.sum_squares));
   }
   before_step_ = step;

@@ -171,7 +171,8 @@ class Watch {
   std::deque<double> recent_losses_;
   std::optional<int64_t> first_bad_;
   // The parameters as they were before the update of step `before_step_` (a sampled step),
-  // for its update ratio, computed at the next observe().
+  // for its update ratio, computed at the next observe(). Kept between steps, and overwritten,
+  // when every step is sampled (interval 1).
   std::vector<at::Tensor> before_update_;
   std::vector<double> norms_before_update_;
   int64_t before_step_ = -1;

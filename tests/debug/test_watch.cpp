@@ -719,3 +719,81 @@ TEST_CASE("watch: histogram buckets count each value where its limits put it") {
     CHECK(total == 4);
   }
 }
+
+TEST_CASE("watch: moments are the same to the bit whichever loop sums them") {
+  // Element i + k of each group of 4 is summed in lane k, the lanes then added in order; the
+  // rest one by one: so with AVX2 or without, moments_of gives these very doubles.
+  for (const auto dtype : {at::kFloat, at::kDouble}) {
+    for (const int64_t n : {3, 4, 1001, 4099}) {
+      const at::Tensor values = at::randn({n}, at::TensorOptions(dtype)) * 3 + 1;
+      const at::Tensor d = values.to(at::kDouble);
+      const double* p = d.data_ptr<double>();
+      const double shift = p[0];
+      double lanes[4][4] = {}, lo[4] = {shift, shift, shift, shift},
+             hi[4] = {shift, shift, shift, shift};
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        for (int k = 0; k < 4; ++k) {
+          const double v = p[i + k], g = v - shift;
+          lanes[0][k] += v;
+          lanes[1][k] += v * v;
+          lanes[2][k] += g;
+          lanes[3][k] += g * g;
+          lo[k] = std::min(lo[k], v);
+          hi[k] = std::max(hi[k], v);
+        }
+      }
+      double sums[4] = {}, low = INFINITY, high = -INFINITY;
+      for (int k = 0; k < 4; ++k) {
+        for (int s = 0; s < 4; ++s) sums[s] += lanes[s][k];
+        low = std::min(low, lo[k]);
+        high = std::max(high, hi[k]);
+      }
+      for (; i < n; ++i) {
+        const double v = p[i], g = v - shift;
+        sums[0] += v;
+        sums[1] += v * v;
+        sums[2] += g;
+        sums[3] += g * g;
+        low = std::min(low, v);
+        high = std::max(high, v);
+      }
+      const tdfx::detail::Moments m = tdfx::detail::moments_of(values);
+      CAPTURE(n);
+      CHECK(m.sum == sums[0]);
+      CHECK(m.sum_squares == sums[1]);
+      CHECK(m.squared_gap == std::max(0.0, sums[3] - sums[2] * sums[2] / static_cast<double>(n)));
+      CHECK(m.min == low);
+      CHECK(m.max == high);
+    }
+  }
+}
+
+TEST_CASE("watch: every step's update ratio, the weights' copies kept between steps") {
+  // As "known exactly", every step: W = [1, 2] → [0.7, 1.9] → [0.4, 1.8], b = 0.5 → 0.3 → 0.1;
+  // each update moves W by 0.1 sqrt(10) and b by 0.2. Ratios: 0.316228 / sqrt(5), then
+  // 0.316228 / sqrt(4.1) = 0.156174; 0.2 / 0.5, then 0.2 / 0.3.
+  auto module = known_linear();
+  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
+  WatchOptions options;
+  options.interval = 1;
+  Watch watch(module, options);
+  for (int64_t step = 0; step < 3; ++step) {
+    TensorDict td = known_input();
+    module->forward(td);
+    const at::Tensor loss = td.get("y").sum();
+    optimizer.zero_grad();
+    loss.backward();
+    CHECK_FALSE(watch.observe(step, td, loss).bad);
+    optimizer.step();
+  }
+  std::vector<WatchRecord> ratios;
+  for (const WatchRecord& r : watch.records()) {
+    if (r.tag.rfind("update_ratio/", 0) == 0) ratios.push_back(r);
+  }
+  CHECK(format_records(ratios) ==
+        "0 update_ratio/module.weight 0.141421\n"
+        "0 update_ratio/module.bias 0.4\n"
+        "1 update_ratio/module.weight 0.156174\n"
+        "1 update_ratio/module.bias 0.666667\n");
+}
