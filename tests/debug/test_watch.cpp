@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -56,6 +57,24 @@ TensorDict known_input() {
   return TensorDict({{"x", at::tensor({1.0f, 1.0f, 2.0f, 0.0f}).reshape({2, 2})}}, {2});
 }
 
+// Three steps of SGD at 0.1 on known_input, the loss the sum of y, each observed by a watch
+// made with `options`; no step may be bad. The watch is returned for its records.
+std::unique_ptr<Watch> watch_three_known_steps(const WatchOptions& options) {
+  auto module = known_linear();
+  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
+  auto watch = std::make_unique<Watch>(module, options);
+  for (int64_t step = 0; step < 3; ++step) {
+    TensorDict td = known_input();
+    module->forward(td);
+    const at::Tensor loss = td.get("y").sum();
+    optimizer.zero_grad();
+    loss.backward();
+    CHECK_FALSE(watch->observe(step, td, loss).bad);
+    optimizer.step();
+  }
+  return watch;
+}
+
 }  // namespace
 
 TEST_CASE("watch: the records of a pipeline whose statistics are known exactly") {
@@ -63,21 +82,10 @@ TEST_CASE("watch: the records of a pipeline whose statistics are known exactly")
   // (the column sums of x) and db = 2; SGD at 0.1 moves W by 0.1 [3, 1] and b by 0.2.
   // Step 0: y = [3.5, 2.5]; |W| = sqrt(5); its update ratio 0.1 sqrt(10) / sqrt(5) = 0.141421,
   // b's 0.2 / 0.5. Step 2 (after two updates): W = [0.4, 1.8], b = 0.1, y = [2.3, 0.9].
-  auto module = known_linear();
-  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
   WatchOptions options;
   options.interval = 2;
-  Watch watch(module, options);
-  for (int64_t step = 0; step < 3; ++step) {
-    TensorDict td = known_input();
-    module->forward(td);
-    const at::Tensor loss = td.get("y").sum();
-    optimizer.zero_grad();
-    loss.backward();
-    CHECK_FALSE(watch.observe(step, td, loss).bad);
-    optimizer.step();
-  }
-  CHECK(format_records(watch.records()) ==
+  const std::unique_ptr<Watch> watch = watch_three_known_steps(options);
+  CHECK(format_records(watch->records()) ==
         "0 loss 6\n"
         "0 activation_nonfinite/module/y 0\n"
         "0 activation_mean/module/y 3\n"
@@ -100,7 +108,7 @@ TEST_CASE("watch: the records of a pipeline whose statistics are known exactly")
         "2 weight_norm/module.weight 1.84391\n"
         "2 grad_norm/module.bias 2\n"
         "2 weight_norm/module.bias 0.1\n");
-  CHECK_FALSE(watch.first_bad_step());
+  CHECK_FALSE(watch->first_bad_step());
 }
 
 TEST_CASE("watch: the first bad step: a NaN loss, a NaN gradient under a finite loss, a spike") {
@@ -773,22 +781,11 @@ TEST_CASE("watch: every step's update ratio, the weights' copies kept between st
   // As "known exactly", every step: W = [1, 2] → [0.7, 1.9] → [0.4, 1.8], b = 0.5 → 0.3 → 0.1;
   // each update moves W by 0.1 sqrt(10) and b by 0.2. Ratios: 0.316228 / sqrt(5), then
   // 0.316228 / sqrt(4.1) = 0.156174; 0.2 / 0.5, then 0.2 / 0.3.
-  auto module = known_linear();
-  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
   WatchOptions options;
   options.interval = 1;
-  Watch watch(module, options);
-  for (int64_t step = 0; step < 3; ++step) {
-    TensorDict td = known_input();
-    module->forward(td);
-    const at::Tensor loss = td.get("y").sum();
-    optimizer.zero_grad();
-    loss.backward();
-    CHECK_FALSE(watch.observe(step, td, loss).bad);
-    optimizer.step();
-  }
+  const std::unique_ptr<Watch> watch = watch_three_known_steps(options);
   std::vector<WatchRecord> ratios;
-  for (const WatchRecord& r : watch.records()) {
+  for (const WatchRecord& r : watch->records()) {
     if (r.tag.rfind("update_ratio/", 0) == 0) ratios.push_back(r);
   }
   CHECK(format_records(ratios) ==
