@@ -19,9 +19,21 @@ namespace tdfx::detail {
 
 namespace {
 
+// Error unless `t` holds values tdfx can read one by one: a strided tensor of a real dtype
+// with storage.
+void check_readable(const at::Tensor& t, const char* what) {
+  if (t.is_complex()) fail<Error>("{}: a complex tensor; give its real and imaginary parts", what);
+  if (t.is_quantized()) fail<Error>("{}: a quantized tensor; give its dequantize()", what);
+  if (t.layout() != c10::kStrided) {
+    fail<Error>("{}: a sparse or otherwise unstrided tensor; give its values() or to_dense()",
+                what);
+  }
+  if (t.is_meta()) fail<Error>("{}: a meta tensor has a shape but no values", what);
+}
+
 // `t` as a contiguous tensor of a real dtype, on the CPU.
 at::Tensor readable(const at::Tensor& t, const char* what) {
-  if (t.is_complex()) fail<Error>("{}: a complex tensor; give its real and imaginary parts", what);
+  check_readable(t, what);
   return t.detach().cpu().contiguous();
 }
 
@@ -35,23 +47,31 @@ void with_typed_data(const at::Tensor& t, Fn&& fn) {
 
 // Buckets of equal width from `min`: bucket i holds (min + width i, min + width (i + 1)], the
 // first also everything below, the last everything above. The limits are computed as
-// equal_width_buckets lists them, so a value is counted on the side of a limit it is on as
-// written.
+// equal_width_buckets lists them (`limits`), so a value is counted on the side of a limit it
+// is on as written.
 struct EqualWidth {
   double min = 0, width = 0, per_width = 0;
-  int64_t last = 0;  // the last bucket's index
+  int64_t last = 0;                             // the last bucket's index
+  const std::vector<double>* limits = nullptr;  // last + 1 of them
+  // For a range beyond a double (±1e308 apart): min and width are halves, each limit is
+  // computed halved and doubled (exact), so that no product overflows.
+  bool halved = false;
 
-  double below(int64_t i) const { return min + width * static_cast<double>(i); }
+  double below(int64_t i) const {
+    const double at = min + width * static_cast<double>(i);
+    return halved ? at * 2 : at;
+  }
 
-  // The bucket of a finite `v`: guessed from its distance, then moved to the one whose limits
-  // hold it, however the guess rounded.
+  // The bucket of a finite `v`: guessed from its distance, else (where limits collapse, a
+  // range of a few ulps, or the guess rounded across one) found among the limits.
   int64_t bucket(double v) const {
+    const double distance = halved ? v * 0.5 - min : v - min;
     // max(0, g) first: a NaN guess (per_width 0 times an infinite distance) becomes 0.
-    const double g = std::min(static_cast<double>(last), std::max(0.0, (v - min) * per_width));
-    auto i = static_cast<int64_t>(g);
-    while (i > 0 && v <= below(i)) --i;
-    while (i < last && v > below(i + 1)) ++i;
-    return i;
+    const double g = std::min(static_cast<double>(last), std::max(0.0, distance * per_width));
+    const auto i = static_cast<int64_t>(g);
+    if ((i == 0 || v > below(i)) && (i == last || v <= below(i + 1))) return i;
+    const auto at = std::lower_bound(limits->begin(), limits->end() - 1, v);
+    return at - limits->begin();
   }
 };
 
@@ -76,17 +96,19 @@ TDFX_AVX2 __m256d load_4(const T* data) {
   }
 }
 
-// MomentLanes' sums over groups of 4 from `i` (all finite). Returns where the last group ends.
+// MomentLanes' sums over groups of 4 from `i` (all finite), each value times `factor`. Returns
+// where the last group ends.
 template <typename T>
 __attribute__((target("avx2"))) int64_t avx2_moments(const T* data, int64_t i, int64_t n,
-                                                     double shift, MomentLanes& lanes) {
+                                                     double shift, double factor,
+                                                     MomentLanes& lanes) {
   __m256d sum = _mm256_loadu_pd(lanes.sum), squares = _mm256_loadu_pd(lanes.squares),
           shifted = _mm256_loadu_pd(lanes.shifted),
           shifted_squares = _mm256_loadu_pd(lanes.shifted_squares), lo = _mm256_loadu_pd(lanes.lo),
           hi = _mm256_loadu_pd(lanes.hi);
-  const __m256d by = _mm256_set1_pd(shift);
+  const __m256d by = _mm256_set1_pd(shift), times = _mm256_set1_pd(factor);
   for (; i + 4 <= n; i += 4) {
-    const __m256d v = load_4(data + i);
+    const __m256d v = _mm256_mul_pd(load_4(data + i), times);
     const __m256d d = _mm256_sub_pd(v, by);
     sum = _mm256_add_pd(sum, v);
     squares = _mm256_add_pd(squares, _mm256_mul_pd(v, v));
@@ -129,8 +151,8 @@ TDFX_AVX2 __m256d belongs_higher(const Lanes& l, __m256d v, __m256d i) {
 
 // Each of `n` finite values' bucket, 4 at a time, written to `bucket`: a guess from its
 // distance, moved one down or one up as the limits either side of the guess say. Returns the
-// index of the first group with a value more than one bucket from its guess (never for the
-// widths equal_width_buckets makes), or where the last group of 4 ends; the caller takes the
+// index of the first group with a value more than one bucket from its guess (where limits
+// collapse: a range of a few ulps), or where the last group of 4 ends; the caller takes the
 // rest by EqualWidth::bucket.
 template <typename T>
 __attribute__((target("avx2"))) int avx2_buckets(const T* data, int32_t* bucket, int n,
@@ -168,26 +190,31 @@ bool has_avx2() {
 }  // namespace
 
 double Moments::std() const {
-  return finite < 2 ? 0.0 : std::sqrt(squared_gap / static_cast<double>(finite - 1));
+  return finite < 2 ? 0.0 : scale * std::sqrt(scaled_gap / static_cast<double>(finite - 1));
 }
 
-Moments moments_of(const at::Tensor& values) {
-  Moments m;
-  if (!values.defined() || values.numel() == 0) return m;
-  const at::Tensor t = readable(values, "moments");
-  // One pass. The variance from sums of (v - shift), the shift the first finite element: sums
-  // of squares alone would lose what a mean far from 0 cancels.
-  double lo = std::numeric_limits<double>::infinity();
-  double hi = -lo;
-  double sum = 0, sum_squares = 0, shifted = 0, shifted_squares = 0;
+double Moments::norm() const { return scale * std::sqrt(scaled_squares); }
+
+namespace {
+
+// One pass of moments_of over the finite elements of `t`, each times `factor` (a power of 2,
+// exact; 1 but where the sums of the values themselves overflow). The variance comes from sums
+// of (v - shift), the shift the first finite element: sums of squares alone would lose what a
+// mean far from 0 cancels.
+struct Sums {
+  double sum = 0, squares = 0, shifted = 0, shifted_squares = 0;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   int64_t finite = 0;
-  const bool every_finite = all_finite(t);
+};
+
+Sums sums_of(const at::Tensor& t, bool every_finite, double factor) {
+  Sums out;
   with_typed_data(t, [&](const auto* data, int64_t n) {
     double shift = 0;
     int64_t i = 0;
     for (; i < n && !std::isfinite(static_cast<double>(data[i])); ++i) {
     }
-    if (i < n) shift = static_cast<double>(data[i]);
+    if (i < n) shift = static_cast<double>(data[i]) * factor;
     if (every_finite) {
       // No branch, four sums of each kind at once: what a float tensor of a layer takes.
       MomentLanes lanes;
@@ -195,12 +222,12 @@ Moments moments_of(const at::Tensor& values) {
 #if defined(__x86_64__)
       using T = std::decay_t<decltype(*data)>;
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        if (has_avx2()) i = avx2_moments(data, i, n, shift, lanes);
+        if (has_avx2()) i = avx2_moments(data, i, n, shift, factor, lanes);
       }
 #endif
       for (; i + 4 <= n; i += 4) {
         for (int k = 0; k < 4; ++k) {
-          const double v = static_cast<double>(data[i + k]);
+          const double v = static_cast<double>(data[i + k]) * factor;
           const double d = v - shift;
           lanes.sum[k] += v;
           lanes.squares[k] += v * v;
@@ -211,38 +238,62 @@ Moments moments_of(const at::Tensor& values) {
         }
       }
       for (int k = 0; k < 4; ++k) {
-        sum += lanes.sum[k];
-        sum_squares += lanes.squares[k];
-        shifted += lanes.shifted[k];
-        shifted_squares += lanes.shifted_squares[k];
-        lo = std::min(lo, lanes.lo[k]);
-        hi = std::max(hi, lanes.hi[k]);
+        out.sum += lanes.sum[k];
+        out.squares += lanes.squares[k];
+        out.shifted += lanes.shifted[k];
+        out.shifted_squares += lanes.shifted_squares[k];
+        out.lo = std::min(out.lo, lanes.lo[k]);
+        out.hi = std::max(out.hi, lanes.hi[k]);
       }
-      finite = i;  // every element before i, all finite, summed above
+      out.finite = i;  // every element before i, all finite, summed above
     }
     for (; i < n; ++i) {
-      const double v = static_cast<double>(data[i]);
+      const double v = static_cast<double>(data[i]) * factor;
       if (!std::isfinite(v)) continue;
-      ++finite;
-      sum += v;
-      sum_squares += v * v;
+      ++out.finite;
+      out.sum += v;
+      out.squares += v * v;
       const double d = v - shift;
-      shifted += d;
-      shifted_squares += d * d;
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
+      out.shifted += d;
+      out.shifted_squares += d * d;
+      out.lo = std::min(out.lo, v);
+      out.hi = std::max(out.hi, v);
     }
   });
-  m.finite = finite;
-  m.nonfinite = values.numel() - finite;
-  if (finite == 0) return m;
-  const auto n = static_cast<double>(finite);
-  m.sum = sum;
-  m.sum_squares = sum_squares;
-  m.min = lo;
-  m.max = hi;
-  m.mean = sum / n;
-  m.squared_gap = std::max(0.0, shifted_squares - shifted * shifted / n);
+  return out;
+}
+
+}  // namespace
+
+Moments moments_of(const at::Tensor& values) {
+  Moments m;
+  if (!values.defined() || values.numel() == 0) return m;
+  const at::Tensor t = readable(values, "moments");
+  const bool every_finite = all_finite(t);
+  Sums sums = sums_of(t, every_finite, 1.0);
+  m.finite = sums.finite;
+  m.nonfinite = values.numel() - sums.finite;
+  if (sums.finite == 0) return m;
+  m.min = sums.lo;
+  m.max = sums.hi;
+  // Values beyond about 1e154 overflow a sum of squares, and beyond 1e308 / n a sum: taken
+  // again of the values times 2^-k, the largest then in [1, 2), and scaled back where the result
+  // is a double (a sum of squares that is not stays Inf; norm() and std() are).
+  const bool overflowed = !std::isfinite(sums.sum) || !std::isfinite(sums.squares) ||
+                          !std::isfinite(sums.shifted) || !std::isfinite(sums.shifted_squares);
+  double factor = 1.0;
+  if (overflowed) {
+    factor = std::ldexp(1.0, -std::ilogb(std::max(std::abs(m.min), std::abs(m.max))));
+    sums = sums_of(t, every_finite, factor);
+  }
+  const auto n = static_cast<double>(sums.finite);
+  m.scale = 1.0 / factor;
+  m.scaled_squares = sums.squares;
+  m.scaled_gap = std::max(0.0, sums.shifted_squares - sums.shifted * sums.shifted / n);
+  m.sum = sums.sum * m.scale;
+  m.mean = sums.sum / n * m.scale;
+  m.sum_squares = m.scaled_squares * m.scale * m.scale;
+  m.squared_gap = m.scaled_gap * m.scale * m.scale;
   return m;
 }
 
@@ -266,14 +317,25 @@ Buckets equal_width_buckets(const at::Tensor& values, const Moments& m, int buck
   if (m.finite == 0) return b;
   // Bucket i holds (limit[i-1], limit[i]]; the first everything up to limit[0].
   const int n = m.min == m.max ? 1 : std::max(buckets, 1);
-  const double width = (m.max - m.min) / n;
-  for (int i = 1; i <= n; ++i) b.limits.push_back(i == n ? m.max : m.min + width * i);
-  b.counts.assign(b.limits.size(), 0.0);
   if (n == 1) {
-    b.counts[0] = static_cast<double>(m.finite);
+    b.limits = {m.max};
+    b.counts = {static_cast<double>(m.finite)};
     return b;
   }
-  const EqualWidth w{m.min, width, 1.0 / width, n - 1};
+  EqualWidth w;
+  w.min = m.min;
+  w.width = (m.max - m.min) / n;
+  if (!std::isfinite(w.width)) {  // max - min beyond a double
+    w.halved = true;
+    w.min = m.min * 0.5;
+    w.width = (m.max * 0.5 - w.min) / n;
+  }
+  w.per_width = 1.0 / w.width;
+  w.last = n - 1;
+  w.limits = &b.limits;
+  for (int i = 1; i < n; ++i) b.limits.push_back(w.below(i));
+  b.limits.push_back(m.max);
+  b.counts.assign(b.limits.size(), 0.0);
   // Four tallies, filled in turn: neighbouring values often fall in one bucket, and with one
   // tally each increment would wait for the one before it.
   constexpr int64_t kTallies = 4;
@@ -283,7 +345,7 @@ Buckets equal_width_buckets(const at::Tensor& values, const Moments& m, int buck
     ++tallies[static_cast<size_t>((k % kTallies) * size + i)];
   };
   const at::Tensor t = readable(values, "histogram");
-  const bool by_blocks = m.nonfinite == 0 && std::isfinite(width) && std::isfinite(w.per_width) &&
+  const bool by_blocks = m.nonfinite == 0 && !w.halved && std::isfinite(w.per_width) &&
                          (t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble);
   if (by_blocks) {
     // Every value finite: a block's buckets found at once, then tallied.
@@ -331,7 +393,9 @@ bool bits_all_finite(const void* data, int64_t n, Bits exponent) {
 }  // namespace
 
 bool all_finite(const at::Tensor& t) {
-  if (!t.defined() || t.numel() == 0 || !(t.is_floating_point() || t.is_complex())) return true;
+  if (!t.defined()) return true;
+  if (!t.is_complex()) check_readable(t, "all_finite");
+  if (t.numel() == 0 || !(t.is_floating_point() || t.is_complex())) return true;
   if (t.device().is_cpu() && t.is_contiguous() && !t.is_complex()) {
     if (t.scalar_type() == at::kFloat) {
       return bits_all_finite<uint32_t>(t.data_ptr(), t.numel(), 0x7f800000u);
@@ -346,8 +410,9 @@ bool all_finite(const at::Tensor& t) {
 double distance(const at::Tensor& a, const at::Tensor& b) {
   const at::Tensor x = readable(a, "distance"), y = readable(b, "distance");
   if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type()) {
-    fail<Error>("distance: tensors of shapes [{}] and [{}]", fmt::join(x.sizes(), ", "),
-                fmt::join(y.sizes(), ", "));
+    fail<Error>("distance: tensors of shapes [{}] and [{}], dtypes {} and {}",
+                fmt::join(x.sizes(), ", "), fmt::join(y.sizes(), ", "),
+                c10::toString(x.scalar_type()), c10::toString(y.scalar_type()));
   }
   // Four sums at once: each add then need not wait for the one before it.
   double squares[4] = {};

@@ -21,13 +21,22 @@ struct Moments {
   double max = 0;
   double mean = 0;         // of the finite elements
   double squared_gap = 0;  // the sum of their squared distances from the mean
+  // sum, sum_squares, mean and squared_gap are Inf where the true value is beyond a double.
+  // The sums of squares as summed: of the elements divided by `scale`, a power of 2, 1 but
+  // where the elements' own squares overflow (beyond about 1e154); std() and norm() are
+  // computed from them, so they stay finite where the result is.
+  double scale = 1;
+  double scaled_squares = 0;
+  double scaled_gap = 0;
 
   /// The sample standard deviation (n - 1), 0 for fewer than two elements.
   double std() const;
+  /// The Euclidean norm of the finite elements.
+  double norm() const;
 };
 
-/// The moments of `values` (any real dtype; bools and integers as numbers); complex tensors
-/// are refused (Error).
+/// The moments of `values` (any real dtype; bools and integers as numbers); complex, quantized,
+/// sparse and meta tensors are refused (Error).
 Moments moments_of(const at::Tensor& values);
 
 /// A histogram's buckets: bucket i holds the finite values in (limits[i-1], limits[i]], the
@@ -46,7 +55,7 @@ Buckets equal_width_buckets(const at::Tensor& values, const Moments& m, int buck
 
 /// Whether every element of `t` is finite: for a contiguous float or double tensor on the CPU,
 /// by the bits of each element in one loop the compiler vectorises (no ATen op); otherwise
-/// through ATen. Integers and bools are finite.
+/// through ATen. Integers and bools are finite. Error for a quantized, sparse or meta tensor.
 bool all_finite(const at::Tensor& t);
 
 /// The Euclidean norm of `a - b` (same shape), in one pass.

@@ -269,6 +269,7 @@ void check_histogram(const at::Tensor& values, int buckets, const std::string& w
 }  // namespace
 
 Histogram histogram_from(const at::Tensor& values, const detail::Moments& m, int buckets) {
+  check_histogram(values, buckets, "histogram_from");
   Histogram h;
   h.num = static_cast<double>(m.finite);
   if (m.finite == 0) return h;

@@ -37,7 +37,8 @@ struct Histogram {
 
 /// The histogram of the finite elements of `values`, any dtype but complex, in `buckets`
 /// buckets of equal width from their min to their max (one bucket when they are equal; none
-/// when no element is finite). Error when `buckets` is not in 1..10000 or `values` is complex.
+/// when no element is finite). Error when `buckets` is not in 1..10000 or `values` is complex,
+/// quantized, sparse or a meta tensor.
 Histogram histogram_of(const at::Tensor& values, int buckets = 30);
 
 namespace detail {
@@ -45,7 +46,8 @@ struct Moments;
 }
 
 /// histogram_of `values` whose moments (detail::moments_of) are known already, `buckets` in
-/// 1..10000: a watch that records them saves a pass over the data.
+/// 1..10000 (Error otherwise, as histogram_of): a watch that records them saves a pass over the
+/// data.
 Histogram histogram_from(const at::Tensor& values, const detail::Moments& moments,
                          int buckets = 30);
 

@@ -166,15 +166,16 @@ void Watch::histogram(const std::string& tag, const at::Tensor& values,
   if (log_) histograms_.emplace_back(tag, histogram_from(values, moments));
 }
 
-WatchCheck Watch::check(int64_t step, const at::Tensor& loss) {
-  if (!loss.defined() || loss.numel() != 1 || loss.is_complex()) {
+WatchCheck Watch::check(int64_t step, const at::Tensor& loss, double& loss_value) const {
+  if (!loss.defined() || loss.numel() != 1 || loss.is_complex() || loss.is_meta()) {
     fail<Error>("Watch::observe(step {}): the loss must be a real tensor of one element{}", step,
-                !loss.defined() ? ""
-                : loss.is_complex()
-                    ? ", not a complex one"
+                !loss.defined()     ? ""
+                : loss.is_complex() ? ", not a complex one"
+                : loss.is_meta()
+                    ? ", not a meta tensor (it has no value)"
                     : fmt::format(", not of shape [{}]", fmt::join(loss.sizes(), ", ")));
   }
-  const double loss_value = loss.detach().item<double>();
+  loss_value = loss.detach().item<double>();
   // Every gradient, each in one pass over its data (all_finite: no ATen op for a CPU tensor).
   const std::string* culprit = nullptr;
   bool any_gradient = false, any_trainable = false;
@@ -221,28 +222,29 @@ WatchCheck Watch::check(int64_t step, const at::Tensor& loss) {
             recent_losses_.size());
       }
     }
-    if (!out.bad) {
-      recent_losses_.push_back(loss_value);
-      if (recent_losses_.size() > static_cast<size_t>(options_.spike_window)) {
-        recent_losses_.pop_front();
-      }
-    }
   }
   return out;
 }
 
 void Watch::record_update_ratios() {
   if (before_step_ < 0) return;
+  const int64_t step = before_step_;
+  before_step_ = -1;  // first: whatever follows, a step's ratios are taken once
   for (size_t i = 0; i < parameters_.size(); ++i) {
+    const at::Tensor& now = parameters_[i].second;
+    const at::Tensor& before = before_update_[i];
+    // A parameter given another shape, dtype or device since (set_data) has no ratio.
+    if (!before.defined() || before.sizes() != now.sizes() ||
+        before.scalar_type() != now.scalar_type() || before.device() != now.device()) {
+      continue;
+    }
     const double norm = norms_before_update_[i];
     // A weight of norm 0 (a bias initialised to zeros) has no ratio to its update.
     if (!(norm > 0)) continue;
-    const double change = detail::distance(parameters_[i].second, before_update_[i]);
-    record(before_step_, "update_ratio/" + parameters_[i].first, change / norm);
+    record(step, "update_ratio/" + parameters_[i].first, detail::distance(now, before) / norm);
   }
   // Recording every step, the copies are overwritten at the next one; else freed until then.
   if (options_.interval > 1) before_update_.clear();
-  before_step_ = -1;
   flush(-1);
 }
 
@@ -250,7 +252,7 @@ namespace {
 
 // The norm of a tensor from its moments: NaN when an element is not finite.
 double norm_of(const detail::Moments& m) {
-  return m.nonfinite > 0 ? std::numeric_limits<double>::quiet_NaN() : std::sqrt(m.sum_squares);
+  return m.nonfinite > 0 ? std::numeric_limits<double>::quiet_NaN() : m.norm();
 }
 
 }  // namespace
@@ -258,11 +260,9 @@ double norm_of(const detail::Moments& m) {
 void Watch::record_statistics(int64_t step, const TensorDict& td, bool histograms) {
   before_update_.resize(parameters_.size());
   norms_before_update_.clear();
-  bool any_key = modules_.empty();
   for (const WatchedModule& watched : modules_) {
     for (const NestedKey& key : watched.keys) {
       if (!td.contains(key)) continue;
-      any_key = true;
       const at::Tensor value = td.get(key);
       if (value.is_complex() || value.numel() == 0 || value.is_sparse()) continue;
       const std::string tag = detail::watch_key_tag(watched.path, key);
@@ -276,12 +276,6 @@ void Watch::record_statistics(int64_t step, const TensorDict& td, bool histogram
       }
       if (histograms) histogram("activations/" + tag, value, m);
     }
-  }
-  if (!any_key) {
-    fail<Error>(
-        "Watch::observe(step {}): the TensorDict holds none of the keys the pipeline's modules "
-        "write: give observe the TensorDict the forward pass wrote",
-        step);
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const auto& [path, parameter] = parameters_[i];
@@ -303,7 +297,7 @@ void Watch::record_statistics(int64_t step, const TensorDict& td, bool histogram
     } else {
       before = parameter.detach().clone();
     }
-    norms_before_update_.push_back(std::sqrt(m.sum_squares));
+    norms_before_update_.push_back(m.norm());
   }
   before_step_ = step;
 }
@@ -317,42 +311,75 @@ void Watch::flush(int64_t step) {
   histograms_.clear();
 }
 
+void Watch::require_keys(int64_t step, const TensorDict& td) const {
+  if (modules_.empty()) return;
+  for (const WatchedModule& watched : modules_) {
+    for (const NestedKey& key : watched.keys) {
+      if (td.contains(key)) return;
+    }
+  }
+  fail<Error>(
+      "Watch::observe(step {}): the TensorDict holds none of the keys the pipeline's modules "
+      "write: give observe the TensorDict the forward pass wrote",
+      step);
+}
+
 WatchCheck Watch::observe(int64_t step, const TensorDict& td, const at::Tensor& loss) {
   if (step < 0 || (last_step_ && step <= *last_step_)) {
     fail<Error>("Watch::observe(step {}): steps are counted up from 0{}", step,
                 last_step_ ? fmt::format(", and the last step observed was {}", *last_step_)
                            : std::string());
   }
-  last_step_ = step;
   // The update of the last sampled step has been made: its ratio.
   record_update_ratios();
-  WatchCheck verdict = check(step, loss);
-  const bool sampled = step % options_.interval == 0;
-  if (sampled || verdict.bad) {
-    record(step, "loss", loss.detach().item<double>());
-    const bool histograms =
-        options_.histogram_interval > 0 && step % options_.histogram_interval == 0;
-    record_statistics(step, td, histograms);
-    last_sampled_ = step;
-  }
-  if (verdict.bad && !first_bad_) {
-    first_bad_ = step;
-    record(step, "first_bad_step", static_cast<double>(step));
-    if (!options_.snapshot.empty()) {
-      try {
-        write_snapshot(td);
-      } catch (const std::exception& e) {
-        // The step's verdict goes with the failure, or the loop would lose why it stopped.
-        fail<Error>(
-            "Watch::observe(step {}): the step is bad ({}), but its snapshot could not be "
-            "written: {}",
-            step, verdict.why, e.what());
-      }
-      verdict.snapshot = options_.snapshot;
+  // A call that fails leaves the watch as it was: nothing of this step recorded or logged, its
+  // step number free to observe again.
+  const size_t records_before = records_.size();
+  try {
+    double loss_value = 0;
+    WatchCheck verdict = check(step, loss, loss_value);
+    const bool sampled = step % options_.interval == 0;
+    if (sampled || verdict.bad) {
+      require_keys(step, td);
+      record(step, "loss", loss_value);
+      const bool histograms =
+          options_.histogram_interval > 0 && step % options_.histogram_interval == 0;
+      record_statistics(step, td, histograms);
     }
+    if (verdict.bad && !first_bad_) {
+      if (!options_.snapshot.empty()) {
+        try {
+          write_snapshot(td);
+        } catch (const std::exception& e) {
+          // The step's verdict goes with the failure, or the loop would lose why it stopped.
+          fail<Error>(
+              "Watch::observe(step {}): the step is bad ({}), but its snapshot could not be "
+              "written: {}",
+              step, verdict.why, e.what());
+        }
+        verdict.snapshot = options_.snapshot;
+      }
+      first_bad_ = step;
+      record(step, "first_bad_step", static_cast<double>(step));
+    }
+    flush(step);
+    if (sampled || verdict.bad) last_sampled_ = step;
+    last_step_ = step;
+    // The spike check's history: the losses of good steps.
+    if (!verdict.bad && options_.spike_sigmas > 0) {
+      recent_losses_.push_back(loss_value);
+      if (recent_losses_.size() > static_cast<size_t>(options_.spike_window)) {
+        recent_losses_.pop_front();
+      }
+    }
+    return verdict;
+  } catch (...) {
+    records_.erase(records_.begin() + static_cast<std::ptrdiff_t>(records_before), records_.end());
+    scalars_.clear();
+    histograms_.clear();
+    before_step_ = -1;  // statistics taken in part: no update ratio for this step
+    throw;
   }
-  flush(step);
-  return verdict;
 }
 
 }  // namespace tdfx

@@ -126,7 +126,11 @@ class Watch {
   /// for a step below 0 or not above the last one observed, a loss that is not one real
   /// element, no gradient on any parameter that requires one (observe before backward), or, at
   /// a sampled step, a TensorDict without any key the modules write; at the first bad step, an
-  /// Error that gives the step's verdict when its snapshot cannot be written.
+  /// Error that gives the step's verdict when its snapshot cannot be written. A call that
+  /// throws leaves the watch as it was: nothing of its step recorded or logged, and the step
+  /// free to observe again (a snapshot not written is tried again at the next bad step). A
+  /// parameter given another shape, dtype or device between steps gets no update ratio for
+  /// that update.
   WatchCheck observe(int64_t step, const TensorDict& td, const at::Tensor& loss);
 
   /// Everything recorded so far, in the order recorded.
@@ -151,7 +155,10 @@ class Watch {
   void flush(int64_t step);
   void record_statistics(int64_t step, const TensorDict& td, bool histograms);
   void record_update_ratios();
-  WatchCheck check(int64_t step, const at::Tensor& loss);
+  // The step's verdict, and the loss's value in `loss_value`.
+  WatchCheck check(int64_t step, const at::Tensor& loss, double& loss_value) const;
+  // Error when `td` holds none of the keys the modules write (but for a pipeline without any).
+  void require_keys(int64_t step, const TensorDict& td) const;
   void write_snapshot(const TensorDict& td);
   // Error when a TensorDictModule of the pipeline writes one of its input keys.
   void refuse_input_writers() const;

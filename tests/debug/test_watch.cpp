@@ -3,6 +3,11 @@
 // TensorBoard log read back apart from tdfx.
 
 #include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/eye.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/quantize_per_tensor.h>
 #include <ATen/ops/rand.h>
 #include <ATen/ops/randn.h>
 #include <ATen/ops/relu.h>
@@ -717,15 +722,25 @@ TEST_CASE("watch: histogram buckets count each value where its limits put it") {
       }
     }
   }
-  // Extremes: a spread wider than a double holds, and a width below the smallest normal.
+  // Extremes: a spread wider than a double holds, a width below the smallest normal, and 10000
+  // limits within a few ulps of 1e6, most of them equal (each value then found among the
+  // limits, not walked to). The limits finite and ascending, each count where they put it.
+  std::vector<double> near_million;
+  for (int k = 0; k < 2000; ++k) near_million.push_back(std::nextafter(1e6, 2e6) * (k % 2) + 1e6);
   for (const at::Tensor& odd :
-       {at::tensor({-1e308, 0.0, 1e308, 5e307}), at::tensor({0.0, 4e-320, 1e-319, 5e-324})}) {
+       {at::tensor({-1e308, 0.0, 1e308, 5e307}), at::tensor({0.0, 4e-320, 1e-319, 5e-324}),
+        at::tensor(near_million, at::kDouble)}) {
     const tdfx::detail::Buckets b =
-        tdfx::detail::equal_width_buckets(odd, tdfx::detail::moments_of(odd), 30);
-    double total = 0;
-    for (double c : b.counts) total += c;
-    CHECK(total == 4);
+        tdfx::detail::equal_width_buckets(odd, tdfx::detail::moments_of(odd), 10000);
+    CAPTURE(odd);
+    CHECK(std::is_sorted(b.limits.begin(), b.limits.end()));
+    CHECK(std::all_of(b.limits.begin(), b.limits.end(), [](double l) { return std::isfinite(l); }));
+    CHECK(b.counts == counted_by_search(odd, b.limits));
   }
+  const at::Tensor wide = at::tensor({-1e308, 0.0, 1e308});
+  const tdfx::detail::Buckets thirds =
+      tdfx::detail::equal_width_buckets(wide, tdfx::detail::moments_of(wide), 3);
+  CHECK(thirds.counts == std::vector<double>{1, 1, 1});
 }
 
 TEST_CASE("watch: moments are the same to the bit whichever loop sums them") {
@@ -793,4 +808,107 @@ TEST_CASE("watch: every step's update ratio, the weights' copies kept between st
         "0 update_ratio/module.bias 0.4\n"
         "1 update_ratio/module.weight 0.156174\n"
         "1 update_ratio/module.bias 0.666667\n");
+}
+
+TEST_CASE("watch: moments of values whose squares overflow a double") {
+  // Squares of 1e160 are beyond a double: the sums are taken again of the values scaled by a
+  // power of 2, so the norm and the spread stay right, not Inf or 0.
+  const tdfx::detail::Moments apart = tdfx::detail::moments_of(at::tensor({-1e160, 1e160, 0.0}));
+  CHECK(apart.mean == 0);
+  CHECK(apart.std() == doctest::Approx(1e160).epsilon(1e-12));
+  CHECK(apart.norm() == doctest::Approx(std::sqrt(2.0) * 1e160).epsilon(1e-12));
+  CHECK(std::isinf(apart.sum_squares));  // 2e320 is no double
+  const tdfx::detail::Moments top = tdfx::detail::moments_of(at::tensor({1e308, 1.5e308, 1.7e308}));
+  CHECK(top.mean == doctest::Approx(1.4e308).epsilon(1e-12));
+  CHECK(top.std() == doctest::Approx(std::sqrt(0.13) * 1e308).epsilon(1e-12));
+  CHECK(std::isinf(top.sum));
+  // Ordinary values are summed once, unscaled.
+  const tdfx::detail::Moments plain = tdfx::detail::moments_of(at::tensor({3.0, 4.0}));
+  CHECK(plain.scale == 1);
+  CHECK(plain.norm() == 5);
+}
+
+TEST_CASE("watch: tensors without values one can read are refused by name") {
+  const at::Tensor sparse = at::eye(3).to_sparse();
+  CHECK_THROWS_WITH_AS(tdfx::histogram_of(sparse), doctest::Contains("sparse"), Error);
+  CHECK_THROWS_WITH_AS(tdfx::detail::moments_of(sparse), doctest::Contains("to_dense()"), Error);
+  const at::Tensor meta = at::empty({2, 2}, at::TensorOptions().device(at::kMeta));
+  CHECK_THROWS_WITH_AS(tdfx::histogram_of(meta), doctest::Contains("meta tensor"), Error);
+  CHECK_THROWS_WITH_AS(tdfx::detail::all_finite(meta), doctest::Contains("meta tensor"), Error);
+  const at::Tensor quantized = at::quantize_per_tensor(at::ones({2}), 0.1, 0, at::kQInt8);
+  CHECK_THROWS_WITH_AS(tdfx::histogram_of(quantized), doctest::Contains("dequantize()"), Error);
+  const at::Tensor values = at::ones({4});
+  CHECK_THROWS_WITH_AS(tdfx::histogram_from(values, tdfx::detail::moments_of(values), 0),
+                       "histogram_from: 0 buckets; give 1 to 10000", Error);
+  CHECK_THROWS_WITH_AS(tdfx::histogram_from(values, tdfx::detail::moments_of(values), 20000),
+                       "histogram_from: 20000 buckets; give 1 to 10000", Error);
+  auto module = known_linear();
+  Watch watch(module);
+  TensorDict td = known_input();
+  module->forward(td);
+  td.get("y").sum().backward();
+  CHECK_THROWS_WITH_AS(watch.observe(0, td, at::empty({}, at::TensorOptions().device(at::kMeta))),
+                       doctest::Contains("not a meta tensor"), Error);
+}
+
+TEST_CASE("watch: a call that fails leaves the watch as it was") {
+  auto module = known_linear();
+  WatchOptions options;
+  options.interval = 1;
+  Watch watch(module, options);
+  TensorDict td = known_input();
+  module->forward(td);
+  // Observed before backward: refused, and the step can be observed again once it is done.
+  CHECK_THROWS_WITH_AS(watch.observe(0, td, td.get("y").sum()),
+                       doctest::Contains("no parameter has a gradient"), Error);
+  td.get("y").sum().backward();
+  CHECK_FALSE(watch.observe(0, td, td.get("y").sum()).bad);
+  module->zero_grad();
+  // A TensorDict the pipeline did not write: refused, its loss not recorded.
+  TensorDict other({{"z", at::ones({2, 2})}}, {2});
+  TensorDict again = known_input();
+  module->forward(again);
+  again.get("y").sum().backward();
+  CHECK_THROWS_WITH_AS(watch.observe(1, other, at::full({}, 111.0)),
+                       doctest::Contains("none of the keys"), Error);
+  CHECK_FALSE(watch.observe(1, again, at::full({}, 222.0)).bad);
+  std::string losses;
+  for (const WatchRecord& r : watch.records()) {
+    if (r.tag == "loss") losses += fmt::format("{} {}\n", r.step, r.value);
+  }
+  CHECK(losses == "0 6\n1 222\n");
+}
+
+TEST_CASE("watch: a parameter given another shape between steps has no update ratio then") {
+  auto module = known_linear();
+  torch::optim::SGD optimizer(module->parameters(), torch::optim::SGDOptions(0.1));
+  WatchOptions options;
+  options.interval = 1;
+  Watch watch(module, options);
+  auto* linear = module->inner_ptr()->as<torch::nn::Linear>();
+  REQUIRE(linear);
+  for (int64_t step = 0; step < 4; ++step) {
+    if (step == 2) {
+      // The weight made 2 × 2: y then has two columns.
+      torch::NoGradGuard no_grad;
+      linear->weight.set_data(at::ones({2, 2}));
+      linear->weight.mutable_grad() = at::Tensor();
+    }
+    TensorDict td = known_input();
+    module->forward(td);
+    const at::Tensor loss = td.get("y").sum();
+    optimizer.zero_grad();
+    loss.backward();
+    CHECK_FALSE(watch.observe(step, td, loss).bad);
+    optimizer.step();
+  }
+  std::string ratios;
+  for (const WatchRecord& r : watch.records()) {
+    if (r.tag.rfind("update_ratio/", 0) == 0) ratios += fmt::format("{} {}\n", r.step, r.tag);
+  }
+  // Step 1's weight was updated, then replaced before step 2 was observed: no ratio for it.
+  CHECK(ratios ==
+        "0 update_ratio/module.weight\n0 update_ratio/module.bias\n"
+        "1 update_ratio/module.bias\n"
+        "2 update_ratio/module.weight\n2 update_ratio/module.bias\n");
 }
