@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 #include <ostream>
+#include <unordered_map>
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/dtype_names.h"
@@ -327,6 +328,35 @@ std::ostream& operator<<(std::ostream& os, const ExportedProgram& value) {
 
 namespace {
 
+// KeyError when two of forward's parameters would have one name: the placeholders' targets,
+// a key's parts joined with `_` and a lifted parameter's `p_` path, are forward's parameters
+// in printed code and in an archive (save refuses such a program, Python could not run it).
+// Named now, by key, rather than at save.
+void refuse_clashing_inputs(const Graph& graph, const GraphSignature& signature,
+                            const std::vector<NestedKey>& input_keys) {
+  // What each placeholder target stands for, for the message.
+  std::unordered_map<std::string, std::string> taken;
+  size_t next_key = 0;
+  for (const Node* node : graph.nodes()) {
+    if (node->op() != OpCode::kPlaceholder) continue;
+    const InputSpec* spec = nullptr;
+    for (const InputSpec& in : signature.inputs) {
+      if (in.name == node->name()) spec = &in;
+    }
+    const bool user = spec && spec->kind == InputKind::kUserInput;
+    const std::string what =
+        user && next_key < input_keys.size()
+            ? "in key " + input_keys[next_key++].repr()
+            : fmt::format("the lifted input for {}", spec ? spec->target : "?");
+    const auto [at, added] = taken.emplace(node->target().str(), what);
+    if (!added) {
+      fail<KeyError>(
+          "export_program: {} and {} are both called {} as program inputs; rename one of them",
+          at->second, what, python_repr(node->target().str()));
+    }
+  }
+}
+
 // The exported program of a program graph (a trace's, or a recording's) whose get_attr
 // targets are paths from `prefix` in `module`: paths made whole, Linear's decomposition fused,
 // updates of the program's own values made functional, scalar overloads made canonical, dead
@@ -381,6 +411,7 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
     signature.inputs.push_back(
         {InputKind::kUserInput, node->name(), input_keys[next_key++].joined("_"), {}});
   }
+  refuse_clashing_inputs(graph, signature, input_keys);
   const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
   for (size_t i = 0; i < results.size(); ++i) {
     const Node* node = results[i].node();

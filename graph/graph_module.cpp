@@ -6,10 +6,12 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
+#include "tdfx/core/python_repr.h"
 #include "tdfx/core/time_budget.h"
 #include "tdfx/graph/graph_printer.h"
 #include "tdfx/graph/module_call.h"
@@ -100,6 +102,43 @@ void check_enum(const Node& node, const c10::Argument& formal, const Argument& a
   if (bare->kind() != *kind) {
     fail<GraphError>("%{}: argument '{}' of {} is {}, where the schema takes {}", node.name(),
                      formal.name(), node.target().str(), fx_str(arg), bare->str());
+  }
+}
+
+// A constant of another kind than the schema's number or string (a float where an int is
+// due, a string where a Scalar is) would reach the operator as an IValue it cannot read, and
+// LibTorch fails on an internal assert: refused here, naming the node. Ints pass where a float
+// is due (constant_value converts them), as in Python.
+void check_constant(const Node& node, const c10::Argument& formal, const Argument& arg) {
+  if (arg.node() || arg.is<None>() || arg.is<ArgumentList>()) return;
+  c10::TypePtr bare = formal.real_type();
+  if (auto optional = bare->cast<c10::OptionalType>()) bare = optional->getElementType();
+  bool fits = true;
+  switch (bare->kind()) {
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::SymIntType:
+      fits = arg.is<int64_t>() || enum_kind(arg).has_value();
+      break;
+    case c10::TypeKind::FloatType:
+      fits = arg.is<double>() || arg.is<int64_t>();
+      break;
+    case c10::TypeKind::BoolType:
+      fits = arg.is<bool>();
+      break;
+    case c10::TypeKind::NumberType:
+      fits = arg.is<int64_t>() || arg.is<double>() || arg.is<bool>();
+      break;
+    case c10::TypeKind::StringType:
+      fits = arg.is<std::string>();
+      break;
+    default:
+      break;
+  }
+  if (!fits) {
+    fail<GraphError>("%{}: argument '{}' of {} is {}, where the schema takes {}", node.name(),
+                     formal.name(), node.target().str(),
+                     arg.is<std::string>() ? python_repr(arg.as<std::string>()) : fx_str(arg),
+                     bare->str());
   }
 }
 
@@ -321,6 +360,8 @@ class Compiler {
     step.sources.reserve(formals.size());
     for (size_t i = 0; i < formals.size(); ++i) {
       check_enum(node, formals[i], full[i]);
+      check_constant(node, formals[i], full[i]);
+      check_number_node(node, formals[i], full[i]);
       if (full[i].is<None>() && formals[i].default_value()) {
         Source s;
         s.constant = *formals[i].default_value();
@@ -354,6 +395,23 @@ class Compiler {
       if (reader >= 0 && plan.steps[static_cast<size_t>(reader)].kind != Step::Kind::kOutput) {
         plan.steps[static_cast<size_t>(reader)].release.push_back(static_cast<int>(slot));
       }
+    }
+  }
+
+  // GraphError naming `node` when `arg` is a node whose value is a tensor where the schema
+  // takes a number (aten::sub.Scalar given a tensor): LibTorch would fail reading it as one.
+  void check_number_node(const Node& node, const c10::Argument& formal, const Argument& arg) {
+    const Node* input = arg.node();
+    if (!input) return;
+    c10::TypePtr bare = formal.real_type();
+    if (auto optional = bare->cast<c10::OptionalType>()) bare = optional->getElementType();
+    const auto kind = bare->kind();
+    const bool number = kind == c10::TypeKind::IntType || kind == c10::TypeKind::SymIntType ||
+                        kind == c10::TypeKind::FloatType || kind == c10::TypeKind::BoolType ||
+                        kind == c10::TypeKind::NumberType;
+    if (number && types().of(input).kind == ValueType::Kind::kTensor) {
+      fail<GraphError>("%{}: argument '{}' of {} is %{}, a tensor, where the schema takes {}",
+                       node.name(), formal.name(), node.target().str(), input->name(), bare->str());
     }
   }
 
@@ -400,6 +458,8 @@ class Compiler {
   std::optional<ValueTypes> types_;
 };
 
+// A bad index is a std::out_of_range (a std::invalid_argument for a key of the wrong kind),
+// which the run dresses as a RunError naming the node, as it does LibTorch's errors.
 c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, const Node& node) {
   if (key.isInt()) {
     const int64_t index = key.toInt();
@@ -407,7 +467,8 @@ c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, co
       const auto list = container.toListRef();
       const auto size = static_cast<int64_t>(list.size());
       if (index < -size || index >= size) {
-        fail<RunError>("index {} out of range for a list of {} values", index, size);
+        throw std::out_of_range(
+            fmt::format("index {} out of range for a list of {} values", index, size));
       }
       return list[static_cast<size_t>(index < 0 ? index + size : index)];
     }
@@ -415,7 +476,8 @@ c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, co
       const auto& elements = container.toTupleRef().elements();
       const auto size = static_cast<int64_t>(elements.size());
       if (index < -size || index >= size) {
-        fail<RunError>("index {} out of range for a tuple of {} values", index, size);
+        throw std::out_of_range(
+            fmt::format("index {} out of range for a tuple of {} values", index, size));
       }
       return elements[static_cast<size_t>(index < 0 ? index + size : index)];
     }
@@ -426,7 +488,8 @@ c10::IValue run_getitem(const c10::IValue& container, const c10::IValue& key, co
     return it->value();
   }
   (void)node;
-  fail<RunError>("cannot index a {} with {}", container.tagKind(), key.tagKind());
+  throw std::invalid_argument(
+      fmt::format("cannot index a {} with {}", container.tagKind(), key.tagKind()));
 }
 
 // Python's int arithmetic on two sizes, refusing what overflows int64 or divides by zero.

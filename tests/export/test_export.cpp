@@ -400,3 +400,29 @@ TEST_CASE("export: updates of the program's own values become functional ops, as
     CHECK(op_sequence(program.graph()) == std::vector<std::string>{"aten::mul_.Scalar"});
   }
 }
+
+TEST_CASE("export: a traced pipeline's inputs that would share a name are refused, naming both") {
+  // As exporting the pipeline refuses them: two keys joined to one name, and a key named as a
+  // lifted weight is. Each would print as code Python cannot run, and save would refuse it
+  // later.
+  {
+    auto module = make_td_sequential(
+        {make_td_module([](const at::Tensor& a, const at::Tensor& b) { return a + 2 * b; },
+                        {"a_b", NestedKey{"a", "b"}}, {"out"})});
+    TensorDict td({{"a_b", at::ones({2, 2})}, {NestedKey{"a", "b"}, at::zeros({2, 2})}}, {2});
+    CHECK_THROWS_WITH_AS(export_program(symbolic_trace(module, td)),
+                         "export_program: in key 'a_b' and in key ('a', 'b') are both called "
+                         "'a_b' as program inputs; rename one of them",
+                         KeyError);
+  }
+  {
+    auto module = make_td_sequential(
+        {make_td_module(torch::nn::Linear(2, 2), {"p_module_0_module_weight"}, {"y"})});
+    CHECK_THROWS_WITH_AS(
+        export_program(module, {{"p_module_0_module_weight", at::ones({1, 2})}}),
+        "export_program: the lifted input for module.0.module.weight and in key "
+        "'p_module_0_module_weight' are both called 'p_module_0_module_weight' as program "
+        "inputs; rename one of them",
+        KeyError);
+  }
+}

@@ -298,3 +298,57 @@ TEST_CASE("graph module: a 100000-node chain runs without deep recursion") {
   const auto xs = at::randn({2});
   CHECK(at::equal(gm.run({xs})[0].toTensor(), at::relu(xs)));
 }
+
+TEST_CASE("graph module: an index past a list's end is a RunError naming the node") {
+  // chunk(x, 2) of 4 columns gives 2 parts: the graph, as a file could say, asks for part 7.
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* chunk = g.call_function(Target::aten("aten::chunk"), {x, 2, -1});
+  g.output(g.call_function(Target::getitem(), {chunk, 7}));
+  GraphModule gm(nullptr, std::move(g));
+  CHECK_THROWS_WITH_AS(gm.run({at::ones({2, 4})}),
+                       doctest::Contains("while executing %getitem = operator.getitem(%chunk, 7): "
+                                         "index 7 out of range for a list of 2 values"),
+                       RunError);
+}
+
+TEST_CASE("graph module: a number or string of another kind than the schema's is refused") {
+  // Each would reach LibTorch as an IValue it cannot read (an internal assert, or "IValue is
+  // not a Scalar"), as a file could have it: refused when the plan is built, naming the node.
+  {
+    Graph g;
+    Node* x = g.placeholder("x");
+    g.output(g.call_function(Target::aten("aten::softmax.int"), {x, 1.5}));
+    CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(g)),
+                         "%softmax: argument 'dim' of aten::softmax.int is 1.5, where the "
+                         "schema takes int",
+                         GraphError);
+  }
+  {
+    Graph g;
+    Node* x = g.placeholder("x");
+    Node* mask = g.placeholder("mask");
+    g.output(
+        g.call_function(Target::aten("aten::masked_fill.Scalar"), {x, mask, std::string("x")}));
+    CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(g)),
+                         "%masked_fill: argument 'value' of aten::masked_fill.Scalar is 'x', "
+                         "where the schema takes Scalar",
+                         GraphError);
+  }
+  {
+    Graph g;
+    Node* x = g.placeholder("x");
+    Node* relu = g.call_function(Target::aten("aten::relu"), {x});
+    g.output(g.call_function(Target::aten("aten::sub.Scalar"), {x, relu}));
+    CHECK_THROWS_WITH_AS(GraphModule(nullptr, std::move(g)),
+                         "%sub: argument 'other' of aten::sub.Scalar is %relu, a tensor, where "
+                         "the schema takes Scalar",
+                         GraphError);
+  }
+  // An int where a Scalar is due passes, as in Python: leaky_relu(x, 0).
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.output(g.call_function(Target::aten("aten::leaky_relu"), {x, int64_t{0}}));
+  GraphModule gm(nullptr, std::move(g));
+  CHECK(at::equal(gm.run({at::ones({2})})[0].toTensor(), at::ones({2})));
+}
