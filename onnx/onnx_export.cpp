@@ -808,9 +808,10 @@ Value Converter::convert_node() {
     const Node* self = args_.empty() ? nullptr : arg(0).node();
     if (!self || self->op() != OpCode::kCallFunction || !computes_own_tensor(*self)) {
       refuse(
-          "it updates its input in place (a buffer, as BatchNorm's statistics in training "
-          "mode, or a view of another tensor), which an ONNX model cannot; export the pipeline "
-          "in eval mode");
+          "it updates its input in place, which an ONNX model cannot: a buffer (BatchNorm's "
+          "statistics in training mode: export the pipeline in eval mode; a counter of the "
+          "module's own: keep it out of the exported pipeline), or a view of another tensor "
+          "(write the op out of place: `y = x.sigmoid()`, not `x.sigmoid_()`)");
     }
     op_name.pop_back();
   }

@@ -357,10 +357,11 @@ TEST_CASE("onnx: training-mode layers are refused, naming the node") {
     return std::string("written");
   };
   CHECK(refusal(make_td_module(nn::BatchNorm1d(4), {"x"}, {"y"})) ==
-        "cannot write node 'add_' (aten::add_.Scalar) as ONNX: it updates its input in place "
-        "(a buffer, as BatchNorm's statistics in training mode, or a view of another tensor), "
-        "which an ONNX model cannot; "
-        "export the pipeline in eval mode");
+        "cannot write node 'add_' (aten::add_.Scalar) as ONNX: it updates its input in place, "
+        "which an ONNX model cannot: a buffer (BatchNorm's statistics in training mode: export "
+        "the pipeline in eval mode; a counter of the module's own: keep it out of the exported "
+        "pipeline), or a view of another tensor (write the op out of place: `y = x.sigmoid()`, "
+        "not `x.sigmoid_()`)");
   CHECK(refusal(make_td_module(
             nn::BatchNorm1d(nn::BatchNorm1dOptions(4).track_running_stats(false)), {"x"}, {"y"})) ==
         "cannot write node 'batch_norm' (aten::batch_norm) as ONNX: batch norm in training "
