@@ -48,9 +48,9 @@ struct Buckets {
 
 /// The finite elements of `values`, whose moments are `m`, counted in `buckets` buckets of
 /// equal width from m.min to m.max (one when they are equal; none when no element is finite).
-/// Limit i is m.min + width (i + 1), the last m.max; a value on a limit is counted below it.
-/// For float and double tensors without NaN or Inf the buckets are found a block at a time by
-/// a loop the compiler vectorises.
+/// Limit i is m.min + width (i + 1), the last m.max (for a range beyond a double, computed
+/// from halves); a value on a limit is counted below it. For float and double tensors without
+/// NaN or Inf the buckets are found 4 values at a time where the CPU has AVX2.
 Buckets equal_width_buckets(const at::Tensor& values, const Moments& m, int buckets);
 
 /// Whether every element of `t` is finite: for a contiguous float or double tensor on the CPU,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 #include <ostream>
+#include <string_view>
 #include <unordered_map>
 
 #include "tdfx/codegen/python_code.h"
@@ -334,15 +335,15 @@ namespace {
 // Named now, by key, rather than at save.
 void refuse_clashing_inputs(const Graph& graph, const GraphSignature& signature,
                             const std::vector<NestedKey>& input_keys) {
+  std::unordered_map<std::string_view, const InputSpec*> spec_of;  // by placeholder name
+  for (const InputSpec& in : signature.inputs) spec_of.emplace(in.name, &in);
   // What each placeholder target stands for, for the message.
   std::unordered_map<std::string, std::string> taken;
   size_t next_key = 0;
   for (const Node* node : graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder) continue;
-    const InputSpec* spec = nullptr;
-    for (const InputSpec& in : signature.inputs) {
-      if (in.name == node->name()) spec = &in;
-    }
+    const auto found = spec_of.find(node->name());
+    const InputSpec* spec = found == spec_of.end() ? nullptr : found->second;
     const bool user = spec && spec->kind == InputKind::kUserInput;
     const std::string what =
         user && next_key < input_keys.size()
