@@ -335,26 +335,30 @@ namespace {
 // Named now, by key, rather than at save.
 void refuse_clashing_inputs(const Graph& graph, const GraphSignature& signature,
                             const std::vector<NestedKey>& input_keys) {
-  std::unordered_map<std::string_view, const InputSpec*> spec_of;  // by placeholder name
-  for (const InputSpec& in : signature.inputs) spec_of.emplace(in.name, &in);
-  // What each placeholder target stands for, for the message.
-  std::unordered_map<std::string, std::string> taken;
-  size_t next_key = 0;
+  // The first placeholder of each target, by a view of its target: no copy on the way.
+  std::unordered_map<std::string_view, const Node*> taken;
+  taken.reserve(signature.inputs.size());
   for (const Node* node : graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder) continue;
-    const auto found = spec_of.find(node->name());
-    const InputSpec* spec = found == spec_of.end() ? nullptr : found->second;
-    const bool user = spec && spec->kind == InputKind::kUserInput;
-    const std::string what =
-        user && next_key < input_keys.size()
-            ? "in key " + input_keys[next_key++].repr()
-            : fmt::format("the lifted input for {}", spec ? spec->target : "?");
-    const auto [at, added] = taken.emplace(node->target().str(), what);
-    if (!added) {
-      fail<KeyError>(
-          "export_program: {} and {} are both called {} as program inputs; rename one of them",
-          at->second, what, python_repr(node->target().str()));
-    }
+    const auto [at, added] = taken.emplace(node->target().str(), node);
+    if (added) continue;
+    // What each of the two stands for: a user input's key (user inputs are in key order), or
+    // the parameter or buffer a lifted input is.
+    auto what = [&](const Node* input) {
+      size_t user = 0;
+      for (const InputSpec& in : signature.inputs) {
+        const bool is_user = in.kind == InputKind::kUserInput;
+        if (in.name == input->name()) {
+          return is_user && user < input_keys.size() ? "in key " + input_keys[user].repr()
+                                                     : "the lifted input for " + in.target;
+        }
+        user += is_user ? 1 : 0;
+      }
+      return "%" + input->name();
+    };
+    fail<KeyError>(
+        "export_program: {} and {} are both called {} as program inputs; rename one of them",
+        what(at->second), what(node), python_repr(node->target().str()));
   }
 }
 
