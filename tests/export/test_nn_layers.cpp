@@ -23,6 +23,7 @@
 #include "tdfx/export/program.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tests/export/nn_layer_cases.h"
+#include "tests/support/test_support.h"
 
 using namespace tdfx;
 using namespace tdfx::testing::nn_layers;
@@ -139,10 +140,12 @@ void run_case(const LayerCase& layer, bool in_user_module) {
     check_equal(loaded.module()(program_inputs(layer, td)), expected, "loaded");
   }
   // Drawn.
-  const auto dot = std::filesystem::temp_directory_path() / "tdfx_nn_layer.dot";
+  // In a folder of its own: a fixed name in /tmp raced another test_export run (two
+  // checkouts testing at once) and lost its file.
+  const tdfx::testing::ScratchDir scratch("tdfx_nn_layer");
+  const auto dot = scratch / "layer.dot";
   save_diagram(gm, dot.string());
   CHECK(std::filesystem::file_size(dot) > 0);
-  std::filesystem::remove(dot);
 }
 
 }  // namespace
