@@ -69,8 +69,10 @@ void recorder_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   }
   if (records_inside(op)) {
     // The ops it calls come back here, recorded.
-    op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey),
-                       stack);
+    recorder->record_composite(op, *stack, [&] {
+      op.redispatchBoxed(
+          keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey), stack);
+    });
     return;
   }
   recorder->record_op(op, *stack, run);
@@ -498,6 +500,41 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
   for (size_t i = 0; i < returns; ++i) {
     const c10::IValue& value = stack[results + i];
     if (value.isTensor()) item(node, static_cast<int64_t>(i), value.toTensor());
+  }
+}
+
+void DispatchRecorder::record_composite(const c10::OperatorHandle& op,
+                                        std::vector<c10::IValue>& stack,
+                                        const std::function<void()>& run) {
+  if (composite_running_ != kNoComposite) {  // inside another: the outer one is the call
+    run();
+    return;
+  }
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t arity = schema.arguments().size();
+  if (stack.size() < arity) throw InternalError("the recorder's fallback got a short stack");
+  CompositeCall call;
+  call.op = op.operator_name().name;
+  for (size_t i = stack.size() - arity; i < stack.size(); ++i) {
+    if (stack[i].isTensor()) {
+      call.inputs.push_back(node_of(stack[i].toTensor()));
+    } else if (stack[i].isTensorList()) {
+      for (const at::Tensor& t : stack[i].toTensorVector()) call.inputs.push_back(node_of(t));
+    }
+  }
+  const size_t index = composites_.size();
+  composites_.push_back(std::move(call));
+  struct Running {
+    size_t& running;
+    ~Running() { running = kNoComposite; }
+  } running{composite_running_};
+  composite_running_ = index;
+  run();
+  composite_running_ = kNoComposite;
+  const size_t returns = schema.returns().size();
+  if (stack.size() < returns) throw InternalError("the recorder's fallback lost its results");
+  for (size_t i = stack.size() - returns; i < stack.size(); ++i) {
+    if (stack[i].isTensor()) composites_[index].results.push_back(node_of(stack[i].toTensor()));
   }
 }
 

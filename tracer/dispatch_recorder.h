@@ -58,6 +58,20 @@ struct ValueReadCall {
   std::string layer;
 };
 
+/// A call of an op the recorder records as the ops it calls (records_inside in
+/// dispatch_recorder.cpp): a GRUCell's `aten::gru_cell` is recorded as two linears and its
+/// gates' arithmetic. The nodes recorded inside it are DispatchRecorder::composite_running()'s
+/// while they are created.
+struct CompositeCall {
+  /// The op (`aten::gru_cell`).
+  std::string op;
+  /// The nodes of its tensor arguments (a list's items in place), in order; nullptr for one
+  /// the recording does not follow.
+  std::vector<Node*> inputs;
+  /// The nodes of its tensor results, in order.
+  std::vector<Node*> results;
+};
+
 /// Records aten ops into a Graph it does not own. One recorder records on one thread at a
 /// time, and one at a time on a thread: a recording does not start inside another (code being
 /// traced that traces). Not copyable.
@@ -128,11 +142,23 @@ class DispatchRecorder {
   const std::string& grad_mode_changed_at() const { return grad_mode_changed_at_; }
   /// The number of ops recorded.
   size_t op_count() const { return op_count_; }
+  /// The calls of ops recorded as the ops they call, outermost ones only, in order; the
+  /// recorder keeps none after.
+  std::vector<CompositeCall> take_composites() { return std::move(composites_); }
+  /// What composite_running() returns while no composite op runs.
+  static constexpr size_t kNoComposite = static_cast<size_t>(-1);
+  /// The composite call (an index into composites()) whose ops are being recorded, else
+  /// kNoComposite: on_node asks it.
+  size_t composite_running() const { return composite_running_; }
 
   /// Called by the fallback (dispatch_recorder.cpp): records one op whose arguments are on
   /// top of `stack`, runs it by `run`, and records its results.
   void record_op(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack,
                  const std::function<void()>& run);
+  /// Called by the fallback for an op recorded as the ops it calls: runs it by `run` (the ops
+  /// it calls come back to the fallback, recorded) and notes the call (composites()).
+  void record_composite(const c10::OperatorHandle& op, std::vector<c10::IValue>& stack,
+                        const std::function<void()>& run);
 
  private:
   struct Followed;
@@ -159,6 +185,8 @@ class DispatchRecorder {
   Node* first_ = nullptr;
   Node* last_ = nullptr;
   size_t op_count_ = 0;
+  std::vector<CompositeCall> composites_;
+  size_t composite_running_ = kNoComposite;
 };
 
 }  // namespace tdfx::detail

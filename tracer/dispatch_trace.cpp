@@ -64,6 +64,7 @@ class ProgramHook : public KeyAccessHook {
       out_.out_keys.push_back(key);
     }
     out_.graph.output(tuple(std::move(results)));
+    out_.composites = recorder_.take_composites();
     out_.batch = example_batch(example_);
     return std::move(out_);
   }
@@ -269,6 +270,8 @@ class ProgramHook : public KeyAccessHook {
   // Which built-in layer's call it is, leaf_calls.h finds later.
   void give_meta(Node* node) {
     note_item(node);
+    const size_t composite = recorder_.composite_running();
+    if (composite != DispatchRecorder::kNoComposite) out_.node_composite.set(node, composite);
     if (!call_) return;
     out_.node_call.set(node, call_index_);
     if (child_) out_.node_child.set(node, *child_);

@@ -24,6 +24,7 @@
 #include "tdfx/graph/graph.h"
 #include "tdfx/graph/graph_module.h"
 #include "tdfx/tensordict/modules.h"
+#include "tdfx/tracer/dispatch_recorder.h"
 #include "tdfx/tracer/module_state.h"
 
 namespace tdfx::detail {
@@ -85,6 +86,10 @@ struct PipelineRecording {
   /// The child of a wrapped Sequential that recorded each node (an index into `children`),
   /// where one did.
   NodeTable<size_t> node_child{kNone};
+  /// Calls of ops recorded as the ops they call (a GRUCell's gru_cell), and the one each node
+  /// was recorded inside, where one was (an index into `composites`).
+  std::vector<CompositeCall> composites;
+  NodeTable<size_t> node_composite{kNone};
   /// The item nodes of each op with several results (or a list), by index: all the recorder
   /// made, also those the program prunes, which a leaf call's body in the view still returns.
   std::unordered_map<const Node*, std::vector<Node*>> items;

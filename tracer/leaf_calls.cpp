@@ -30,8 +30,24 @@ LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& opt
   NodeTable<char> needed;
   const std::vector<Node*> nodes = recording.graph.node_list();
   size_t current = recording.calls.size();
+  size_t current_composite = PipelineRecording::kNone;
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* node = *it;
+    // A composite op's results (lstm_cell's h and c) are what a leaf's call returns: kept or
+    // dropped together. Its nodes are contiguous and every reader of its results comes after
+    // them, so whether one is needed is known at its last node, met first.
+    const size_t composite = recording.node_composite.get(node);
+    if (composite != current_composite) {
+      current_composite = composite;
+      if (composite != PipelineRecording::kNone && options.outline_leaves) {
+        const std::vector<Node*>& results = recording.composites[composite].results;
+        const bool any = std::any_of(results.begin(), results.end(),
+                                     [&](const Node* r) { return r && needed.get(r) != 0; });
+        for (const Node* r : results) {
+          if (r && any) needed.set(r, 1);
+        }
+      }
+    }
     // Nodes of one TensorDictModule call are contiguous: its last is met first, once the calls
     // after it are done.
     const size_t call = recording.call_of(node);
@@ -152,6 +168,7 @@ class LeafCallFinder {
         for (Node* output : call.outputs) {
           if (output && live_.contains(output)) leaf.outputs.push_back(output);
         }
+        leaf.returns = leaf.outputs;
         add(std::move(leaf));
         continue;
       }
@@ -249,6 +266,7 @@ class LeafCallFinder {
       if (only_parameters && derived_.insert(node)) derived.push_back(node);
     }
     for (const Node* node : derived) params_.insert(node);
+    cover_composites(nodes, runs);
     size_t previous_end = 0;
     for (const auto& [first, last] : runs) {
       LeafCall leaf;
@@ -256,6 +274,11 @@ class LeafCallFinder {
       leaf.nodes.insert(leaf.nodes.end(), nodes.begin() + static_cast<long>(first),
                         nodes.begin() + static_cast<long>(last) + 1);
       previous_end = last + 1;
+      const size_t composite = recording_.node_composite.get(nodes[first]);
+      if (composite != PipelineRecording::kNone &&
+          recording_.node_composite.get(nodes[last]) == composite) {
+        leaf.composite = &recording_.composites[composite];
+      }
       find_boundary(leaf);
       order_as_called(leaf);
       if (leaf.inputs.empty() || leaf.outputs.empty() || !records_its_op(module, leaf.nodes) ||
@@ -268,9 +291,51 @@ class LeafCallFinder {
       leaf.module_type = describe_module(module);
       leaf.call = c;
       leaf.recurrent = recurrent_op(leaf);
+      leaf.returns = returned_by(leaf);
       leaves.push_back(std::move(leaf));
     }
     return leaves;
+  }
+
+  // Runs that reach into the ops of a composite call (a GRUCell's gru_cell: its linears read
+  // the cell's parameters, its gates' arithmetic does not) take all of them, the gates too: the
+  // call is the cell op's. Runs that then meet are one.
+  void cover_composites(const std::vector<Node*>& nodes,
+                        std::vector<std::pair<size_t, size_t>>& runs) const {
+    if (recording_.composites.empty()) return;
+    const NodeTable<size_t>& of = recording_.node_composite;
+    std::vector<std::pair<size_t, size_t>> covered;
+    for (auto [first, last] : runs) {
+      const size_t a = of.get(nodes[first]);
+      while (a != PipelineRecording::kNone && first > 0 && of.get(nodes[first - 1]) == a) --first;
+      const size_t b = of.get(nodes[last]);
+      while (b != PipelineRecording::kNone && last + 1 < nodes.size() &&
+             of.get(nodes[last + 1]) == b) {
+        ++last;
+      }
+      if (!covered.empty() && first <= covered.back().second) {
+        covered.back().second = std::max(covered.back().second, last);
+      } else {
+        covered.emplace_back(first, last);
+      }
+    }
+    runs = std::move(covered);
+  }
+
+  // What the call of `leaf` returns (LeafCall::returns): a cell op's results when it has
+  // several and they are the call's outputs and every other result is one of its nodes.
+  static std::vector<Node*> returned_by(const LeafCall& leaf) {
+    if (!leaf.composite || leaf.composite->results.size() < 2) return leaf.outputs;
+    const std::vector<Node*>& results = leaf.composite->results;
+    for (const Node* out : leaf.outputs) {
+      if (std::find(results.begin(), results.end(), out) == results.end()) return leaf.outputs;
+    }
+    for (const Node* result : results) {
+      if (!result || std::find(leaf.nodes.begin(), leaf.nodes.end(), result) == leaf.nodes.end()) {
+        return leaf.outputs;
+      }
+    }
+    return results;
   }
 
   static bool records_its_op(const torch::nn::Module& module, const std::vector<Node*>& nodes) {
@@ -423,6 +488,15 @@ class LeafCallFinder {
     for (const Node* node : leaf.nodes) members_.insert(node);
     seen_.clear();
     std::vector<Node*> ordered;
+    // A cell op takes them in its arguments' order: GRUCell's (x, h).
+    if (leaf.composite) {
+      for (Node* input : leaf.composite->inputs) {
+        if (input && std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end() &&
+            seen_.insert(input)) {
+          ordered.push_back(input);
+        }
+      }
+    }
     const Node* last = leaf.nodes.back();
     while (item_source(*last) && members_.contains(item_source(*last))) last = item_source(*last);
     visit_inputs(*last, leaf, ordered);

@@ -63,6 +63,12 @@ struct LeafCall {
   /// The nodes it reads from outside (parameters aside), in the order its last op takes them;
   /// and those read after it, in program order.
   std::vector<Node*> inputs, outputs;
+  /// What its call_module node returns, in order: `outputs`, but for a call of a cell op with
+  /// several results (lstm_cell's h and c, a CompositeCall), all of them, as Python's returns
+  /// them.
+  std::vector<Node*> returns;
+  /// The inputs of a call of a cell op (a GRUCell's gru_cell, a CompositeCall), else nullptr.
+  const CompositeCall* composite = nullptr;
   /// For a recurrent layer (lstm, gru, rnn_tanh, rnn_relu as its last op, its outputs all that
   /// op's items), that op: the call returns what Python's does, `(output, (h, c))` or
   /// `(output, h)`, and its users pick from it with getitem.

@@ -131,6 +131,11 @@ FlatProgram prune_program(PipelineRecording& recording, const LiveNodes& live) {
     auto it = read.after ? live_before.find(read.after) : live_before.end();
     if (it != live_before.end()) read.after = it->second;
   }
+  // The composite calls name only nodes that stay.
+  for (CompositeCall& composite : recording.composites) {
+    for (Node*& node : composite.inputs) node = node && live.contains(node) ? node : nullptr;
+    for (Node*& node : composite.results) node = node && live.contains(node) ? node : nullptr;
+  }
   // A dead node's users are dead and come after it: erased last first, none has users left.
   for (auto it = dead.rbegin(); it != dead.rend(); ++it) graph.erase_node(*it);
   out.graph = std::move(graph);
