@@ -378,7 +378,8 @@ namespace {
 tdfx::ExportedProgram op_chain(int64_t n, const char* op) {
   tdfx::Graph g;
   tdfx::Node* x = g.placeholder("x");
-  x->meta().tensor = tdfx::TensorMeta{at::kFloat, std::vector<int64_t>{2}};
+  x->meta().tensor.dtype = at::kFloat;
+  x->meta().tensor.shape = std::vector<int64_t>{2};
   tdfx::Node* last = x;
   for (int64_t i = 2; i < n; ++i) last = g.call_function(tdfx::Target::aten(op), {last});
   g.output(tdfx::tuple({last}));

@@ -363,17 +363,18 @@ void refuse_clashing_inputs(const Graph& graph, const GraphSignature& signature,
 }
 
 // The exported program of a program graph (a trace's, or a recording's) whose get_attr
-// targets are paths from `prefix` in `module`: paths made whole, Linear's decomposition fused,
-// updates of the program's own values made functional, scalar overloads made canonical, dead
-// code removed, parameters and buffers lifted to inputs.
-// `state`: the module's parameters and buffers (detail::state_tensors).
+// targets are paths from `prefix` in the pipeline: paths made whole, Linear's decomposition
+// fused, updates of the program's own values made functional, scalar overloads made
+// canonical, dead code removed, parameters and buffers lifted to inputs.
+// `state`: the pipeline's parameters and buffers (detail::state_tensors); `modules`: its
+// boxes (pipeline_modules).
 ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
-                                     TensorDictModuleBase& module,
                                      const std::vector<detail::StateTensor>& state,
                                      const GraphModule::Attributes& constants,
                                      const std::vector<NestedKey>& input_keys,
                                      const std::vector<NestedKey>& out_keys,
-                                     const std::optional<BatchSpecialisation>& specialisation) {
+                                     const std::optional<BatchSpecialisation>& specialisation,
+                                     std::vector<ModuleBox> modules) {
   // Paths from the pipeline rather than from the trace's root; errors name the program's
   // own nodes.
   for (Node* node : graph.nodes()) {
@@ -425,7 +426,7 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
   // The program's GraphModule lints the graph as it compiles it, on its first run.
   return ExportedProgram(ExportedProgram::CompileOnFirstRun{}, std::move(graph),
                          std::move(signature), std::move(weights), specialisation,
-                         detail::pipeline_modules(module, "", state));
+                         std::move(modules));
 }
 
 }  // namespace
@@ -472,9 +473,19 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   GraphModule::Attributes constants;
   for (const std::string& path : recording.constants)
     constants.emplace(path, recording.state.at(path));
-  return export_program_graph(std::move(program.graph), "", *module, recorded.layout.state,
-                              constants, program.input_keys, program.out_keys,
-                              detail::specialisation_of(recorded));
+  // The boxes from the layout's walk, labelled with the descriptions flat_program made.
+  std::unordered_map<const TensorDictModule*, const std::string*> described;
+  for (const detail::RecordedCall& call : recording.calls) {
+    described.emplace(call.module, &call.module_type);
+  }
+  std::vector<ModuleBox> modules = detail::pipeline_modules(
+      recorded.layout.places, recorded.layout.state, [&](const TensorDictModule& m) {
+        const auto it = described.find(&m);
+        return it == described.end() ? nullptr : it->second;
+      });
+  return export_program_graph(std::move(program.graph), "", recorded.layout.state, constants,
+                              program.input_keys, program.out_keys,
+                              detail::specialisation_of(recorded), std::move(modules));
 }
 
 ExportedProgram export_program(const TDGraphModule& traced) {
@@ -483,10 +494,11 @@ ExportedProgram export_program(const TDGraphModule& traced) {
   for (const auto& [path, tensor] : traced.constants()) {
     constants.emplace(detail::join_path(traced.root_prefix(), path), tensor);
   }
-  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(),
-                              *traced.pipeline(), detail::state_tensors(*traced.pipeline()),
+  const std::vector<detail::StateTensor> state = detail::state_tensors(*traced.pipeline());
+  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(), state,
                               constants, traced.input_keys(), traced.out_keys(),
-                              traced.batch_specialisation());
+                              traced.batch_specialisation(),
+                              detail::pipeline_modules(*traced.pipeline(), "", state));
 }
 
 }  // namespace tdfx

@@ -310,9 +310,10 @@ class ProgramHook : public KeyAccessHook {
 PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& strip_prefix) {
   PipelineLayout layout;
   walk_pipeline(module, strip_prefix,
-                [&](const TensorDictModuleBase& m, const PipelinePlace& place) {
+                [&](const TensorDictModuleBase& m, PipelinePlace&& place) {
                   if (place.level >= 0) {  // a sequential: one more level of names
                     layout.level_count = std::max(layout.level_count, place.level + 1);
+                    layout.places.emplace_back(&m, std::move(place));
                     return;
                   }
                   const TensorDictModule* td_module = &traced_td_module(m);
@@ -325,6 +326,7 @@ PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& 
                   call.inner_path = place.inner_path;
                   call.levels = place.levels;
                   layout.calls[td_module].push_back(std::move(call));
+                  layout.places.emplace_back(&m, std::move(place));
                 });
   layout.state = state_tensors(module, strip_prefix);
   return layout;

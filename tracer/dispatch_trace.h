@@ -26,6 +26,7 @@
 #include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/dispatch_recorder.h"
 #include "tdfx/tracer/module_state.h"
+#include "tdfx/tracer/module_tree.h"
 
 namespace tdfx::detail {
 
@@ -159,6 +160,9 @@ struct PipelineLayout {
   /// Parameters first, then defined buffers, in module order (state_tensors), with paths
   /// from the graph root.
   std::vector<StateTensor> state;
+  /// Every module of the pipeline with its place, in walk order: what the module view's boxes
+  /// are made from (detail::pipeline_modules) without walking the pipeline again.
+  PipelinePlaces places;
 };
 
 /// The layout of `module` with `strip_prefix` cut from its paths; TraceError for a module

@@ -44,7 +44,7 @@ namespace {
 class PipelineWalk {
  public:
   PipelineWalk(const std::string& strip,
-               const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit)
+               const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit)
       : strip_(strip), visit_(visit) {}
 
   void walk(const TensorDictModuleBase& module, const std::string& path,
@@ -55,19 +55,20 @@ class PipelineWalk {
     place.levels = levels;
     const auto* seq = dynamic_cast<const TensorDictSequential*>(&module);
     if (seq) place.level = sequentials_++;
-    visit_(module, place);
+    const int level = place.level;
+    visit_(module, std::move(place));
     if (!seq) return;
     const auto& children = seq->children_modules();
     for (size_t i = 0; i < children.size(); ++i) {
       auto child_levels = levels;
-      child_levels.insert(child_levels.begin(), {place.level, static_cast<int>(i)});
+      child_levels.insert(child_levels.begin(), {level, static_cast<int>(i)});
       walk(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
     }
   }
 
  private:
   const std::string& strip_;
-  const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit_;
+  const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit_;
   int sequentials_ = 0;
 };
 
@@ -75,7 +76,7 @@ class PipelineWalk {
 
 void walk_pipeline(
     const TensorDictModuleBase& root, const std::string& strip_prefix,
-    const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit) {
+    const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit) {
   PipelineWalk(strip_prefix, visit).walk(root, "", {});
 }
 
@@ -184,7 +185,7 @@ class StateElements {
 /// The module view's box of `module`, found at `place`; its element counts from `state` when
 /// given, else from its modules.
 ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace& place,
-                 const StateElements* state) {
+                 const StateElements* state, const std::string* label = nullptr) {
   ModuleBox box;
   box.path = place.path;
   box.in_keys = module.in_keys();
@@ -195,7 +196,7 @@ ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace
     std::tie(box.parameters, box.buffers) = state ? state->under(place.path) : elements(*seq);
   } else if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
     const torch::nn::Module& inner = *td->inner_ptr();
-    box.label = detail::describe_module(inner);
+    box.label = label ? *label : detail::describe_module(inner);
     box.type = detail::short_type(inner);
     std::tie(box.parameters, box.buffers) =
         state ? state->under(place.inner_path) : elements(inner);
@@ -229,6 +230,20 @@ std::vector<ModuleBox> detail::pipeline_modules(const TensorDictModuleBase& modu
                                                 const std::vector<StateTensor>& state) {
   const StateElements elements(state);
   return boxes_of(module, strip_prefix, &elements);
+}
+
+std::vector<ModuleBox> detail::pipeline_modules(
+    const PipelinePlaces& places, const std::vector<StateTensor>& state,
+    const std::function<const std::string*(const TensorDictModule&)>& label_of) {
+  const StateElements elements(state);
+  std::vector<ModuleBox> boxes;
+  boxes.reserve(places.size());
+  for (const auto& [module, place] : places) {
+    if (place.level == 0) continue;  // a root sequential is the graph itself
+    const auto* td = dynamic_cast<const TensorDictModule*>(module);
+    boxes.push_back(box_of(*module, place, &elements, td ? label_of(*td) : nullptr));
+  }
+  return boxes;
 }
 
 }  // namespace tdfx

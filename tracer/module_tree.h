@@ -64,9 +64,19 @@ struct PipelinePlace {
 /// children (``, `0`, `0.module.0`, `0.module.1`, `1`), as the sequentials run them. The
 /// recorder plans its calls and pipeline_modules draws its boxes from this one walk, so that
 /// the paths of a trace's nodes and of the module view agree.
+/// `visit` may take the place it is given (`PipelinePlace&&`): the walk does not use it after.
 void walk_pipeline(
     const TensorDictModuleBase& root, const std::string& strip_prefix,
-    const std::function<void(const TensorDictModuleBase&, const PipelinePlace&)>& visit);
+    const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit);
+/// The modules a walk met and their places, in walk order (pipeline_layout keeps them).
+using PipelinePlaces = std::vector<std::pair<const TensorDictModuleBase*, PipelinePlace>>;
+/// pipeline_modules of the modules a walk met (`places`, with the strip prefix the walk was
+/// given), with element counts from `state` as above, and without walking again. A
+/// TensorDictModule's label is `*label_of(module)` where that is not null (a description a
+/// recording made already), else its wrapped module described here.
+std::vector<ModuleBox> pipeline_modules(
+    const PipelinePlaces& places, const std::vector<StateTensor>& state,
+    const std::function<const std::string*(const TensorDictModule&)>& label_of);
 /// `module` as the TensorDictModule a trace records a call of; TraceError naming it when it is
 /// another kind of module (tdfx traces TensorDictModule and TensorDictSequential).
 const TensorDictModule& traced_td_module(const TensorDictModuleBase& module);
