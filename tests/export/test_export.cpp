@@ -1,5 +1,6 @@
 // export_program on seed 000's models: signature, printed program, outputs.
 #include <doctest/doctest.h>
+#include <torch/nn/modules/rnn.h>
 #include <torch/utils.h>
 
 #include <filesystem>
@@ -425,4 +426,45 @@ TEST_CASE("export: a traced pipeline's inputs that would share a name are refuse
         "inputs; rename one of them",
         KeyError);
   }
+}
+
+TEST_CASE("export: the ops of a GRUCell inside a user module all belong to the cell") {
+  // gru_cell is recorded as the ops it calls; the program names each by the cell, the gates
+  // too, and what the user module computes around it by the user module.
+  struct CoreImpl : torch::nn::Module {
+    CoreImpl() : cell(register_module("cell", torch::nn::GRUCell(3, 2))) {}
+    at::Tensor forward(const at::Tensor& x, const at::Tensor& h) { return cell(x, h).relu(); }
+    torch::nn::GRUCell cell{nullptr};
+  };
+  auto module = make_td_module(std::make_shared<CoreImpl>(), {"x", "h"}, {"next_h"});
+  torch::manual_seed(0);
+  const ExportedProgram program =
+      export_program(module, {{"x", at::randn({2, 3})}, {"h", at::randn({2, 2})}});
+  std::string modules;
+  for (const Node* node : program.graph().nodes()) {
+    if (node->op() != OpCode::kCallFunction) continue;
+    modules += node->name() + ": " + node->meta().module_path + "\n";
+  }
+  CHECK(modules ==
+        "linear: module.cell\n"
+        "unsafe_chunk: module.cell\n"
+        "getitem: module.cell\n"
+        "getitem_1: module.cell\n"
+        "getitem_2: module.cell\n"
+        "linear_1: module.cell\n"
+        "unsafe_chunk_1: module.cell\n"
+        "getitem_3: module.cell\n"
+        "getitem_4: module.cell\n"
+        "getitem_5: module.cell\n"
+        "add_: module.cell\n"
+        "sigmoid_: module.cell\n"
+        "add__1: module.cell\n"
+        "sigmoid__1: module.cell\n"
+        "mul_: module.cell\n"
+        "add: module.cell\n"
+        "tanh: module.cell\n"
+        "sub: module.cell\n"
+        "mul: module.cell\n"
+        "add_1: module.cell\n"
+        "relu: module\n");
 }

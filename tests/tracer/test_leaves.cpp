@@ -158,14 +158,14 @@ TensorDict example(const LayerCase& c, int64_t batch) {
 
 /// The module's outputs against the graph's on `input`, from the same random state.
 void check_bit_identical(const TensorDictModulePtr& module, const TDGraphModule& gm,
-                         const TensorDict& input) {
+                         const TensorDict& input, const NestedKey& out = "y") {
   TensorDict eager(input);
   torch::manual_seed(7);
   module->forward(eager);
   torch::manual_seed(7);
   const auto traced = gm.run(input);
   REQUIRE(traced.size() == 1);
-  CHECK(bit_equal(traced[0], eager.get("y")));
+  CHECK(bit_equal(traced[0], eager.get(out)));
 }
 
 /// Traces the layer case `name` at batch 2.
@@ -438,4 +438,46 @@ TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c
   REQUIRE(outputs.size() == 3);
   CHECK(at::equal(outputs[0].toTensor(), eager.get("y")));
   CHECK(at::equal(outputs[2].toTensor(), eager.get("c")));
+}
+
+TEST_CASE("leaves: a GRUCell given its state is one call_module, cell(x, h), in any batch") {
+  // A recurrent policy's core as users write it: the state from the TensorDict, reset where an
+  // episode ended. gru_cell is recorded as the ops it calls (two linears and the gates'
+  // arithmetic); the call is all of them, its arguments in the cell's order.
+  struct CoreImpl : nn::Module {
+    CoreImpl() : cell(register_module("cell", nn::GRUCell(3, 5))) {}
+    at::Tensor forward(const at::Tensor& x, const at::Tensor& h, const at::Tensor& done) {
+      return cell(x, h * (1 - done));
+    }
+    nn::GRUCell cell{nullptr};
+  };
+  auto module = make_td_module(std::make_shared<CoreImpl>(), {"x", "h", "done"}, {"next_h"});
+  auto example = [](int64_t batch) {
+    return TensorDict({{"x", at::randn({batch, 3})},
+                       {"h", at::randn({batch, 5})},
+                       {"done", at::randint(2, {batch, 1}).to(at::kFloat)}},
+                      {batch});
+  };
+  const TensorDict td = example(2);
+  const std::string expected =
+      "graph():\n"
+      "    %tensordict : [#users=3] = placeholder[target=tensordict]\n"
+      "    %getitem : [#users=1] = call_function[target=operator.getitem](args = (%tensordict, "
+      "x), kwargs = {})\n"
+      "    %getitem_1 : [#users=1] = call_function[target=operator.getitem](args = "
+      "(%tensordict, h), kwargs = {})\n"
+      "    %getitem_2 : [#users=1] = call_function[target=operator.getitem](args = "
+      "(%tensordict, done), kwargs = {})\n"
+      "    %rsub : [#users=1] = call_function[target=torch.rsub](args = (%getitem_2,), kwargs = "
+      "{other: 1})\n"
+      "    %mul : [#users=1] = call_function[target=operator.mul](args = (%getitem_1, %rsub), "
+      "kwargs = {})\n"
+      "    %cell : [#users=1] = call_module[target=cell](args = (%getitem, %mul), kwargs = {})\n"
+      "    return (cell,)";
+  TDGraphModule gm = symbolic_trace(module, td);
+  CHECK(to_string(gm.graph()) == expected);
+  check_bit_identical(module, gm, td, "next_h");
+  const TDGraphModule dynamic = symbolic_trace(module, td, tdfx::testing::dynamic_batch());
+  CHECK(to_string(dynamic.graph()) == expected);
+  check_bit_identical(module, dynamic, example(7), "next_h");
 }
