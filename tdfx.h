@@ -32,9 +32,9 @@
 // Exported programs: archives (.pt2), tensor files, ONNX. TorchScript export has its own
 // header, <tdfx/export/torchscript.h>, the one tdfx header that includes LibTorch's JIT API;
 // none of these does.
+#include "tdfx/diagram/program_diagram.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
-#include "tdfx/export/program_diagram.h"
 #include "tdfx/export/program_diff.h"
 #include "tdfx/export/tensor_file.h"
 #include "tdfx/onnx/onnx_export.h"
@@ -43,5 +43,5 @@
 #include "tdfx/debug/first_nonfinite.h"
 #include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
-#include "tdfx/debug/overlay.h"
 #include "tdfx/debug/profile.h"
+#include "tdfx/diagram/overlay.h"

@@ -4,7 +4,7 @@
 // 1-element tensor, run by the compiled plan and by an Interpreter with no hooks: the
 // difference per node is the interpreter's overhead (goal: at most 1 µs per node).
 //
-// BM_Chain_*/N: the chain of N relu(Linear(64, 64)) modules (bench/chain_pipeline.h) at batch
+// BM_Chain_*/N: the chain of N relu(Linear(64, 64)) modules (samples/chain.h) at batch
 // 16: Direct calls the links on tensors; Run is the traced TDGraphModule's run (the flat
 // plan); Printed runs the printed graph's plan; Interpreter walks it; Stats is node_stats
 // (goal: at most 2× Run at N = 100). Goal: Run within 1.05× Direct.

@@ -17,17 +17,17 @@
 #include <vector>
 
 #include "bench/chain_pipeline.h"
+#include "samples/drawn_chain.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/program_diff.h"
 #include "tdfx/tracer/module_tree.h"
 #include "tdfx/tracer/symbolic_trace.h"
 #include "tdfx/viz/render.h"
-#include "tests/viz/chain.h"
 
 namespace {
 
 using tdfx::Format;
-using tdfx::testing::module_chain;
+using tdfx::samples::module_chain;
 
 /// One traced chain per length, traced once (tracing is bench_trace's business).
 const tdfx::TDGraphModule& traced_chain(int64_t n) {

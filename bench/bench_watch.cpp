@@ -1,7 +1,7 @@
 // The Watch's cost, side by side with the same training step unwatched.
 //
 // BM_TrainStep/P/M: one step of training — forward, loss, zero_grad, backward, Adam — of
-// pipeline P (0: the chain of 100 relu(Linear(64, 64)) links of bench/chain_pipeline.h at batch
+// pipeline P (0: the chain of 100 relu(Linear(64, 64)) links of samples/chain.h at batch
 // 16; 1: the PPO-style actor-critic of samples/pipelines.h at batch 16), watched M: 0 not, 1
 // at the default intervals (statistics every 100 steps, histograms every 1000, in memory),
 // 2 every step with histograms every step, to TensorBoard event files in a temporary folder.

@@ -20,8 +20,8 @@
 #include "tdfx/debug/first_nonfinite.h"
 #include "tdfx/debug/gradients.h"
 #include "tdfx/debug/node_stats.h"
-#include "tdfx/debug/overlay.h"
 #include "tdfx/debug/profile.h"
+#include "tdfx/diagram/overlay.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/tensor_file.h"
 

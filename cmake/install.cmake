@@ -33,24 +33,21 @@ install(CODE "
 ")
 # Headers: include/tdfx/COMPONENT/*.h and the umbrella include/tdfx/tdfx.h, the layout
 # the build tree sees through <build>/include (cmake/tdfx.cmake).
-# The tracer's internal headers (the recorder, the passes over a recording) are not
-# installed: no public header includes them.
-set(TDFX_INTERNAL_HEADERS dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx_view.h
-                          leaf_calls.h lower_view.h method_calls.h name_scopes.h program_pass.h
-                          state_restore.h traced_view.h)
-set(TDFX_INTERNAL_VIZ_HEADERS helper_process.h)
+# Internal headers stay in the build tree, by component: the tracer's recorder and the passes
+# over a recording, the graph's compiled plan, the drawing helper process and subgraph
+# grouping, the archive's parts (JSON checks, the module table, pickles, zip). No installed
+# header includes them (tests/consumer/run.sh checks every installed header's includes).
+set(TDFX_INTERNAL_tracer dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx_view.h
+                         leaf_calls.h lower_view.h method_calls.h name_scopes.h program_pass.h
+                         state_restore.h traced_view.h)
+set(TDFX_INTERNAL_graph plan.h module_call.h)
+set(TDFX_INTERNAL_viz helper_process.h subgraph_groups.h)
+set(TDFX_INTERNAL_export json_checks.h module_table.h tensor_pickle.h zip.h)
 foreach(component ${TDFX_COMPONENTS})
   set(excluded)
-  if(component STREQUAL "tracer")
-    foreach(header ${TDFX_INTERNAL_HEADERS})
-      list(APPEND excluded PATTERN ${header} EXCLUDE)
-    endforeach()
-  endif()
-  if(component STREQUAL "viz")
-    foreach(header ${TDFX_INTERNAL_VIZ_HEADERS})
-      list(APPEND excluded PATTERN ${header} EXCLUDE)
-    endforeach()
-  endif()
+  foreach(header ${TDFX_INTERNAL_${component}})
+    list(APPEND excluded PATTERN ${header} EXCLUDE)
+  endforeach()
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${component}
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tdfx FILES_MATCHING PATTERN "*.h" ${excluded})
 endforeach()

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tdfx/graph/graph.h"
-#include "tdfx/viz/render.h"
+#include "tdfx/tensordict/module_box.h"
 
 namespace tdfx::detail {
 

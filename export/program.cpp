@@ -495,9 +495,8 @@ ExportedProgram export_program(const TDGraphModule& traced) {
     constants.emplace(detail::join_path(traced.root_prefix(), path), tensor);
   }
   const std::vector<detail::StateTensor> state = detail::state_tensors(*traced.pipeline());
-  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(), state,
-                              constants, traced.input_keys(), traced.out_keys(),
-                              traced.batch_specialisation(),
+  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(), state, constants,
+                              traced.input_keys(), traced.out_keys(), traced.batch_specialisation(),
                               detail::pipeline_modules(*traced.pipeline(), "", state));
 }
 

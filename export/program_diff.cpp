@@ -14,7 +14,6 @@
 
 #include "tdfx/codegen/python_code.h"
 #include "tdfx/core/dtype_names.h"
-#include "tdfx/export/program_diagram.h"
 #include "tdfx/export/weight_compare.h"
 #include "tdfx/graph/graph_printer.h"
 
@@ -512,11 +511,11 @@ std::string pair_name(const std::string& a, const std::string& b) {
   return a == b ? b : fmt::format("{} (A: {})", b, a);
 }
 
-std::string plural(size_t n, const char* one, const char* many) {
+}  // namespace
+
+std::string detail::plural(size_t n, const char* one, const char* many) {
   return fmt::format("{} {}", n, n == 1 ? one : many);
 }
-
-}  // namespace
 
 bool ProgramDiff::equal() const {
   return added.empty() && removed.empty() && changed.empty() && signature.empty() &&
@@ -527,8 +526,8 @@ std::string ProgramDiff::report() const {
   if (equal()) return "";
   std::string out = fmt::format(
       "nodes: {} added, {} removed, {} changed; signature: {}; weights: {}\n", added.size(),
-      removed.size(), changed.size(), plural(signature.size(), "change", "changes"),
-      plural(weights.size(), "differs", "differ"));
+      removed.size(), changed.size(), detail::plural(signature.size(), "change", "changes"),
+      detail::plural(weights.size(), "differs", "differ"));
   if (!signature.empty()) {
     out += "signature:\n";
     for (const std::string& line : signature) out += "  " + line + "\n";
@@ -577,33 +576,6 @@ ProgramDiff diff_programs(const ExportedProgram& a, const ExportedProgram& b) {
 
 ProgramDiff diff_programs(const TDGraphModule& a, const TDGraphModule& b) {
   return diff_programs(export_program(a), export_program(b));
-}
-
-RenderOptions diff_render_options(const ExportedProgram& b, const ProgramDiff& diff) {
-  RenderOptions options = diagram_options(b);
-  for (const DiffNode& n : diff.added) options.overlay[n.name] = {"#b8e186", {"added"}, false};
-  for (const NodeChange& c : diff.changed) {
-    NodeOverlay& o = options.overlay[c.name_b];
-    o.fill = "#fdb863";
-    o.lines = c.what;
-  }
-  for (const WeightChange& w : diff.weights) {
-    NodeOverlay& o = options.overlay[w.name_b];
-    o.fill = "#fdb863";
-    o.lines = {w.what};
-  }
-  options.overlay_label = "diff";
-  options.title =
-      fmt::format("diff: {} added (green), {} removed, {} changed, {} (orange); signature: {}",
-                  diff.added.size(), diff.removed.size(), diff.changed.size(),
-                  plural(diff.weights.size(), "weight differs", "weights differ"),
-                  plural(diff.signature.size(), "change", "changes"));
-  if (!diff.removed.empty()) {
-    std::string names;
-    for (const DiffNode& n : diff.removed) names += (names.empty() ? "" : ", ") + n.name;
-    options.title += "; removed: " + names;
-  }
-  return options;
 }
 
 }  // namespace tdfx

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "tdfx/export/program.h"
-#include "tdfx/viz/render_options.h"
 
 namespace tdfx {
 
@@ -114,10 +113,9 @@ ProgramDiff diff_programs(const ExportedProgram& a, const ExportedProgram& b);
 /// How traced module `b` differs from traced module `a`: their exported programs compared.
 ProgramDiff diff_programs(const TDGraphModule& a, const TDGraphModule& b);
 
-/// What a drawing of the diff shows over program `b`'s diagram (diagram_options): added nodes
-/// filled green, changed nodes and weights orange with a row per change (labelled `diff` in
-/// the page's panel), and a title with the counts and the nodes removed from `a`, which `b`
-/// has no place for.
-RenderOptions diff_render_options(const ExportedProgram& b, const ProgramDiff& diff);
+namespace detail {
+/// `1 change`, `3 changes`: `n` and the word for it.
+std::string plural(size_t n, const char* one, const char* many);
+}  // namespace detail
 
 }  // namespace tdfx

@@ -1,5 +1,5 @@
 // Exports the benchmarks' chain of N TensorDictModules (relu(Linear(64, 64)) from "h{i}" to
-// "h{i+1}", bench/chain_pipeline.h) to a .pt2: a pipeline at the scale where drawings must stay
+// "h{i+1}", samples/chain.h) to a .pt2: a pipeline at the scale where drawings must stay
 // readable. The browser test draws its page.
 //
 //   export_chain N OUT.pt2
@@ -7,7 +7,7 @@
 #include <iostream>
 #include <string>
 
-#include "bench/chain_pipeline.h"
+#include "samples/chain.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 
@@ -23,9 +23,10 @@ int main(int argc, char** argv) {
   }
   try {
     at::manual_seed(0);
-    const auto chain = tdfx::bench::chain(length);
-    tdfx::save(tdfx::export_program(chain.pipeline, {{"h0", tdfx::bench::chain_input().get("h0")}}),
-               argv[2]);
+    const auto chain = tdfx::samples::chain(length);
+    tdfx::save(
+        tdfx::export_program(chain.pipeline, {{"h0", tdfx::samples::chain_input().get("h0")}}),
+        argv[2]);
   } catch (const std::exception& e) {
     std::cerr << "export_chain: " << e.what() << "\n";
     return 1;

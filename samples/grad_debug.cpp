@@ -23,10 +23,9 @@ int main(int argc, char** argv) try {
   const tdfx::TensorDict input = tdfx::samples::rms_input(*pipeline);
   const tdfx::ExportedProgram program = tdfx::export_program(pipeline, {{"obs", input.get("obs")}});
   tdfx::save(program, (dir / "rms_policy.pt2").string());
-  tdfx::save_tensor_file(tdfx::TensorEntries{{"obs", input.get("obs")}},
-                         (dir / "obs.pt").string());
-  std::cout << "wrote " << (dir / "rms_policy.pt2").string() << " and "
-            << (dir / "obs.pt").string() << "\n";
+  tdfx::save_tensor_file(tdfx::TensorEntries{{"obs", input.get("obs")}}, (dir / "obs.pt").string());
+  std::cout << "wrote " << (dir / "rms_policy.pt2").string() << " and " << (dir / "obs.pt").string()
+            << "\n";
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "grad_debug: " << e.what() << "\n";

@@ -18,8 +18,8 @@
 #include <iostream>
 #include <limits>
 
-#include "tdfx/debug/overlay.h"
 #include "tdfx/debug/watch.h"
+#include "tdfx/diagram/overlay.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/tensordict/modules.h"
 #include "tdfx/tracer/symbolic_trace.h"

@@ -30,6 +30,7 @@ test_packages=(
   chromium                            # headless: the interactive page's test (tests/viz/browser_page.py)
   python3-onnx                        # checks test_onnx's models from Python too
   protobuf-compiler python3-protobuf  # test_debug reads TensorBoard event files apart from tdfx
+  clang-format                        # test_format: every C++ file as .clang-format writes it
 )
 if ((with_tests)); then
   packages+=("${test_packages[@]}")

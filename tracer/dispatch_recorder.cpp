@@ -70,8 +70,8 @@ void recorder_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet keys,
   if (records_inside(op)) {
     // The ops it calls come back here, recorded.
     recorder->record_composite(op, *stack, [&] {
-      op.redispatchBoxed(
-          keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey), stack);
+      op.redispatchBoxed(keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kRecorderKey),
+                         stack);
     });
     return;
   }

@@ -309,25 +309,23 @@ class ProgramHook : public KeyAccessHook {
 
 PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& strip_prefix) {
   PipelineLayout layout;
-  walk_pipeline(module, strip_prefix,
-                [&](const TensorDictModuleBase& m, PipelinePlace&& place) {
-                  if (place.level >= 0) {  // a sequential: one more level of names
-                    layout.level_count = std::max(layout.level_count, place.level + 1);
-                    layout.places.emplace_back(&m, std::move(place));
-                    return;
-                  }
-                  const TensorDictModule* td_module = &traced_td_module(m);
-                  refuse_untraceable_layers(
-                      *td_module->inner_ptr(), [td_module] { return td_module->describe(); },
-                      place.inner_path);
-                  RecordedCall call;
-                  call.module = td_module;
-                  call.td_path = place.path;
-                  call.inner_path = place.inner_path;
-                  call.levels = place.levels;
-                  layout.calls[td_module].push_back(std::move(call));
-                  layout.places.emplace_back(&m, std::move(place));
-                });
+  walk_pipeline(module, strip_prefix, [&](const TensorDictModuleBase& m, PipelinePlace&& place) {
+    if (place.level >= 0) {  // a sequential: one more level of names
+      layout.level_count = std::max(layout.level_count, place.level + 1);
+      layout.places.emplace_back(&m, std::move(place));
+      return;
+    }
+    const TensorDictModule* td_module = &traced_td_module(m);
+    refuse_untraceable_layers(
+        *td_module->inner_ptr(), [td_module] { return td_module->describe(); }, place.inner_path);
+    RecordedCall call;
+    call.module = td_module;
+    call.td_path = place.path;
+    call.inner_path = place.inner_path;
+    call.levels = place.levels;
+    layout.calls[td_module].push_back(std::move(call));
+    layout.places.emplace_back(&m, std::move(place));
+  });
   layout.state = state_tensors(module, strip_prefix);
   return layout;
 }

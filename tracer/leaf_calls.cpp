@@ -491,7 +491,8 @@ class LeafCallFinder {
     // A cell op takes them in its arguments' order: GRUCell's (x, h).
     if (leaf.composite) {
       for (Node* input : leaf.composite->inputs) {
-        if (input && std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end() &&
+        if (input &&
+            std::find(leaf.inputs.begin(), leaf.inputs.end(), input) != leaf.inputs.end() &&
             seen_.insert(input)) {
           ordered.push_back(input);
         }

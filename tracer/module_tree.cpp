@@ -74,9 +74,8 @@ class PipelineWalk {
 
 }  // namespace
 
-void walk_pipeline(
-    const TensorDictModuleBase& root, const std::string& strip_prefix,
-    const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit) {
+void walk_pipeline(const TensorDictModuleBase& root, const std::string& strip_prefix,
+                   const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit) {
   PipelineWalk(strip_prefix, visit).walk(root, "", {});
 }
 

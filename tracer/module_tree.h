@@ -65,9 +65,8 @@ struct PipelinePlace {
 /// recorder plans its calls and pipeline_modules draws its boxes from this one walk, so that
 /// the paths of a trace's nodes and of the module view agree.
 /// `visit` may take the place it is given (`PipelinePlace&&`): the walk does not use it after.
-void walk_pipeline(
-    const TensorDictModuleBase& root, const std::string& strip_prefix,
-    const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit);
+void walk_pipeline(const TensorDictModuleBase& root, const std::string& strip_prefix,
+                   const std::function<void(const TensorDictModuleBase&, PipelinePlace&&)>& visit);
 /// The modules a walk met and their places, in walk order (pipeline_layout keeps them).
 using PipelinePlaces = std::vector<std::pair<const TensorDictModuleBase*, PipelinePlace>>;
 /// pipeline_modules of the modules a walk met (`places`, with the strip prefix the walk was

@@ -27,8 +27,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 #include <csignal>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -359,8 +359,10 @@ int main(int argc, char** argv) {
   try {
     return answer('R', render_here(graphviz(), dot, format)) ? 0 : 3;
   } catch (const std::bad_alloc&) {
-    return answer('F', "viz: Graphviz ran out of memory (its budget is " +
-                           std::string(argv[2]) + " MB)") ? 0 : 3;
+    return answer('F',
+                  "viz: Graphviz ran out of memory (its budget is " + std::string(argv[2]) + " MB)")
+               ? 0
+               : 3;
   } catch (const std::exception& e) {
     return answer('F', e.what()) ? 0 : 3;
   }

@@ -155,7 +155,7 @@ PageView pipeline_view(const Graph& graph, const RenderOptions& options = {});
 ///       "fields": [{"label": "op", "text": "call_function", "refs": []}, ...]}]}],
 ///      "layers": [{"name": "statistics", "legend": "...", "nodes": {"relu": {"fill": "#fde0dd",
 ///       "lines": ["min 0 max 2.1"], "marked": false}}, "modules": {...}}]}
-/// A layer with timelines (a training run's, debug/overlay.h training_layer) adds
+/// A layer with timelines (a training run's, diagram/overlay.h training_layer) adds
 /// `"timelines": [{"label": "loss", "steps": [0, 20], "series": [{"name": "loss", "values":
 /// [1.5, null]}]}]`, `"module_timelines": {"module.0": [...]}` and `"marked_step": 120`, a value
 /// that is not finite as null.

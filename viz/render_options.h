@@ -45,7 +45,7 @@ std::optional<View> view_from_string(std::string_view text);
 std::string module_node_id(const std::string& path);
 
 /// What a debugging run adds to one node's drawing, or to one module's in the module view
-/// (see debug/overlay.h).
+/// (see diagram/overlay.h).
 struct NodeOverlay {
   /// The node's fill colour (`#f4a582`); "" keeps its style's.
   std::string fill;
@@ -135,7 +135,7 @@ struct RenderOptions {
   /// first non-finite node). Names not in the graph are ignored.
   std::map<std::string, NodeOverlay> overlay;
   /// Per TensorDictModule path (`ModuleBox::path`): the same for the module view and its
-  /// page items (debug/overlay.h's flow_overlay). Paths not drawn are ignored.
+  /// page items (diagram/overlay.h's flow_overlay). Paths not drawn are ignored.
   std::map<std::string, NodeOverlay> module_overlay;
   /// The interactive page only: layers of a debugging run the page switches between (its
   /// drawings are then best left without `overlay`, which they would show whatever is on).

@@ -7,6 +7,18 @@ here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" > /dev/null
+# Every tdfx header an installed header includes is installed too (internal ones are not).
+missing=""
+while IFS= read -r line; do
+  header="${line%%:*}"
+  included="$(sed -E 's/.*[<"](tdfx\/[^>"]+)[>"].*/\1/' <<< "${line#*:}")"
+  [ -f "$work/prefix/include/$included" ] || missing+="$header includes $included"$'\n'
+done < <(grep -rE '^\s*#\s*include\s*[<"]tdfx/' "$work/prefix/include/tdfx")
+if [ -n "$missing" ]; then
+  echo "consumer: installed headers include headers that are not installed:" >&2
+  echo "$missing" >&2
+  exit 1
+fi
 cmake -S "$here" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$work/build" > /dev/null
 # Its whole output against the one a real run wrote (TDFX_UPDATE_GOLDEN=1 rewrites it).

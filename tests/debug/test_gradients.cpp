@@ -16,7 +16,7 @@
 #include "tdfx/core/error.h"
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/debug/gradients.h"
-#include "tdfx/debug/overlay.h"
+#include "tdfx/diagram/overlay.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"

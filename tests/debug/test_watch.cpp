@@ -29,8 +29,8 @@
 #include <string>
 
 #include "tdfx/core/error.h"
-#include "tdfx/debug/overlay.h"
 #include "tdfx/debug/watch.h"
+#include "tdfx/diagram/overlay.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program.h"
 #include "tdfx/tensordict/modules.h"

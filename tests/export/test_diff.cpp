@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "samples/pipelines.h"
+#include "tdfx/diagram/program_diagram.h"
 #include "tdfx/export/archive.h"
 #include "tdfx/export/program_diff.h"
 #include "tdfx/viz/dot_writer.h"

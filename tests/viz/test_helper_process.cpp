@@ -27,14 +27,15 @@ constexpr std::chrono::seconds kLong{60};
 
 // A helper written in Python that answers its whole input back ('R'), or with `tag`.
 std::vector<std::string> echo(const std::string& tag = "R") {
-  return {"-c",
-          "import sys; data = sys.stdin.buffer.read(); sys.stdout.buffer.write(b'" + tag +
-              "' + len(data).to_bytes(8, 'little') + data)"};
+  return {"-c", "import sys; data = sys.stdin.buffer.read(); sys.stdout.buffer.write(b'" + tag +
+                    "' + len(data).to_bytes(8, 'little') + data)"};
 }
 
 // Sets TDFX_GRAPHVIZ_HELPER for the scope.
 struct HelperOverride {
-  explicit HelperOverride(const std::string& path) { ::setenv("TDFX_GRAPHVIZ_HELPER", path.c_str(), 1); }
+  explicit HelperOverride(const std::string& path) {
+    ::setenv("TDFX_GRAPHVIZ_HELPER", path.c_str(), 1);
+  }
   ~HelperOverride() { ::unsetenv("TDFX_GRAPHVIZ_HELPER"); }
 };
 
@@ -67,10 +68,9 @@ TEST_CASE("helper: one that dies, exits without an answer or hangs is an Error s
                        "viz: Graphviz failed: its process exited with status 7 without an answer",
                        tdfx::Error);
   // Its input unread, a big one: the caller neither blocks nor dies of SIGPIPE.
-  CHECK_THROWS_WITH_AS(run_helper("test", script(dir, "deaf", "exit 0"), {},
-                                  std::string(32 << 20, 'x'), kLong),
-                       "test failed: its process exited with status 0 without an answer",
-                       tdfx::Error);
+  CHECK_THROWS_WITH_AS(
+      run_helper("test", script(dir, "deaf", "exit 0"), {}, std::string(32 << 20, 'x'), kLong),
+      "test failed: its process exited with status 0 without an answer", tdfx::Error);
   CHECK_THROWS_WITH_AS(run_helper("test", "/bin/sleep", {"30"}, "", std::chrono::seconds(1)),
                        "test failed: its process took longer than 1 s and was stopped",
                        tdfx::Error);
@@ -83,13 +83,13 @@ TEST_CASE("helper: one that dies, exits without an answer or hangs is an Error s
 TEST_CASE("helper: it gets the caller's standard input and output only, on one socket") {
   const int leaked = ::open("/dev/null", O_RDONLY);  // not close-on-exec
   REQUIRE(leaked >= 3);
-  const std::string listed = run_helper(
-      "test", "/usr/bin/python3",
-      {"-c",
-       "import os, sys; fds = sorted(int(f) for f in os.listdir('/proc/self/fd')); "
-       "text = ' '.join(map(str, fds)).encode(); "
-       "sys.stdout.buffer.write(b'R' + len(text).to_bytes(8, 'little') + text)"},
-      "", kLong);
+  const std::string listed =
+      run_helper("test", "/usr/bin/python3",
+                 {"-c",
+                  "import os, sys; fds = sorted(int(f) for f in os.listdir('/proc/self/fd')); "
+                  "text = ' '.join(map(str, fds)).encode(); "
+                  "sys.stdout.buffer.write(b'R' + len(text).to_bytes(8, 'little') + text)"},
+                 "", kLong);
   ::close(leaked);
   // 0 and 1 the socket, 2 /dev/null, 3 the listing's own directory handle.
   CHECK(listed == "0 1 2 3");

@@ -1,4 +1,4 @@
-// training_layer (debug/overlay.h): a Watch's records as the page's charts.
+// training_layer (diagram/overlay.h): a Watch's records as the page's charts.
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "tdfx/core/error.h"
-#include "tdfx/debug/overlay.h"
+#include "tdfx/diagram/overlay.h"
 
 namespace tdfx {
 

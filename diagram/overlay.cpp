@@ -1,4 +1,4 @@
-#include "tdfx/debug/overlay.h"
+#include "tdfx/diagram/overlay.h"
 
 #include <fmt/format.h>
 
