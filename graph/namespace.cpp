@@ -110,7 +110,8 @@ std::string identifier_from(std::string_view raw) {
 
 std::string parameter_name(std::string_view raw) {
   std::string name = identifier_from(raw);
-  return is_python_keyword(name) ? name + "_" : name;
+  // `self` is forward's own first parameter: `def forward(self, self)` would not compile.
+  return is_python_keyword(name) || name == "self" ? name + "_" : name;
 }
 
 size_t Namespace::StringTable::find(std::string_view key, size_t hash) const {

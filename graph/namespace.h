@@ -75,7 +75,8 @@ class Namespace {
 std::string identifier_from(std::string_view raw);
 
 /// A name a Python function may take as a parameter: identifier_from(raw),
-/// with `_` appended to a keyword (`in` → `in_`). Builtins (`input`) stay.
+/// with `_` appended to a keyword (`in` → `in_`) and to `self`, which a forward
+/// takes first. Builtins (`input`) stay.
 std::string parameter_name(std::string_view raw);
 
 /// torch.fx's `_snake_case`: `LayerNorm` → `layer_norm`.

@@ -176,7 +176,7 @@ TEST_CASE("export: an input key called self is renamed in the signature, as a Py
   auto module = make_td_module([](const at::Tensor& x) { return x * 2; }, {"self"}, {"y"});
   const ExportedProgram program = export_program(module, {{"self", at::ones({2, 3})}}, {true, {}});
   CHECK(program.graph_signature().str() ==
-        "input user_input self_1 -> self (dim 0 is s0)\n"
+        "input user_input self_ -> self (dim 0 is s0)\n"
         "output mul -> 'y'\n");
   CHECK(program.module()({{"self", at::ones({4, 3})}})[0].equal(at::full({4, 3}, 2.0)));
 }
@@ -467,4 +467,30 @@ TEST_CASE("export: the ops of a GRUCell inside a user module all belong to the c
         "mul: module.cell\n"
         "add_1: module.cell\n"
         "relu: module\n");
+}
+
+namespace {
+struct TwiceImpl : torch::nn::Module {
+  at::Tensor forward(const at::Tensor& x) { return x * 2; }
+};
+}  // namespace
+
+TEST_CASE("export: a key named self is forward's parameter self_, and the archive loads") {
+  // `self` is forward's own first parameter: the key's placeholder takes `self_`, as a
+  // keyword's takes a trailing `_`, and the program saves, loads and runs.
+  auto module = make_td_module(std::make_shared<TwiceImpl>(), {"self"}, {"y"});
+  const ExportedProgram program = export_program(module, {{"self", at::ones({2})}});
+  CHECK(program.print_readable() ==
+        "class GraphModule(torch.nn.Module):\n"
+        "    def forward(self, self_: \"f32[2]\"):\n"
+        "        # Module: module ((anonymous namespace)::TwiceImpl)\n"
+        "        mul: \"f32[2]\" = torch.ops.aten.mul.Tensor(self_, 2);  self_ = None\n"
+        "        return (mul,)\n"
+        "        ");
+  const testing::ScratchDir dir("tdfx_self_key");
+  save(program, (dir / "self.pt2").string());
+  const ExportedProgram loaded = load((dir / "self.pt2").string());
+  CHECK(loaded.graph_signature().inputs.at(0).target == "self");
+  const auto out = loaded.module()({at::full({2}, 3.0)});
+  CHECK(at::equal(out.at(0), at::full({2}, 6.0)));
 }
