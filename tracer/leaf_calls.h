@@ -67,7 +67,8 @@ struct LeafCall {
   /// several results (lstm_cell's h and c, a CompositeCall), all of them, as Python's returns
   /// them.
   std::vector<Node*> returns;
-  /// The inputs of a call of a cell op (a GRUCell's gru_cell, a CompositeCall), else nullptr.
+  /// The call of a cell op (a GRUCell's gru_cell, a CompositeCall) whose ops this call's are,
+  /// else nullptr: its inputs come in that op's argument order.
   const CompositeCall* composite = nullptr;
   /// For a recurrent layer (lstm, gru, rnn_tanh, rnn_relu as its last op, its outputs all that
   /// op's items), that op: the call returns what Python's does, `(output, (h, c))` or
