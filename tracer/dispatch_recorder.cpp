@@ -530,7 +530,6 @@ void DispatchRecorder::record_composite(const c10::OperatorHandle& op,
   } running{composite_running_};
   composite_running_ = index;
   run();
-  composite_running_ = kNoComposite;
   const size_t returns = schema.returns().size();
   if (stack.size() < returns) throw InternalError("the recorder's fallback lost its results");
   for (size_t i = stack.size() - returns; i < stack.size(); ++i) {

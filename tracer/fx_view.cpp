@@ -375,11 +375,11 @@ class Builder {
       sub.param_prefix_ = leaf.target + ".";
       const std::unordered_set<const Node*> members(leaf.nodes.begin(), leaf.nodes.end());
       sub.scope_ = &members;
-      sub.needed_.insert(leaf.returns.begin(), leaf.returns.end());
+      sub.needed_.insert(leaf.returns().begin(), leaf.returns().end());
       if (leaf.recurrent) sub.forced_items_.insert(leaf.recurrent);
       for (Node* node : leaf.nodes) sub.emit(node);
       sub.out_.graph.output(leaf.recurrent ? sub.recurrent_result(leaf.recurrent)
-                                           : sub.flat_result(leaf.returns));
+                                           : sub.flat_result(leaf.returns()));
       *body = std::move(sub.out_.graph);
     }
     Args args;
@@ -397,12 +397,12 @@ class Builder {
     if (leaf.recurrent) {
       node->meta().tensor = {};
       emit_recurrent_items(node, leaf);
-    } else if (leaf.returns.size() == 1) {
-      env_[leaf.returns[0]] = node;
+    } else if (leaf.returns().size() == 1) {
+      env_[leaf.returns()[0]] = node;
     } else {
       node->meta().tensor = {};
-      for (size_t i = 0; i < leaf.returns.size(); ++i) {
-        Node* value = leaf.returns[i];
+      for (size_t i = 0; i < leaf.returns().size(); ++i) {
+        Node* value = leaf.returns()[i];
         // Only what is read after the call gets its item (a cell's c, unread, gets none).
         if (std::find(leaf.outputs.begin(), leaf.outputs.end(), value) == leaf.outputs.end()) {
           continue;

@@ -44,7 +44,7 @@ LiveNodes::LiveNodes(const PipelineRecording& recording, const TraceOptions& opt
         const bool any = std::any_of(results.begin(), results.end(),
                                      [&](const Node* r) { return r && needed.get(r) != 0; });
         for (const Node* r : results) {
-          if (r && any) needed.set(r, 1);
+          if (any && r) needed.set(r, 1);
         }
       }
     }
@@ -168,7 +168,6 @@ class LeafCallFinder {
         for (Node* output : call.outputs) {
           if (output && live_.contains(output)) leaf.outputs.push_back(output);
         }
-        leaf.returns = leaf.outputs;
         add(std::move(leaf));
         continue;
       }
@@ -291,7 +290,7 @@ class LeafCallFinder {
       leaf.module_type = describe_module(module);
       leaf.call = c;
       leaf.recurrent = recurrent_op(leaf);
-      leaf.returns = returned_by(leaf);
+      leaf.cell_results = cell_results_of(leaf);
       leaves.push_back(std::move(leaf));
     }
     return leaves;
@@ -322,17 +321,17 @@ class LeafCallFinder {
     runs = std::move(covered);
   }
 
-  // What the call of `leaf` returns (LeafCall::returns): a cell op's results when it has
-  // several and they are the call's outputs and every other result is one of its nodes.
-  static std::vector<Node*> returned_by(const LeafCall& leaf) {
-    if (!leaf.composite || leaf.composite->results.size() < 2) return leaf.outputs;
+  // LeafCall::cell_results: a cell op's results when it has several, the call's outputs are
+  // among them and every other result is one of the call's nodes; else none.
+  static std::vector<Node*> cell_results_of(const LeafCall& leaf) {
+    if (!leaf.composite || leaf.composite->results.size() < 2) return {};
     const std::vector<Node*>& results = leaf.composite->results;
     for (const Node* out : leaf.outputs) {
-      if (std::find(results.begin(), results.end(), out) == results.end()) return leaf.outputs;
+      if (std::find(results.begin(), results.end(), out) == results.end()) return {};
     }
     for (const Node* result : results) {
       if (!result || std::find(leaf.nodes.begin(), leaf.nodes.end(), result) == leaf.nodes.end()) {
-        return leaf.outputs;
+        return {};
       }
     }
     return results;

@@ -63,10 +63,13 @@ struct LeafCall {
   /// The nodes it reads from outside (parameters aside), in the order its last op takes them;
   /// and those read after it, in program order.
   std::vector<Node*> inputs, outputs;
-  /// What its call_module node returns, in order: `outputs`, but for a call of a cell op with
-  /// several results (lstm_cell's h and c, a CompositeCall), all of them, as Python's returns
-  /// them.
-  std::vector<Node*> returns;
+  /// For a call of a cell op with several results (lstm_cell's h and c, a CompositeCall), all
+  /// of them, as Python's call returns them; else empty: the call returns its `outputs`.
+  std::vector<Node*> cell_results;
+  /// What its call_module node returns, in order.
+  const std::vector<Node*>& returns() const {
+    return cell_results.empty() ? outputs : cell_results;
+  }
   /// The call of a cell op (a GRUCell's gru_cell, a CompositeCall) whose ops this call's are,
   /// else nullptr: its inputs come in that op's argument order.
   const CompositeCall* composite = nullptr;
