@@ -388,28 +388,17 @@ TorchScriptForward torchscript_forward(const Graph& graph, const TorchScriptSign
 }
 
 std::string torchscript_string(std::string_view text) {
-  // Python's quote choice, so that text TorchScript reads as Python does prints as python_repr.
-  const bool has_single = text.find('\'') != std::string_view::npos;
-  const bool has_double = text.find('"') != std::string_view::npos;
-  const char quote = (has_single && !has_double) ? '"' : '\'';
-  std::string out(1, quote);
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == quote || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
+  // Python's quote choice, so that text TorchScript reads as Python does prints as python_repr;
+  // control characters as TorchScript's lexer reads them (`\n`, `\t`, else octal).
+  return python_quoted(text, [](std::string& out, char c) {
+    if (c == '\n') {
       out += "\\n";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\{:03o}", byte);
     } else {
-      out += c;
+      out += fmt::format("\\{:03o}", static_cast<unsigned char>(c));
     }
-  }
-  out += quote;
-  return out;
+  });
 }
 
 }  // namespace tdfx

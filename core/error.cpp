@@ -2,12 +2,15 @@
 
 #include <c10/util/Exception.h>
 
+#include <new>
+
 namespace tdfx {
 
 FileError::FileError(std::string path, std::string problem)
     : Error(path + ": " + problem), path_(std::move(path)), problem_(std::move(problem)) {}
 
 std::string library_message(const std::exception& error) {
+  if (dynamic_cast<const std::bad_alloc*>(&error)) return "out of memory";
   const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
   std::string message = c10_error ? c10_error->what_without_backtrace() : error.what();
   const auto tensor = message.find("\nTensor:");

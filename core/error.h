@@ -10,6 +10,8 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace tdfx {
 
@@ -79,24 +81,42 @@ class InternalError : public std::logic_error {
 /// A LibTorch error's message as tdfx shows it: no C++ backtrace, and no
 /// tensor values (LibTorch appends a tensor's whole print to some messages,
 /// "Tensor:\n<values>"; a captured Linear's weight would fill a screen).
+/// std::bad_alloc's is "out of memory".
 std::string library_message(const std::exception& error);
 
-/// Runs `fn`; an exception from outside tdfx (LibTorch's c10::Error, any std::exception)
-/// becomes an E reading `what: message` (library_message), while tdfx's own errors and
-/// InternalErrors pass as they are:
+/// The one place exceptions are translated. Runs `fn` and returns what it returns. An
+/// exception from it passes as it is when it is an InternalError (a bug in tdfx, never
+/// dressed as the user's error) or one of `Kept`; any other (LibTorch's c10::Error,
+/// std::bad_alloc, a tdfx error of a kind not kept) becomes an E reading `what: message`
+/// (library_message). `what` is a string, or a function that makes it, called only on
+/// failure (for a hot path):
 ///
-///     rethrow_foreign_as<RunError>("backward from the loss (sum of loc)", [&] { ... });
-template <typename E, typename Fn>
-void rethrow_foreign_as(const std::string& what, Fn&& fn) {
+///     // a file's reader: its own ArchiveError and FileError pass, all else is a bad file
+///     return rethrow_as<ArchiveError, ArchiveError, FileError>(
+///         path + ": cannot read the archive", [&] { return read_archive(source); });
+template <typename E, typename... Kept, typename What, typename Fn>
+decltype(auto) rethrow_as(const What& what, Fn&& fn) {
   try {
-    fn();
-  } catch (const Error&) {
-    throw;
+    return std::forward<Fn>(fn)();
   } catch (const InternalError&) {
     throw;
   } catch (const std::exception& e) {
-    throw E(what + ": " + library_message(e));
+    if ((... || (dynamic_cast<const Kept*>(&e) != nullptr))) throw;
+    if constexpr (std::is_invocable_v<const What&>) {
+      throw E(std::string(what()) + ": " + library_message(e));
+    } else {
+      throw E(std::string(what) + ": " + library_message(e));
+    }
   }
+}
+
+/// rethrow_as that keeps every tdfx error: only exceptions from outside tdfx (LibTorch's, the
+/// standard library's) become an E.
+///
+///     rethrow_foreign_as<RunError>("backward from the loss (sum of loc)", [&] { ... });
+template <typename E, typename What, typename Fn>
+decltype(auto) rethrow_foreign_as(const What& what, Fn&& fn) {
+  return rethrow_as<E, Error>(what, std::forward<Fn>(fn));
 }
 
 /// Throws E with a message formatted by fmt: `fail<KeyError>("key {} not found", k)`.

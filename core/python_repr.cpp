@@ -47,7 +47,7 @@ std::string escape_controls(std::string_view text) {
   return out;
 }
 
-std::string python_repr(std::string_view text) {
+std::string python_quoted(std::string_view text, void (*escape_control)(std::string& out, char c)) {
   const bool has_single = text.find('\'') != std::string_view::npos;
   const bool has_double = text.find('"') != std::string_view::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
@@ -58,13 +58,17 @@ std::string python_repr(std::string_view text) {
       out += '\\';
       out += c;
     } else if (byte < 0x20 || byte == 0x7f) {
-      append_escaped_control(out, c);
+      escape_control(out, c);
     } else {
       out += c;  // UTF-8 bytes pass through, as Python prints printable text.
     }
   }
   out += quote;
   return out;
+}
+
+std::string python_repr(std::string_view text) {
+  return python_quoted(text, append_escaped_control);
 }
 
 std::string python_float_repr(double value) {

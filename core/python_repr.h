@@ -15,6 +15,12 @@ namespace tdfx {
 /// `\r` and other control characters. `python_repr("a")` → `'a'`.
 std::string python_repr(std::string_view text);
 
+/// `text` quoted as python_repr quotes it (the same choice of quotes, quotes and `\\` escaped),
+/// with each control character (C0 and DEL) written by `escape_control` instead: for a
+/// language that reads Python's strings but not all of its escapes (TorchScript's lexer takes
+/// octal, not `\x01`).
+std::string python_quoted(std::string_view text, void (*escape_control)(std::string& out, char c));
+
 /// `text` with every control character (C0 and DEL) written as Python
 /// escapes it (`\n`, `\x01`): one line, safe in a comment or a label.
 std::string escape_controls(std::string_view text);

@@ -987,23 +987,13 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   }
 }
 
+// Reads with `fn`: a bug (InternalError) and the reader's own refusals pass; a file that could
+// not be read (FileError) is not a bad file; anything else the reading met (LibTorch's error,
+// an allocation that failed, another tdfx error) is a bad file.
 template <typename Fn>
 ExportedProgram guarded(const std::string& where, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const InternalError&) {
-    throw;  // a bug in tdfx: never dressed as a bad file
-  } catch (const ArchiveError&) {
-    throw;
-  } catch (const FileError&) {
-    throw;  // the file could not be read: what it holds was not the problem
-  } catch (const c10::Error& e) {
-    fail<ArchiveError>("{}: cannot read the archive: {}", where, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    fail<ArchiveError>("{}: cannot read the archive: out of memory", where);
-  } catch (const std::exception& e) {
-    fail<ArchiveError>("{}: cannot read the archive: {}", where, e.what());
-  }
+  return rethrow_as<ArchiveError, ArchiveError, FileError>(where + ": cannot read the archive",
+                                                           std::forward<Fn>(fn));
 }
 
 // Reads with seek and read on a stream.

@@ -201,23 +201,13 @@ TensorFile read_tensor_file(const detail::ByteSource& source, const std::string&
   return file;
 }
 
+// Reads with `fn`: a bug (InternalError) and the reader's own refusals pass; a file that could
+// not be read (FileError) is not a bad file; anything else the reading met (LibTorch's error,
+// an allocation that failed, another tdfx error) is a bad file.
 template <typename Fn>
 TensorFile guarded(const std::string& where, Fn&& fn) {
-  try {
-    return fn();
-  } catch (const InternalError&) {
-    throw;  // a bug in tdfx: never dressed as a bad file
-  } catch (const ArchiveError&) {
-    throw;
-  } catch (const FileError&) {
-    throw;  // the file could not be read: what it holds was not the problem
-  } catch (const c10::Error& e) {
-    fail<ArchiveError>("{}: cannot read the tensor file: {}", where, e.what_without_backtrace());
-  } catch (const std::bad_alloc&) {
-    fail<ArchiveError>("{}: cannot read the tensor file: out of memory", where);
-  } catch (const std::exception& e) {
-    fail<ArchiveError>("{}: cannot read the tensor file: {}", where, e.what());
-  }
+  return rethrow_as<ArchiveError, ArchiveError, FileError>(where + ": cannot read the tensor file",
+                                                           std::forward<Fn>(fn));
 }
 
 // A tensor as it will be written: dense, on the CPU, contiguous, of a dtype with a storage class.

@@ -25,17 +25,9 @@ c10::IValue Interpreter::run(std::vector<c10::IValue> inputs) {
   next_input_ = 0;
   for (current_ = 0; current_ < plan_->steps.size(); ++current_) {
     const detail::Step& step = plan_->steps[current_];
-    c10::IValue value;
-    try {
-      value = run_node(*step.node);
-    } catch (const InternalError&) {
-      throw;  // a bug in tdfx: never dressed as the user's error
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw RunError(
-          fmt::format("while executing {}: {}", plan_->shown(*step.node), library_message(e)));
-    }
+    c10::IValue value =
+        rethrow_foreign_as<RunError>([&] { return "while executing " + plan_->shown(*step.node); },
+                                     [&] { return run_node(*step.node); });
     // An edit during the run may have erased the nodes still ahead (the plan itself is held).
     if (module_.graph().generation() != generation) {
       fail<GraphError>("the graph was edited during the run; recompile it and run again");

@@ -271,20 +271,15 @@ void TensorDictModule::run(TensorDict& td) {
       fail<KeyError>("{} reads {}: {}", describe(), key.repr(), e.what());
     }
   }
-  std::vector<at::Tensor> outputs;
-  try {
-    KeyAccessHook* hook = current_key_access_hook();
-    outputs =
-        hook ? hook->on_call(*this, inputs, [&] { return run_inner(inputs); }) : run_inner(inputs);
-  } catch (const InternalError&) {
-    throw;  // a bug in tdfx: never dressed as the user's error
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    // LibTorch's own message (a shape mismatch in a Linear, say), without
-    // its backtrace, under the name of the module the user wrote.
-    fail<RunError>("{}: the wrapped module failed: {}", describe(), library_message(e));
-  }
+  // LibTorch's own message (a shape mismatch in a Linear, say), without its backtrace, under
+  // the name of the module the user wrote.
+  std::vector<at::Tensor> outputs = rethrow_foreign_as<RunError>(
+      [&] { return describe() + ": the wrapped module failed"; },
+      [&] {
+        KeyAccessHook* hook = current_key_access_hook();
+        return hook ? hook->on_call(*this, inputs, [&] { return run_inner(inputs); })
+                    : run_inner(inputs);
+      });
   for (size_t i = 0; i < outputs.size(); ++i) set_output(td, i, std::move(outputs[i]));
 }
 

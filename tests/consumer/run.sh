@@ -31,6 +31,15 @@ if cmake --build "$work/build" --target leak_check > "$work/leak.txt" 2>&1; then
   exit 1
 fi
 grep -q "graph/graph.h: No such file" "$work/leak.txt"
+# A project that asks for the tracer component alone configures with ONNX disabled
+# (find_package(tdfx) looks for it only for the onnx component), builds, and prints its
+# traced graph.
+cmake -S "$here/trace_only" -B "$work/trace_only" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_DISABLE_FIND_PACKAGE_ONNX=ON > /dev/null
+cmake --build "$work/trace_only" > /dev/null
+"$work/trace_only/trace_only" > "$work/trace_only.txt"
+if [ "${TDFX_UPDATE_GOLDEN:-0}" = 1 ]; then cp "$work/trace_only.txt" "$here/trace_only/expected.txt"; fi
+diff -u "$here/trace_only/expected.txt" "$work/trace_only.txt"
 # The installed command needs only runtime packages: every library it loads is found without
 # LD_LIBRARY_PATH, and none comes from a -dev package (or from the build tree).
 installed_tdfx="$work/prefix/bin/tdfx"
@@ -61,4 +70,4 @@ head -c 5 "$work/installed/trace_sequential.svg" | grep -q "<?xml"
 "$work/prefix/bin/tdfx" show "$work/installed/trace_sequential.pt2" > "$work/installed/show.txt"
 "$build/bin/tdfx" show "$work/built/trace_sequential.pt2" > "$work/built/show.txt"
 diff -u "$work/built/show.txt" "$work/installed/show.txt"
-echo "consumer: 4 passed, 0 failed"
+echo "consumer: 5 passed, 0 failed"
