@@ -22,6 +22,7 @@ enum class CodeStyle {
 
 /// Options of the source printers.
 struct CodeOptions {
+  /// How calls are spelled: torch.fx's style (the default) or torch.export's.
   CodeStyle style = CodeStyle::kFx;
   /// Annotate placeholders and tensor-valued nodes with `"f32[1, 3]"`, and an int that is a
   /// function of the batch (a size node of a dynamic trace) as torch.export annotates a SymInt,

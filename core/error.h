@@ -56,8 +56,11 @@ class RunError : public Error {
 /// message is `PATH: PROBLEM`.
 class FileError : public Error {
  public:
+  /// The error `PATH: PROBLEM`.
   FileError(std::string path, std::string problem);
+  /// The file's path, as given.
   const std::string& path() const { return path_; }
+  /// What went wrong with it (`cannot open the file: No such file or directory`).
   const std::string& problem() const { return problem_; }
 
  private:

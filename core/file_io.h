@@ -29,15 +29,19 @@ void write_file_atomically(const std::string& path, std::string_view bytes);
 /// opened gives the system's reason (`No such file or directory`).
 class RegularFile {
  public:
+  /// Opens `path` for reading, as the class comment says; FileError naming it when it cannot.
   static RegularFile open(const std::string& path);
+  /// Takes `other`'s descriptor; `other` then closes nothing.
   RegularFile(RegularFile&& other) noexcept;
   RegularFile& operator=(RegularFile&&) = delete;
   RegularFile(const RegularFile&) = delete;
   ~RegularFile();
 
+  /// The open file descriptor.
   int fd() const { return fd_; }
   /// The file's size when it was opened.
   uint64_t size() const { return size_; }
+  /// The path it was opened at.
   const std::string& path() const { return path_; }
 
  private:

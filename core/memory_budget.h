@@ -39,6 +39,8 @@ class BudgetExceeded : public std::runtime_error {
 /// `bytes` written for a person: `6.4 GB (6,400,000,000 bytes)`.
 std::string bytes_text(uint64_t bytes);
 
+/// Holds LibTorch's CPU allocations on this thread to a budget while it lives, as the file comment
+/// says; an allocation past it throws BudgetExceeded.
 class ScopedMemoryBudget {
  public:
   /// `what` names the budget in messages (`the program's memory budget`, and where to raise

@@ -21,11 +21,16 @@ namespace tdfx {
 ///     NestedKey b = {"some", "key"};    // prints ('some', 'key'), joined("_") == "some_key"
 class NestedKey {
  public:
+  ///@{
+  /// From a string: a key of one part, `'x'`. From a braced list: a tuple key, `('input', 'x')`,
+  /// even of one part (`{"x"}` is `('x',)`). From a vector: a tuple when it has several parts,
+  /// the string key when it has one. KeyError when there is no part, or an empty one.
   NestedKey(const char* key);                           // NOLINT(google-explicit-constructor)
   NestedKey(std::string key);                           // NOLINT(google-explicit-constructor)
   NestedKey(std::string_view key);                      // NOLINT(google-explicit-constructor)
   NestedKey(std::initializer_list<std::string> parts);  // NOLINT(google-explicit-constructor)
   explicit NestedKey(std::vector<std::string> parts);
+  ///@}
 
   /// The parts, outermost first.
   const std::vector<std::string>& parts() const { return parts_; }
@@ -50,8 +55,11 @@ class NestedKey {
   /// Without quotes, as torch.fx prints arguments: a or (a, b).
   std::string str() const;
 
+  /// Equal when their parts are (`'x'` and `('x',)` are equal).
   friend bool operator==(const NestedKey& a, const NestedKey& b) { return a.parts_ == b.parts_; }
+  /// Not equal: !(a == b).
   friend bool operator!=(const NestedKey& a, const NestedKey& b) { return !(a == b); }
+  /// Ordered by their parts, for maps and sorting.
   friend bool operator<(const NestedKey& a, const NestedKey& b) { return a.parts_ < b.parts_; }
 
  private:
@@ -61,6 +69,7 @@ class NestedKey {
   bool is_tuple_ = false;
 };
 
+/// Writes key.repr(), as Python prints the key: `'x'`, `('input', 'x')`.
 std::ostream& operator<<(std::ostream& os, const NestedKey& key);
 
 /// A list of keys printed as Python prints a list: ['x', ('a', 'b')].

@@ -18,17 +18,23 @@ namespace tdfx {
 /// is cut with `…` at its end, or at its start when `keep_end` (file paths,
 /// whose last part names the file).
 struct Column {
+  /// The column's heading, the first line of the table.
   std::string heading;
+  /// Its widest cell in characters; 0: the room the other columns leave in the table's width.
   size_t max_width;
+  /// Cells and heading aligned to the right (numbers), else to the left.
   bool right_aligned = false;
+  /// A cell too long is cut at its start, keeping its end, else at its end.
   bool keep_end = false;
 };
 
 /// The width of a terminal tables fit by default.
 inline constexpr size_t kTerminalWidth = 80;
+///@{
 /// The narrowest and widest table width a user may ask for (`--width`, `COLUMNS`).
 inline constexpr size_t kMinTableWidth = 40;
 inline constexpr size_t kMaxTableWidth = 1000;
+///@}
 
 /// The fewest characters a column without a maximum (names, keys) is cut to, however narrow
 /// the table: a table whose other columns leave less is wider than asked.
@@ -45,12 +51,14 @@ inline constexpr size_t kMinNameWidth = 16;
 ///     ('out', 'y')  float32  [2, 3]  -1.52
 class Table {
  public:
+  /// A table of `columns`, printed at most `max_width` characters wide where the rule above allows.
   explicit Table(std::vector<Column> columns, size_t max_width = kTerminalWidth)
       : columns_(std::move(columns)), max_width_(max_width) {}
   /// Adds a row of one cell per column.
   void add_row(std::vector<std::string> cells);
   /// The widest line the table prints, in characters.
   size_t width() const;
+  /// Writes the heading line and each row, one a line, the columns two spaces apart.
   void print(std::ostream& out) const;
   /// What print() writes.
   std::string str() const;

@@ -30,11 +30,13 @@ struct FunctionSchema;
 
 namespace tdfx {
 
+///@{
 /// Elements read or written per second, and multiply-adds per second, above what LibTorch's
 /// CPU kernels reach on one machine: an op whose cost at these rates is past the time left is
 /// sure not to finish in it.
 inline constexpr double kElementsPerSecond = 1e10;
 inline constexpr double kMultiplyAddsPerSecond = 2e11;
+///@}
 
 /// What an op costs (op_cost).
 struct OpCost {
@@ -54,6 +56,8 @@ struct OpCost {
 /// file comment.
 OpCost op_cost(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args);
 
+/// Holds the ops a compiled graph runs on this thread to a deadline while it lives, as the file
+/// comment says; an op past it is refused with BudgetExceeded.
 class ScopedTimeBudget {
  public:
   /// `seconds` from now; `what` names the budget in messages (`the program's time budget`,

@@ -34,6 +34,8 @@ struct Debuggee {
   /// constants (put back after a debugging run, as a run may write them). A traced
   /// module reads its own parameters and buffers through get_attr nodes instead.
   std::vector<std::pair<size_t, std::string>> state_inputs;
+  /// The inputs that are the exported program's buffers or constants, by index into `inputs` (put
+  /// back after a debugging run).
   std::vector<size_t> buffer_inputs;
   /// For a traced module: what its parameters' paths in the module's root start with, to name
   /// them from the pipeline ("module" for a sequential's: `module.0.module.weight`).
@@ -49,6 +51,8 @@ struct Debuggee {
 /// for a Debuggee made without debuggee() (no graph).
 class DebugRun {
  public:
+  /// Saves the debuggee's buffers and the default generator's state, which the destructor puts
+  /// back.
   explicit DebugRun(const Debuggee& debuggee);
   ~DebugRun();
   DebugRun(const DebugRun&) = delete;

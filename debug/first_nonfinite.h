@@ -17,13 +17,17 @@ namespace tdfx {
 
 /// Where non-finite values started.
 struct NonFinite {
+  ///@{
   /// The node, and its description as printed (`%log = torch.log(%_0_fc1)`).
   std::string node;
   std::string description;
+  ///@}
+  ///@{
   /// The module whose forward produced it ("0.module"; "" at the root), and the
   /// TensorDictModule call it belongs to ("0"; "" outside any).
   std::string module_path;
   std::string td_module;
+  ///@}
   /// For the call of a layer (a call_module node of a traced module's view): the parameter
   /// or buffer its body reads that holds NaN or Inf, by its path from the graph's root
   /// (`0.module.bias`), where the call's own inputs are finite; "" otherwise.
@@ -32,13 +36,18 @@ struct NonFinite {
   std::optional<NestedKey> key;
   /// Its line of printed code.
   std::string code_line;
+  ///@{
+  /// How many of the value's elements are NaN, how many are Inf, and how many it has in all.
   int64_t nan_count = 0;
   int64_t inf_count = 0;
   int64_t numel = 0;
+  ///@}
+  ///@{
   /// For a tensor value: the rows (indices along dim 0, the batch) that hold NaN or Inf, the
   /// first few, and how many there are.
   std::vector<int64_t> rows;
   int64_t row_count = 0;
+  ///@}
   /// For a tensor value: the indices of its first few NaN or Inf elements (row, feature, …).
   std::vector<std::vector<int64_t>> indices;
 

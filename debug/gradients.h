@@ -32,6 +32,7 @@ namespace tdfx {
 /// The loss that backward starts from.
 class Loss {
  public:
+  /// How Loss::output reduces its output to one number: the sum or the mean of its elements.
   enum class Reduction { kSum, kMean };
   /// The sum of every floating output's sum (the default).
   static Loss sum();
@@ -57,6 +58,7 @@ class Loss {
 
 /// The gradient of one node's output.
 struct NodeGrad {
+  /// The node's name.
   std::string node;
   /// The node's opcode and target (`call_module 0.module.fc1`).
   std::string op;
@@ -65,20 +67,26 @@ struct NodeGrad {
   /// The autograd functions of the node's users that produced its gradient (`SqrtBackward0`),
   /// those of the users that require grad, in user order.
   std::vector<std::string> grad_fns;
+  ///@{
   /// The node's module path and TensorDictModule, as its meta records them.
   std::string module_path, td_module;
+  ///@}
 };
 
 /// The gradient of one parameter or buffer.
 struct ParameterGrad {
   /// Its path (`module.0.module.weight`).
   std::string name;
+  ///@{
   /// The gradient itself, and its statistics.
   at::Tensor gradient;
   TensorStats grad;
+  ///@}
+  ///@{
   /// The norm of its value, and grad norm / value norm (NaN for a zero value).
   double value_norm = 0;
   double ratio = 0;
+  ///@}
 };
 
 /// How far a module's output gradient may grow or shrink on its way back from the outputs
@@ -93,6 +101,7 @@ struct FlowLimits {
 /// The gradient through one module: a TensorDictModule, or a module inside one (a leaf such as
 /// `0.module.fc1`, or a child of a wrapped Sequential, `1.module.2`).
 struct ModuleFlow {
+  /// What flow_table and the drawings mark a module with (see `mark`).
   enum class Mark { kNone, kVanishing, kExploding, kNonFinite, kOrigin };
   /// Its path (`0` for a TensorDictModule, `0.module.fc1` for a module inside it); "" for a
   /// pipeline that is one TensorDictModule (flow_table shows it as `(root)`), whose inner
@@ -102,12 +111,16 @@ struct ModuleFlow {
   std::string type;
   /// True for a module inside a TensorDictModule.
   bool inner = false;
+  ///@{
   /// The norm of all its parameters' and buffers' gradients together, and of their values;
   /// nullopt when none got a gradient.
   std::optional<double> parameter_grad_norm, parameter_norm;
+  ///@}
+  ///@{
   /// The norm of the gradients of its outputs (its values that something outside it uses)
   /// together, and that as a multiple of GradFlow::output_grad_norm; nullopt when none got one.
   std::optional<double> output_grad_norm, scale;
+  ///@}
   /// kOrigin: the first non-finite gradient starts in it; kNonFinite: one of its gradients is
   /// NaN or Inf; kExploding / kVanishing: `scale` is past FlowLimits.
   Mark mark = Mark::kNone;
@@ -120,6 +133,7 @@ std::string_view to_string(ModuleFlow::Mark mark);
 struct GradFlow {
   /// The norm of the gradient the loss hands to the graph's outputs, all together.
   double output_grad_norm = 0;
+  /// The limits past which a module is marked vanishing or exploding.
   FlowLimits limits;
   /// In pipeline order, each TensorDictModule followed by the modules inside it.
   std::vector<ModuleFlow> modules;
@@ -127,19 +141,24 @@ struct GradFlow {
 
 /// One forward and backward pass.
 struct GradReport {
+  /// The loss as Loss::describe() says it (`sum of every output`).
   std::string loss_name;
+  /// The loss's value.
   double loss = 0;
+  /// False when the loss is NaN or Inf.
   bool loss_finite = true;
   /// The nodes whose output required grad and got a gradient, in backward order (the order
   /// autograd reached them).
   std::vector<NodeGrad> nodes;
   /// The parameters and buffers that got a gradient, in graph order.
   std::vector<ParameterGrad> parameters;
+  ///@{
   /// The nodes whose value requires grad but got no gradient, because the loss does not
   /// depend on them (a node only another output reads), in program order; and likewise the
   /// parameters, by path. The tables list them as "no gradient".
   std::vector<std::string> nodes_without_gradient;
   std::vector<std::string> parameters_without_gradient;
+  ///@}
   /// The node where the first non-finite gradient starts (see first_nonfinite_grad), "" when
   /// every gradient is finite or the loss is not.
   std::string nonfinite_origin;
@@ -170,28 +189,38 @@ Table flow_table(const GradFlow& flow, size_t width = kTerminalWidth);
 struct NonFiniteGrad {
   /// Set when the loss itself is NaN or Inf; then no node is named.
   bool loss_nonfinite = false;
+  /// The loss's value.
   double loss = 0;
   /// Set when every node's gradient is finite but this parameter's is not (a Linear whose
   /// input holds Inf where its output's gradient is 0: 0 × Inf is NaN); `node` is then the
   /// node that reads it (its placeholder, or get_attr), "" when none does.
   std::string parameter;
+  /// The node where the non-finite gradient starts (with `parameter`: the node that reads it).
   std::string node;
   /// As printed (`%mean = torch.mean(%pow_1, [-1], True)`).
   std::string description;
+  ///@{
+  /// The node's module path and TensorDictModule, as its meta records them.
   std::string module_path, td_module;
+  ///@}
   /// The first output key its value flows into.
   std::optional<NestedKey> key;
+  /// Its line of printed code.
   std::string code_line;
   /// The autograd functions of its users, which produced the gradient (`SqrtBackward0`).
   std::vector<std::string> grad_fns;
+  ///@{
   /// The gradient's statistics, and the forward value's of the node and of its inputs.
   TensorStats grad;
   std::optional<TensorStats> value;
   std::vector<std::pair<std::string, TensorStats>> inputs;
+  ///@}
+  ///@{
   /// The rows (indices along dim 0) of the gradient that hold NaN or Inf: the first few, and
   /// how many there are.
   std::vector<int64_t> rows;
   int64_t row_count = 0;
+  ///@}
   /// The indices of the gradient's first few NaN or Inf elements (row, feature, …).
   std::vector<std::vector<int64_t>> indices;
   /// Its users whose forward value holds NaN or Inf (a layer with a NaN weight): the gradient

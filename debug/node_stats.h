@@ -24,19 +24,29 @@ namespace tdfx {
 /// their absolute value); min, max, mean and std are over every element, so one NaN makes
 /// them NaN, as at::min and at::mean do. Empty tensors have NaN statistics.
 struct TensorStats {
+  /// The tensor's dtype.
   c10::ScalarType dtype = c10::ScalarType::Undefined;
+  /// The tensor's shape.
   std::vector<int64_t> shape;
+  /// How many elements it has.
   int64_t numel = 0;
+  ///@{
+  /// The smallest, largest and mean element (NaN when the tensor holds one, or is empty).
   double min = 0, max = 0, mean = 0;
+  ///@}
   /// The unbiased standard deviation (at::std's default); NaN below two elements.
   double std = 0;
   /// The L2 norm, the square root of the sum of squares (in double); 0 when empty.
   double norm = 0;
+  ///@{
+  /// How many elements are NaN, and how many are Inf.
   int64_t nan_count = 0;
   int64_t inf_count = 0;
+  ///@}
   /// The fraction of elements equal to zero.
   double zero_fraction = 0;
 
+  /// True when no element is NaN or Inf.
   bool finite() const { return nan_count == 0 && inf_count == 0; }
 };
 
@@ -63,6 +73,7 @@ std::string indices_text(const std::vector<std::vector<int64_t>>& indices, int64
 
 /// One node of a run and what it produced.
 struct NodeStats {
+  /// The node's name.
   std::string node;
   /// The node's opcode and target as printed (`call_module 0.module.fc1`).
   std::string op;

@@ -31,6 +31,7 @@ struct ProfileEntry {
 
 /// A profile of a run.
 struct Profile {
+  /// How many runs each node's median is taken over.
   size_t repeats = 0;
   /// Every node but the output, slowest first (program order among equals).
   std::vector<ProfileEntry> nodes;
@@ -40,7 +41,10 @@ struct Profile {
   /// The sum of the node medians, in microseconds.
   double total_us = 0;
 
+  /// The time per node, slowest first: node, op, median µs and share (`tdfx run --profile`).
   Table node_table(size_t width = kTerminalWidth) const;
+  /// The time per TensorDictModule: module, node count, median µs and share, with the nodes outside
+  /// any module as one row.
   Table module_table(size_t width = kTerminalWidth) const;
 };
 

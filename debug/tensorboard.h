@@ -31,8 +31,12 @@ namespace tdfx {
 /// values, and for each bucket its upper limit and its count (the first bucket takes
 /// everything up to its limit).
 struct Histogram {
+  ///@{
+  /// The values' min, max, count (`num`), sum and sum of squares; each bucket's upper limit and
+  /// count.
   double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
   std::vector<double> limits, counts;
+  ///@}
 };
 
 /// The histogram of the finite elements of `values`, any dtype but complex, in `buckets`

@@ -39,6 +39,7 @@
 
 namespace tdfx {
 
+/// What a Watch records, how often, and where it writes.
 struct WatchOptions {
   /// Statistics every `interval` steps (the steps divisible by it); at least 1.
   int64_t interval = 100;
@@ -51,6 +52,7 @@ struct WatchOptions {
   /// `spike_window` losses makes the step bad, the spread taken as at least 1e-4 of the mean
   /// (on a flat loss a change in the last digits is no spike); 0: no spike check.
   double spike_sigmas = 0;
+  /// How many of the last losses the spike check takes the mean and standard deviation of.
   int64_t spike_window = 100;
   /// Keep every record in memory (records()): about 100 bytes each, a few per module and
   /// parameter each sampled step. false: only the log keeps them.
@@ -70,8 +72,11 @@ struct WatchOptions {
 /// One value the watch recorded: its tag (TensorBoard's: `loss`, `grad_norm/<parameter>`,
 /// `activation_mean/<module>/<key>`, …) at a step.
 struct WatchRecord {
+  /// The step it was recorded at.
   int64_t step = 0;
+  /// What it is, as TensorBoard's tag names it.
   std::string tag;
+  /// The value.
   double value = 0;
 };
 
@@ -89,8 +94,11 @@ struct WatchCheck {
 /// recorded for it (those it writes last), and its parameters' names as the records name them
 /// (`module.0.module.weight`), those of its own module and below.
 struct WatchedModule {
+  /// The TensorDictModule's path in the pipeline ("" for the root).
   std::string path;
+  /// The keys recorded for it, those it writes last.
   std::vector<NestedKey> keys;
+  /// Its parameters' names as the records name them (`module.0.module.weight`).
   std::vector<std::string> parameters;
 };
 
@@ -100,6 +108,8 @@ namespace detail {
 std::string watch_key_tag(const std::string& path, const NestedKey& key);
 }  // namespace detail
 
+/// A watch over a training run in the user's own loop, as the file comment says: call observe()
+/// after each step's backward and before its update.
 class Watch {
  public:
   /// Watches `module`'s parameters and the keys each TensorDictModule in it writes, read from
@@ -142,6 +152,7 @@ class Watch {
   /// The TensorDictModules watched, in pipeline order.
   const std::vector<WatchedModule>& modules() const { return modules_; }
 
+  /// The options it was made with.
   const WatchOptions& options() const { return options_; }
 
   /// The event file written, "" without a log folder.

@@ -46,6 +46,7 @@ std::map<std::string, NodeOverlay> grad_overlay(const GradReport& report);
 /// its mark; the module where a non-finite gradient starts ringed.
 std::map<std::string, NodeOverlay> flow_overlay(const GradFlow& flow);
 
+///@{
 /// The layers of a run for the interactive page (RenderOptions::layers), each with a legend
 /// that says what its colours and marks mean: forward statistics (`statistics`, with the
 /// node where NaN or Inf starts when `origin` is given), the profile (`time`) and a training
@@ -54,6 +55,7 @@ OverlayLayer stats_layer(const std::vector<NodeStats>& stats,
                          const std::optional<NonFinite>& origin = std::nullopt);
 OverlayLayer profile_layer(const Profile& profile);
 OverlayLayer grad_layer(const GradReport& report);
+///@}
 
 /// A training run the watch recorded, as the page's `training` layer for a drawing of the
 /// watched module (`drawing`: its RenderOptions, whose `modules` name the boxes; a trace's

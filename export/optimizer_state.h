@@ -31,9 +31,12 @@ class Optimizer;
 
 namespace tdfx {
 
+/// An optimizer's state, as the file comment says: its type, its parameter groups, and each
+/// parameter's step count and state tensors.
 struct OptimizerState {
   /// One of LibTorch's: `Adam`, `AdamW`, `SGD`, `RMSprop`, `Adagrad` (optimizer_kinds()).
   std::string type;
+  /// One parameter group: its options and its parameters.
   struct Group {
     /// Every option of its type by LibTorch's name (`lr`, `eps`, `weight_decay`; Adam's betas
     /// as `beta1` and `beta2`; a flag such as `amsgrad` as 0 or 1).
@@ -41,7 +44,9 @@ struct OptimizerState {
     /// Its parameters by name, in the optimizer's order.
     std::vector<std::string> parameters;
   };
+  /// The optimizer's parameter groups, in its order.
   std::vector<Group> groups;
+  /// What the optimizer keeps for one parameter.
   struct Parameter {
     /// The steps it has taken (0 for SGD, which does not count them).
     int64_t step = 0;
@@ -56,13 +61,19 @@ struct OptimizerState {
 /// What an OptimizerState of one type holds: its options, the state tensors it may hold, and
 /// whether it counts steps.
 struct OptimizerKind {
+  /// The optimizer's type (`Adam`).
   std::string_view type;
+  /// The names of its options (`lr`, `betas_0`, ...).
   std::vector<std::string_view> options;
+  /// The names of the state tensors it may keep per parameter (`exp_avg`).
   std::vector<std::string_view> tensors;
+  /// Whether it counts each parameter's steps (SGD does not).
   bool counts_steps = true;
+  ///@{
   /// The options that are flags, 0 or 1 (`amsgrad`), and those below 1 (Adam's betas); every
   /// option is a finite number of at least 0, as LibTorch's constructors check.
   std::vector<std::string_view> flags, below_one;
+  ///@}
 };
 
 /// Why `value` is not a value of option `option` of `kind`, "" when it is.

@@ -39,9 +39,13 @@ size_t canonicalize_scalar_overloads(Graph& graph);
 
 /// A parameter, buffer or constant lift_parameters made a placeholder of.
 struct LiftedState {
+  ///@{
   /// The placeholder's name (`p_0_module_weight`) and the tensor's path in the root.
   std::string name, path;
+  ///@}
+  /// The parameter's, buffer's or constant's tensor.
   at::Tensor tensor;
+  /// True for a parameter, false for a buffer or a constant.
   bool parameter = true;
   /// A tensor the module captured (a trace's `_tensor_constant0`), not the root's.
   bool constant = false;

@@ -34,6 +34,7 @@ std::string_view to_string(InputKind kind);
 
 /// One input of the program: its placeholder name and where it comes from.
 struct InputSpec {
+  /// Where the input comes from: a parameter, a buffer, a constant or a user input.
   InputKind kind;
   /// The placeholder (`p_module_0_module_weight`, `x`).
   std::string name;
@@ -46,13 +47,17 @@ struct InputSpec {
 
 /// One output of the program: the node returned and the key it is written to.
 struct OutputSpec {
+  /// The name of the node returned.
   std::string name;
+  /// The key the output is written to.
   NestedKey key;
 };
 
 /// The inputs and outputs of an exported program.
 struct GraphSignature {
+  /// The program's inputs, one per placeholder, in the graph's order.
   std::vector<InputSpec> inputs;
+  /// The program's outputs, in the order it returns them.
   std::vector<OutputSpec> outputs;
   /// One line per input and output: `input parameter p_module_0_module_weight ->
   /// module.0.module.weight`, `input user_input obs -> obs (dim 0 is s0)`.
@@ -118,14 +123,18 @@ class ExportedProgram {
   /// How export_program makes its program: as above, but the graph, which tdfx's own passes
   /// made, is linted and compiled on the program's first run rather than here.
   struct CompileOnFirstRun {};
+  /// The program of `graph`, `signature` and `state` (as the constructor above), compiled on its
+  /// first run.
   ExportedProgram(CompileOnFirstRun, Graph graph, GraphSignature signature,
                   std::map<std::string, at::Tensor> state,
                   std::optional<BatchSpecialisation> specialisation,
                   std::vector<ModuleBox> modules);
 
+  /// The program's graph.
   const Graph& graph() const { return runner_->graph(); }
   /// The compiled graph (inputs: the state, then the user inputs; see ExportedModule).
   const GraphModule& graph_module() const { return *runner_; }
+  /// Its inputs and outputs.
   const GraphSignature& graph_signature() const { return signature_; }
   /// Parameters and buffers by placeholder name.
   const std::map<std::string, at::Tensor>& state() const { return state_; }
@@ -157,11 +166,13 @@ class ExportedProgram {
   /// given (LoadOptions::memory_budget) for a program read from a file, 0 (none) for one
   /// exported in this process.
   uint64_t memory_budget() const { return memory_budget_; }
+  /// Sets memory_budget() (load() sets it from LoadOptions::memory_budget); 0: none.
   void set_memory_budget(uint64_t bytes) { memory_budget_ = bytes; }
   /// The time budget each of its runs is held to, in seconds (core/time_budget.h): what load()
   /// was given (LoadOptions::time_budget) for a program read from a file, 0 (none) for one
   /// exported in this process.
   double time_budget() const { return time_budget_; }
+  /// Sets time_budget() (load() sets it from LoadOptions::time_budget); 0: none.
   void set_time_budget(double seconds) { time_budget_ = seconds; }
   /// The forward code in export style (`torch.ops.aten.linear.default(...)`).
   std::string code() const;
@@ -220,6 +231,7 @@ ExportedProgram export_program(const TDGraphModule& traced);
 /// `ExportedProgram:`, the program as print_readable() shows it and its graph signature,
 /// each indented, as Python prints an ExportedProgram.
 std::string to_string(const ExportedProgram& value);
+/// Writes to_string(value): `std::cout << program` prints as Python prints an ExportedProgram.
 std::ostream& operator<<(std::ostream& os, const ExportedProgram& value);
 
 }  // namespace tdfx

@@ -27,14 +27,20 @@ namespace tdfx {
 /// A node only one program has: its name and its line of forward code with its type and
 /// module (`linear_3 = torch.ops.aten.linear.default(relu_2, ...)  # f32[16, 64] 3.module`).
 struct DiffNode {
+  /// The node's name.
   std::string name;
+  /// Its line of forward code, with its type and module.
   std::string line;
 };
 
 /// A node both programs have, and what differs: `target aten::relu -> aten::tanh`.
 struct NodeChange {
+  ///@{
+  /// The node's name in A, and in B (the same unless it was renamed).
   std::string name_a;
   std::string name_b;
+  ///@}
+  /// What differs, one line each (`target aten::relu -> aten::tanh`).
   std::vector<std::string> what;
 };
 
@@ -49,16 +55,25 @@ struct NodeChange {
 /// of NaN, as does ‖B‖ = 0. The weights are read in one pass, in blocks, with no copy in
 /// double (a complex weight as pairs of reals).
 struct WeightChange {
+  ///@{
+  /// The weight's placeholder name in A, and in B.
   std::string name_a;
   std::string name_b;
+  ///@}
+  /// What differs, in one line: the shape or dtype (`f32[8, 4] -> f32[16, 4]`), or the relative
+  /// change, the cosine and the largest differences as `tdfx diff` prints them.
   std::string what;
+  /// The largest absolute difference |a − b| over the elements finite in both.
   double max_abs = 0;
+  /// The largest relative difference |a − b| / max(|a|, |b|) over the elements finite in both.
   double max_rel = 0;
+  /// How many elements differ where a value is not finite in both (left out of the sums).
   int64_t non_finite = 0;
   /// The parameter or buffer's path in B (`module.0.module.weight`).
   std::string path;
   /// NaN, as `cosine`, when the shape or dtype differs.
   double relative_change = 0;
+  /// The cosine similarity A·B / (‖A‖ ‖B‖).
   double cosine = 1;
 };
 
@@ -70,11 +85,15 @@ struct WeightChange {
 struct ModuleChange {
   /// Its path in B (`module.0.module`): its parameters' paths without their last part.
   std::string path;
+  /// The relative change ‖B − A‖ / ‖A‖ of its parameters taken as one vector.
   double relative_change = 0;
+  /// Their cosine similarity A·B / (‖A‖ ‖B‖).
   double cosine = 1;
+  ///@{
   /// How many of its parameters were compared, and how many of those differ.
   int64_t weights = 0;
   int64_t changed = 0;
+  ///@}
   /// How many of its parameters changed shape or dtype, left out of the sums.
   int64_t other_type = 0;
 };
@@ -90,6 +109,7 @@ struct ProgramDiff {
   /// Changes of the signature: an input or output key added, removed or renamed, an output
   /// now written from another node, a dimension that now follows the batch or no longer does.
   std::vector<std::string> signature;
+  /// The parameters and buffers whose values differ.
   std::vector<WeightChange> weights;
   /// The modules with a parameter that differs in value (not in shape or dtype), largest
   /// relative change first, ties in B's order.

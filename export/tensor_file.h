@@ -39,6 +39,7 @@ using TensorEntries = std::vector<std::pair<std::string, at::Tensor>>;
 struct TensorFile {
   /// False for a file holding one tensor: `entries` then has one entry named "".
   bool is_dict = false;
+  /// The tensors, each with its name (the dict's key), in the file's order.
   TensorEntries entries;
 };
 

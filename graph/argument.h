@@ -26,12 +26,15 @@ struct Argument;
 
 /// A Python list (`[a, b]`) or tuple (`(a, b)`) of arguments.
 struct ArgumentList {
+  /// The items, in order.
   std::vector<Argument> items;
+  /// True for a tuple, false for a list.
   bool is_tuple = false;
 };
 
 /// Python's `None`.
 struct None {
+  /// None equals None.
   friend bool operator==(None, None) { return true; }
 };
 
@@ -41,11 +44,17 @@ struct None {
 /// is its own alternative, not an int, so that it prints as Python names it
 /// (`torch.channels_last`); an operator receives it as the int c10 passes.
 struct Argument {
+  /// What an argument may hold.
   using Value = std::variant<None, bool, int64_t, double, std::string, NestedKey, c10::ScalarType,
                              c10::MemoryFormat, c10::Layout, c10::Device, Node*, ArgumentList>;
+  /// The argument's value.
   Value value;
 
   Argument() : value(None{}) {}
+  ///@{
+  /// An argument holding `v` (a `None`, a number, a string, a key, a dtype, memory format, layout
+  /// or device, a node, a list): implicit, so that `g.call_function(t, {x, 1, "a"})` reads as
+  /// Python. An `int` is held as an int64_t, a `const char*` as a string.
   Argument(None) : value(None{}) {}                   // NOLINT
   Argument(bool v) : value(v) {}                      // NOLINT
   Argument(int v) : value(int64_t{v}) {}              // NOLINT
@@ -60,12 +69,15 @@ struct Argument {
   Argument(c10::Device v) : value(v) {}               // NOLINT
   Argument(Node* v) : value(v) {}                     // NOLINT
   Argument(ArgumentList v) : value(std::move(v)) {}   // NOLINT
+  ///@}
 
   template <typename T>
+  /// True when the argument holds a `T`.
   bool is() const {
     return std::holds_alternative<T>(value);
   }
   template <typename T>
+  /// The `T` it holds; std::bad_variant_access when it holds another type.
   const T& as() const {
     return std::get<T>(value);
   }

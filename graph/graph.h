@@ -30,14 +30,20 @@ class Graph {
   /// `for (auto& n : graph.nodes())` (a `Node* const&`, valid until the iterator moves on).
   class Iterator {
    public:
+    ///@{
+    /// A forward iterator's member types.
     using iterator_category = std::forward_iterator_tag;
     using value_type = Node*;
     using difference_type = std::ptrdiff_t;
     using pointer = Node* const*;
     using reference = Node* const&;
+    ///@}
 
     Iterator() = default;
+    /// An iterator at `node`; nullptr is the end.
     explicit Iterator(Node* node) : node_(node) {}
+    ///@{
+    /// The node it is at, and a pointer to it; moving on (++) goes to the next node.
     reference operator*() const { return node_; }
     pointer operator->() const { return &node_; }
     Iterator& operator++() {
@@ -49,8 +55,12 @@ class Graph {
       node_ = node_->next_;
       return before;
     }
+    ///@}
+    ///@{
+    /// Whether two iterators are at different nodes, or at the same.
     bool operator!=(const Iterator& other) const { return node_ != other.node_; }
     bool operator==(const Iterator& other) const { return node_ == other.node_; }
+    ///@}
 
    private:
     Node* node_ = nullptr;
@@ -58,14 +68,19 @@ class Graph {
 
   /// A view of the nodes for range-for loops.
   struct NodeRange {
+    ///@{
+    /// Where the range begins and ends, which begin() and end() return.
     Iterator b, e;
     Iterator begin() const { return b; }
     Iterator end() const { return e; }
+    ///@}
   };
 
   /// Restores the previous insert point when it goes out of scope.
   class InsertGuard {
    public:
+    /// Makes `graph` insert new nodes before `before` (nullptr: at the end) until the guard goes
+    /// out of scope.
     InsertGuard(Graph& graph, Node* before);
     ~InsertGuard();
     InsertGuard(const InsertGuard&) = delete;
@@ -78,12 +93,16 @@ class Graph {
 
   Graph();
   ~Graph();
+  /// Moves the nodes; the graph moved from is left empty.
   Graph(Graph&&) noexcept;
+  /// Moves the nodes; the graph moved from is left empty.
   Graph& operator=(Graph&&) noexcept;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
+  /// The nodes in program order, for range-for loops.
   NodeRange nodes() const { return {Iterator(first_), Iterator(nullptr)}; }
+  /// How many nodes the graph has.
   size_t size() const { return size_; }
   /// The nodes as a vector, for reverse walks and indexing.
   std::vector<Node*> node_list() const;
@@ -93,11 +112,16 @@ class Graph {
   /// target as torch.fx does (`relu`, `getitem`, `_0_fc1`).
   Node* create_node(OpCode op, Target target, Args args = {}, Kwargs kwargs = {},
                     const std::string& name_hint = "");
+  ///@{
+  /// torch.fx's node makers: create_node with that opcode, the target named (a placeholder keeps
+  /// `name` as its target when its node name had to change), at the insert point.
   Node* placeholder(const std::string& name);
   Node* get_attr(const std::string& path);
   Node* call_function(Target target, Args args, Kwargs kwargs = {});
+  ///@}
   /// `x.method(...)`: a plain method name prints but cannot run; Target::method(op) runs op.
   Node* call_method(Target method, Args args, Kwargs kwargs = {});
+  /// A call_module node calling the module at `path` in the root.
   Node* call_module(const std::string& path, Args args, Kwargs kwargs = {});
   /// The output node; at most one per graph, and the last node.
   Node* output(Argument result);

@@ -58,9 +58,12 @@ class GraphModule {
                                     Attributes constants,
                                     std::function<std::string(const Node&)> shown_as = {});
   ~GraphModule();
+  /// Moves the graph, the root, the attributes and the compiled plan.
   GraphModule(GraphModule&&) noexcept;
+  /// Moves the graph, the root, the attributes and the compiled plan.
   GraphModule& operator=(GraphModule&&) noexcept;
 
+  /// The graph that runs.
   const Graph& graph() const { return graph_; }
   /// The graph for editing; call recompile() afterwards (runs refuse until then).
   Graph& mutable_graph() { return graph_; }
@@ -70,6 +73,8 @@ class GraphModule {
   /// runs nodes, not names) and without a new generation, so that a run on another thread is
   /// not refused meanwhile. A trace names its program this way when it is first looked at.
   void rename_nodes(const std::function<std::string(const Node&)>& hint_of);
+  /// The module whose parameters, buffers and submodules get_attr and call_module nodes name (null
+  /// for a graph of plain functions).
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
   /// The tensors get_attr nodes may read besides the root's parameters and buffers.
   const Attributes& constants() const { return constants_; }

@@ -20,7 +20,9 @@ namespace tdfx {
 std::string to_string(const Graph& graph);
 /// torch.fx's `node.format_node()`.
 std::string to_string(const Node& node);
+/// Writes to_string(graph): `std::cout << graph` prints as Python's `print(graph)`.
 std::ostream& operator<<(std::ostream& os, const Graph& graph);
+/// Writes to_string(node), the node's `format_node()` line.
 std::ostream& operator<<(std::ostream& os, const Node& node);
 
 /// An argument as torch.fx's graph text prints it (`%x`, `(input, x)`, `1e-05`).

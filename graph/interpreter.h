@@ -42,14 +42,19 @@ struct Step;
 /// stops with a GraphError).
 class Interpreter {
  public:
+  /// How an Interpreter keeps the values it computes.
   struct Options {
     /// Release each value after its last reader (FX's garbage_collect_values). When false,
     /// every value stays readable through value() after the run, until the next run.
     bool garbage_collect_values = true;
   };
 
+  ///@{
+  /// An interpreter of `module`'s graph (which must outlive it), with the default Options or
+  /// `options`.
   explicit Interpreter(const GraphModule& module);
   Interpreter(const GraphModule& module, Options options);
+  ///@}
   virtual ~Interpreter();
   Interpreter(const Interpreter&) = delete;
   Interpreter& operator=(const Interpreter&) = delete;
@@ -87,6 +92,7 @@ class Interpreter {
   /// The value `node` produced. GraphError when it has not run, or was released.
   const c10::IValue& value(const Node& node) const;
 
+  /// The graph module it runs.
   const GraphModule& module() const { return module_; }
 
  private:

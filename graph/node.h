@@ -40,10 +40,13 @@ std::ostream& operator<<(std::ostream& os, OpCode op);
 
 /// What is known of the value a node produces, when it is a tensor.
 struct TensorMeta {
+  /// The tensor's dtype, when known.
   std::optional<c10::ScalarType> dtype;
+  /// The tensor's shape as traced, when known.
   std::optional<std::vector<int64_t>> shape;
   /// Set by ShapeProp; the tracer does not record strides.
   std::optional<std::vector<int64_t>> stride;
+  /// The tensor's device, when known.
   std::optional<c10::Device> device;
   /// The dimensions that follow the batch size, which the graph runs at any
   /// value of.
@@ -94,21 +97,31 @@ class OrderedNodeSet {
   /// Iterates the nodes in insertion order as `Node*`, skipping holes.
   class Iterator {
    public:
+    ///@{
+    /// A forward iterator's member types.
     using iterator_category = std::forward_iterator_tag;
     using value_type = Node*;
     using difference_type = std::ptrdiff_t;
     using pointer = Node* const*;
     using reference = Node*;
+    ///@}
 
+    /// An iterator at the first node from `at` on, before `end`.
     Iterator(Node* const* at, Node* const* end) : at_(at), end_(end) { skip(); }
+    ///@{
+    /// The node it is at; moving on (++) goes to the next node, skipping holes.
     Node* operator*() const { return *at_; }
     Iterator& operator++() {
       ++at_;
       skip();
       return *this;
     }
+    ///@}
+    ///@{
+    /// Whether two iterators are at the same slot, or at different ones.
     bool operator==(const Iterator& other) const { return at_ == other.at_; }
     bool operator!=(const Iterator& other) const { return at_ != other.at_; }
+    ///@}
 
    private:
     void skip() {
@@ -121,15 +134,22 @@ class OrderedNodeSet {
   /// From this size on, the set keeps an index by node.
   static constexpr size_t kIndexedFrom = 16;
 
+  ///@{
+  /// The nodes in insertion order, for range-for loops.
   Iterator begin() const { return {items_.data() + first_, items_.data() + items_.size()}; }
   Iterator end() const {
     const auto end = items_.data() + items_.size();
     return {end, end};
   }
+  ///@}
+  ///@{
+  /// How many nodes it holds, and whether it holds none.
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  ///@}
   /// The oldest node; the set must not be empty.
   Node* front() const { return *begin(); }
+  /// True when `node` is in the set.
   bool contains(const Node* node) const;
   /// The nodes in insertion order.
   std::vector<Node*> to_vector() const { return {begin(), end()}; }
@@ -159,12 +179,21 @@ class OrderedNodeSet {
 class InputNodes {
  public:
   InputNodes() = default;
+  ///@{
+  /// The nodes in order, as a range of `Node*`.
   Node* const* begin() const { return data(); }
   Node* const* end() const { return data() + size_; }
+  ///@}
+  ///@{
+  /// How many nodes it holds, and whether it holds none.
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  ///@}
+  /// The `i`th node.
   Node* operator[](size_t i) const { return data()[i]; }
+  /// True when `node` is one of them.
   bool contains(const Node* node) const { return std::find(begin(), end(), node) != end(); }
+  /// The nodes as a vector.
   std::vector<Node*> to_vector() const { return {begin(), end()}; }
   /// Appends `node` (the caller keeps them distinct).
   void push_back(Node* node) {
@@ -193,10 +222,16 @@ class Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
+  /// The node's name, unique in its graph (`relu`, `_0_fc1`).
   const std::string& name() const { return name_; }
+  /// What it does: placeholder, get_attr, call_function, call_method, call_module or output.
   OpCode op() const { return op_; }
+  /// What it calls or names: an aten operator, a method, a module path, an attribute path, a
+  /// placeholder's name.
   const Target& target() const { return target_; }
+  /// Its positional arguments.
   const Args& args() const { return args_; }
+  /// Its keyword arguments, by name.
   const Kwargs& kwargs() const { return kwargs_; }
   /// The nodes that read this one, in the order they started to.
   const OrderedNodeSet& users() const { return users_; }
@@ -212,8 +247,11 @@ class Node {
   /// arguments readable) until its graph dies, but cannot be edited or used as an argument.
   bool erased() const { return home_ == nullptr; }
 
+  ///@{
+  /// What the tracer and passes know of it (NodeMeta): module, tensor dtype and shape, ...
   NodeMeta& meta() { return meta_; }
   const NodeMeta& meta() const { return meta_; }
+  ///@}
 
   /// For call_module: the module's op-level body, a graph whose placeholders
   /// are the call's arguments and whose get_attr targets are relative to the
@@ -299,12 +337,15 @@ class NodeTable {
   static_assert(!std::is_same_v<T, bool>, "NodeTable<char> for flags: vector<bool> has no refs");
 
  public:
+  /// A table where every node reads as `fallback` until set.
   explicit NodeTable(T fallback = T()) : fallback_(std::move(fallback)) {}
+  /// Sets `node`'s value.
   void set(const Node* node, T value) {
     const size_t i = node->index();
     if (i >= values_.size()) values_.resize(i + 1, fallback_);
     values_[i] = std::move(value);
   }
+  /// `node`'s value, or the fallback when it was never set.
   const T& get(const Node* node) const {
     const size_t i = node->index();
     return i < values_.size() ? values_[i] : fallback_;
@@ -333,10 +374,12 @@ class NodeSet {
     stamps_[i] = stamp_;
     return true;
   }
+  /// True when `node` was inserted since the last clear().
   bool contains(const Node* node) const {
     const size_t i = node->index();
     return i < stamps_.size() && stamps_[i] == stamp_;
   }
+  /// Empties the set, in constant time.
   void clear() {
     if (++stamp_ == 0) {  // wrapped: every old stamp could read as current
       std::fill(stamps_.begin(), stamps_.end(), 0);

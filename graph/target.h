@@ -21,13 +21,18 @@ namespace tdfx {
 /// The target of a node. Cheap to copy.
 class Target {
  public:
+  /// What a target is: a plain name (placeholder, get_attr, call_module), an aten operator
+  /// (call_function), a method (call_method), `operator.getitem`, or Python's integer operator on
+  /// sizes (size_arith).
   enum class Kind { kName, kAten, kMethod, kGetItem, kSizeArith };
   /// Python's integer operators that size expressions use (graph/size_expr.h).
   enum class SizeArith { kAdd, kSub, kMul, kFloorDiv };
 
+  ///@{
   /// A plain name: placeholder name, module path, attribute path, method name.
   Target(std::string name = "");                           // NOLINT(google-explicit-constructor)
   Target(const char* name) : Target(std::string(name)) {}  // NOLINT(google-explicit-constructor)
+  ///@}
 
   /// An aten operator by its schema name, `aten::softmax.int` or
   /// `aten::relu` (default overload). Throws GraphError when the dispatcher
@@ -49,10 +54,15 @@ class Target {
   /// The builtin target printed as `name` (`operator.getitem`, `operator.mul`, ...), or nullopt.
   static std::optional<Target> builtin(const std::string& name);
 
+  /// Which kind of target this is.
   Kind kind() const { return kind_; }
+  /// True for an aten operator (Target::aten).
   bool is_aten() const { return kind_ == Kind::kAten; }
+  /// True for `operator.getitem` (Target::getitem).
   bool is_getitem() const { return kind_ == Kind::kGetItem; }
+  /// True for a call_method target (Target::method).
   bool is_method() const { return kind_ == Kind::kMethod; }
+  /// True for an integer operator on sizes (Target::size_arith).
   bool is_size_arith() const { return kind_ == Kind::kSizeArith; }
   /// For a size_arith target, its operator; InternalError for other kinds.
   SizeArith arith() const;

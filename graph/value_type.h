@@ -34,6 +34,9 @@ class Graph;
 
 /// The type of one value.
 struct ValueType {
+  /// Which type: unknown (nothing says: a call_module without a body, an op returning `Any`), None,
+  /// Tensor, int, float, bool, Scalar (a number of any kind, `Scalar` in a schema), a list or a
+  /// tuple.
   enum class Kind : uint8_t {
     kUnknown,  // nothing says (a call_module without a body, an op returning `Any`)
     kNone,
@@ -45,14 +48,18 @@ struct ValueType {
     kList,
     kTuple,
   };
+  /// The value's type; a list's or tuple's items are in `items`.
   Kind kind = Kind::kUnknown;
   /// A list's element type (one entry) or a tuple's, one per element.
   std::vector<ValueType> items;
   /// For an int: the function of the batch it is, when it is one (`s0`, `5*s0`).
   std::optional<SizeExpr> size;
 
+  /// The type of `kind`, without items or size.
   static ValueType of_kind(Kind kind) { return ValueType{kind, {}, std::nullopt}; }
+  /// A list of `element`s.
   static ValueType list(ValueType element) { return ValueType{Kind::kList, {element}, {}}; }
+  /// A tuple of `items`, one per element.
   static ValueType tuple(std::vector<ValueType> items) {
     return ValueType{Kind::kTuple, std::move(items), {}};
   }
@@ -62,9 +69,11 @@ struct ValueType {
   /// `Tuple[Tensor, Tensor]`, `Any` (unknown).
   std::string str() const;
 
+  /// Equal when kind, items and size are.
   friend bool operator==(const ValueType& a, const ValueType& b) {
     return a.kind == b.kind && a.items == b.items && a.size == b.size;
   }
+  /// Not equal: !(a == b).
   friend bool operator!=(const ValueType& a, const ValueType& b) { return !(a == b); }
 };
 
@@ -85,6 +94,7 @@ ValueType value_type_of(const c10::Type& type);
 /// - output: None.
 class ValueTypes {
  public:
+  /// Works out the type of every node of `graph`, by the rules above.
   explicit ValueTypes(const Graph& graph);
   /// The type of the result of `node`, a node of the graph these were worked out for.
   const ValueType& of(const Node* node) const { return types_.get(node); }

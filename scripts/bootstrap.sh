@@ -31,6 +31,7 @@ test_packages=(
   python3-onnx                        # checks test_onnx's models from Python too
   protobuf-compiler python3-protobuf  # test_debug reads TensorBoard event files apart from tdfx
   clang-format                        # test_format: every C++ file as .clang-format writes it
+  doxygen                             # test_api_reference: docs/Doxyfile, warnings as errors
 )
 if ((with_tests)); then
   packages+=("${test_packages[@]}")

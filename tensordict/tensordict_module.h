@@ -70,8 +70,11 @@ class TensorDictModuleBase : public torch::nn::Module {
   /// "in_keys=[...], out_keys=[...]" as Python prints the lists.
   std::string keys_description() const;
 
+  /// The keys the module reads, in the order its forward takes them.
   std::vector<NestedKey> in_keys_;
+  /// The keys the module writes, in the order its forward returns them.
   std::vector<NestedKey> out_keys_;
+  /// The out keys select_out_keys() kept; none: every out key.
   std::optional<std::vector<NestedKey>> selected_out_keys_;
 };
 

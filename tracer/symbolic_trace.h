@@ -55,7 +55,9 @@ class TDGraphModule {
                 std::vector<NestedKey> input_keys, std::vector<bool> input_contiguous,
                 std::vector<NestedKey> out_keys, std::optional<BatchSpecialisation> specialisation,
                 std::vector<int64_t> recorded_batches);
+  /// Moves the traced module.
   TDGraphModule(TDGraphModule&&) noexcept;
+  /// Moves the traced module.
   TDGraphModule& operator=(TDGraphModule&&) noexcept;
   ~TDGraphModule();
 
@@ -78,9 +80,11 @@ class TDGraphModule {
   std::vector<c10::IValue> graph_inputs(const TensorDict& td) const;
   /// The module the graph's call_module and get_attr targets name.
   const std::shared_ptr<torch::nn::Module>& root() const { return root_; }
+  ///@{
   /// The traced pipeline, and the path of root() in it ("module", or "").
   const std::shared_ptr<TensorDictModuleBase>& pipeline() const { return pipeline_; }
   const std::string& root_prefix() const { return root_prefix_; }
+  ///@}
   /// What runs: the flat op-level program graph (every leaf's ops inline, each input key a
   /// placeholder in input_keys() order, aten calls only, named as torch.export names them).
   /// A trace runs it as recorded and pruned; its nodes get their modules and names on the
@@ -197,6 +201,7 @@ std::pair<std::shared_ptr<torch::nn::Module>, std::string> graph_root(
 
 /// The forward code (`code()`), what torch.fx prints of a GraphModule after its submodules.
 std::string to_string(const TDGraphModule& value);
+/// Writes to_string(value), the forward code.
 std::ostream& operator<<(std::ostream& os, const TDGraphModule& value);
 
 }  // namespace tdfx

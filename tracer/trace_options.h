@@ -24,6 +24,8 @@ enum class KeyStyle {
 
 /// Options of symbolic_trace.
 struct TraceOptions {
+  /// How a key read shows in the graph: a getitem of the `tensordict` placeholder (the default), or
+  /// a placeholder of its own.
   KeyStyle key_style = KeyStyle::kGetItem;
   /// Show leaf modules as call_module nodes (with their op-level body).
   /// When false every op is inlined, as torch.export shows them.

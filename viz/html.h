@@ -11,8 +11,8 @@
 
 namespace tdfx {
 
-/// `text` made safe inside a Graphviz HTML-like label: `& < > "` become
-/// `&amp; &lt; &gt; &quot;`, and `' { } |` numeric references, so no
+/// `text` made safe inside a Graphviz HTML-like label: `&`, `<`, `>` and the double quote
+/// become `&amp; &lt; &gt; &quot;`, and `' { } |` numeric references, so no
 /// character of a key or argument can end the label or open markup.
 /// Characters XML cannot carry, which would make Graphviz drop the whole
 /// label, are shown as escapes: `\n`, `\r`, `\t`, and `\xNN` for other

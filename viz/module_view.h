@@ -19,9 +19,12 @@ std::string module_view_dot(const RenderOptions& options);
 /// `inputs[N]` is node `input:N` (a key read before any module writes it), `outputs[N]` node
 /// `output:N` (an output nothing reads afterwards).
 struct ModuleViewBorder {
+  /// The pipeline's inputs: `inputs[N]` is node `input:N`.
   std::vector<NestedKey> inputs;
+  /// Its outputs nothing reads afterwards: `outputs[N]` is node `output:N`.
   std::vector<NestedKey> outputs;
 };
+/// The inputs and outputs the module view of `options` draws at its border, by their node numbers.
 ModuleViewBorder module_view_border(const RenderOptions& options);
 
 }  // namespace tdfx

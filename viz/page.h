@@ -38,7 +38,9 @@ namespace tdfx {
 
 /// One row of an element's panel and tooltip: `op: call_function`.
 struct PageField {
+  /// The row's label (`op`).
   std::string label;
+  /// The row's text (`call_function`).
   std::string text;
   /// When not empty, the elements the row refers to (`users`: their IDs); the page shows each
   /// as a link that selects it, and `text` is not shown.
@@ -56,6 +58,7 @@ struct PageItem {
   std::string kind;
   /// The module path it stands for when it can be expanded into its contents; "" otherwise.
   std::string module;
+  /// The rows of its panel and tooltip.
   std::vector<PageField> fields;
   /// Texts the search box matches besides the title: names and keys (the node's name and
   /// target, the keys it reads or writes, its module path), not descriptions.
@@ -70,11 +73,16 @@ struct PageTreeModule {
   std::string parent;
   /// What its box shows under the path: the module's type (`Linear`, `TensorDictSequential`).
   std::string type;
+  /// True for a sequential, whose box holds its children; false for a TensorDictModule, whose box
+  /// holds its nodes.
   bool sequential = false;
+  /// The keys it reads, shown along its box's top border.
   std::vector<std::string> in_keys;
+  /// The keys it writes, shown along its box's bottom border.
   std::vector<std::string> out_keys;
   /// From RenderOptions::module_overlay: its fill ("" for its style's) and its red ring.
   std::string fill;
+  /// Ringed in red (RenderOptions::module_overlay).
   bool marked = false;
 };
 
@@ -84,6 +92,7 @@ struct PageTreeNode {
   std::string id;
   /// What its box shows: `%relu`, then `relu f32[16, 64]`.
   std::string title;
+  /// The box's second line: the node's target or op, and its type (`relu f32[16, 64]`).
   std::string detail;
   /// The innermost TensorDictModule it belongs to (`NodeMeta::td_module`), "" for none.
   std::string module;
@@ -91,6 +100,7 @@ struct PageTreeNode {
   std::vector<std::string> inputs;
   /// From RenderOptions::overlay: its fill ("" for its style's) and its red ring.
   std::string fill;
+  /// Ringed in red (RenderOptions::overlay).
   bool marked = false;
 };
 
@@ -115,6 +125,7 @@ struct PageView {
   std::string label;
   /// The drawing, as `render(..., Format::kSvg, ...)` gives it.
   std::string svg;
+  /// The elements of the drawing the page can select, each matched to the SVG by its Graphviz ID.
   std::vector<PageItem> items;
   /// The view this one expands (its `name`), "" for a view of its own.
   std::string base;

@@ -37,9 +37,11 @@ enum class Rankdir {
   kLeftRight
 };
 
+///@{
 /// "ops" / "modules"; and back, std::nullopt for anything else.
 std::string_view to_string(View view);
 std::optional<View> view_from_string(std::string_view text);
+///@}
 
 /// The Graphviz ID of a module of the module view (`module:0.module.1`), unquoted.
 std::string module_node_id(const std::string& path);
@@ -61,6 +63,7 @@ struct NodeOverlay {
 struct Timeline {
   /// The chart's caption (`hidden`, `weight: gradient norm`).
   std::string label;
+  /// The training steps charted, in order: the x axis.
   std::vector<int64_t> steps;
   /// Each series' name and its value at each of `steps` (as many as `steps`).
   std::vector<std::pair<std::string, std::vector<double>>> series;
@@ -82,6 +85,7 @@ struct OverlayLayer {
   /// Charts over training steps per TensorDictModule path, shown in a module's panel while the
   /// layer is on; and the run's own (the loss), shown in the panel when nothing is selected.
   std::map<std::string, std::vector<Timeline>> module_timelines;
+  /// The run's own charts (the loss), shown in the panel when nothing is selected.
   std::vector<Timeline> timelines;
   /// A step every chart marks with a red line (the first bad step of a training run).
   std::optional<int64_t> marked_step;
@@ -96,11 +100,13 @@ inline constexpr size_t kDefaultMaxNodes = 10000;
 /// The default of RenderOptions::time_budget, in seconds.
 inline constexpr double kDefaultDrawingSeconds = 60;
 
+///@{
 /// What else a drawing may hold, per unit of RenderOptions::max_nodes: the op view's edges
 /// (one per node input), and the module view's key cells (one per in key and per out key of
 /// each module, each an edge too). A 10,000-module chain has 20,000 key cells.
 inline constexpr size_t kEdgesPerNode = 4;
 inline constexpr size_t kKeyCellsPerNode = 3;
+///@}
 /// The deepest nesting of module boxes (sequentials in sequentials) a drawing may have:
 /// Graphviz's clusters cost more with every level.
 inline constexpr size_t kMaxNesting = 64;

@@ -644,7 +644,7 @@ TEST_CASE("onnx: the operator table is sorted and names what each operator becom
   for (size_t i = 1; i < table.size(); ++i) CHECK(table[i - 1].aten < table[i].aten);
   for (const auto& op : table) CHECK_FALSE(op.onnx.empty());
 
-  // The README's table is this one, between its markers (TDFX_UPDATE_GOLDEN=1 rewrites it).
+  // docs/onnx.md's table is this one, between its markers (TDFX_UPDATE_GOLDEN=1 rewrites it).
   // The third column: the edge cases this file runs in ONNX Runtime (edge_cases), by row.
   std::map<std::string, std::string> checked;
   for (const EdgeCase& edge : edge_cases()) {
@@ -663,11 +663,11 @@ TEST_CASE("onnx: the operator table is sorted and names what each operator becom
   }
   const std::string begin = "<!-- onnx_operators() begin -->\n";
   const std::string end = "<!-- onnx_operators() end -->";
-  const std::string readme_path = tdfx::testing::source_dir() + "/README.md";
+  const std::string readme_path = tdfx::testing::source_dir() + "/docs/onnx.md";
   std::string readme = tdfx::testing::read_text(readme_path);
   const size_t from = readme.find(begin);
   const size_t to = readme.find(end);
-  REQUIRE_MESSAGE((from != std::string::npos && to > from), "README.md has no operator table");
+  REQUIRE_MESSAGE((from != std::string::npos && to > from), "docs/onnx.md has no operator table");
   const size_t body = from + begin.size();
   if (tdfx::testing::updating_golden()) {
     readme.replace(body, to - body, rendered);
