@@ -18,6 +18,7 @@
 #include "tdfx/core/memory_budget.h"
 #include "tdfx/core/python_repr.h"
 #include "tdfx/core/utf8.h"
+#include "tdfx/export/archive_format.h"
 #include "tdfx/export/json_checks.h"
 #include "tdfx/export/module_table.h"
 #include "tdfx/export/op_policy.h"
@@ -32,26 +33,19 @@ using detail::describe;
 using detail::field;
 using detail::is_module_path;
 using detail::key_from_json;
+using detail::kFormat;
+using detail::kMaxArgumentDepth;
+using detail::kMaxBodyDepth;
+using detail::kMaxJsonDepth;
+using detail::kNewestVersion;
+using detail::kOldestVersion;
+using detail::kProgramRecord;
+using detail::kVersionWithInputs;
+using detail::kVersionWithOptimizer;
+using detail::kVersionWithoutInputs;
 using detail::printable;
 using detail::text;
 using nlohmann::json;
-
-constexpr const char* kFormat = "tdfx.exported_program";
-// Version 3 added the `modules` table (module_table.h); version 2 archives, without it, still
-// load and draw without module boxes. Version 4 adds `inputs`, the program's example inputs
-// (ExportedProgram::example_inputs): written only by a program that has them, so that every
-// other archive stays readable by a tdfx of version 3. Version 5 adds `optimizer`, an
-// optimizer's state (ExportedProgram::optimizer_state), likewise written only when there is one.
-constexpr int64_t kVersion = 5;
-constexpr int64_t kVersionWithOptimizer = 5;
-constexpr int64_t kVersionWithInputs = 4;
-constexpr int64_t kVersionWithoutInputs = 3;
-constexpr int64_t kOldestVersion = 2;
-constexpr const char* kProgramRecord = "program.json";
-// Bounds on what a program document may nest, far above anything tdfx writes.
-constexpr int kMaxJsonDepth = 64;
-constexpr int kMaxArgumentDepth = 16;
-constexpr int kMaxBodyDepth = 8;
 
 // --- to JSON ------------------------------------------------------------------
 
@@ -904,7 +898,7 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
             "{}: this is a tdfx archive of format version 1 (pickled weights), which is not "
             "supported; this tdfx reads versions {} to {}: export the program again with this "
             "tdfx",
-            where, kOldestVersion, kVersion);
+            where, kOldestVersion, kNewestVersion);
       }
     }
   });
@@ -940,11 +934,11 @@ ExportedProgram read_archive(const detail::ByteSource& source, const std::string
   }
   const json& version = field(document, "version", where);
   if (!version.is_number_integer() || version.get<int64_t>() < kOldestVersion ||
-      version.get<int64_t>() > kVersion) {
+      version.get<int64_t>() > kNewestVersion) {
     fail<ArchiveError>(
         "{}: archive format version {} is not supported; this tdfx reads versions {} to {} "
         "(export the program again with this tdfx; version 1 archives pickled their weights)",
-        where, describe(version), kOldestVersion, kVersion);
+        where, describe(version), kOldestVersion, kNewestVersion);
   }
   Graph graph = GraphReader(where).read(field(document, "nodes", where));
   check_program_operations(graph, options.memory_budget, where);
