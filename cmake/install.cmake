@@ -42,7 +42,8 @@ set(TDFX_INTERNAL_tracer dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx
                          state_restore.h traced_view.h)
 set(TDFX_INTERNAL_graph plan.h module_call.h)
 set(TDFX_INTERNAL_viz helper_process.h subgraph_groups.h)
-set(TDFX_INTERNAL_export json_checks.h module_table.h tensor_pickle.h zip.h)
+set(TDFX_INTERNAL_export archive_format.h archive_tensors.h graph_reader.h json_checks.h
+                         module_table.h program_json.h tensor_pickle.h zip.h)
 set(TDFX_INTERNAL_onnx converter.h rules)
 foreach(component ${TDFX_COMPONENTS})
   set(excluded)
