@@ -80,8 +80,12 @@ def main(argv):
         return 1
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, TDFX_API_OUT=os.path.abspath(out))
-    done = subprocess.run([doxygen, "docs/Doxyfile"], cwd=source, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        done = subprocess.run([doxygen, "docs/Doxyfile"], cwd=source, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        print(f"doxygen not found ({doxygen}): scripts/bootstrap.sh --test installs it")
+        return 1
     messages = done.stderr.decode("utf-8", "replace").strip().split("\n")
     messages = [m for m in messages if m.strip()]
     for message in messages:
