@@ -22,7 +22,7 @@ and checks what the browser then holds, not the HTML source:
   - the page `TDFX run --stats --profile --backward -o run.html` writes: a switch for each
     report; statistics and gradients switched on add their rows to the panel, fill the nodes
     they colour and show their legends, whole;
-  - the page of the README's gradient example (grad_debug, beside TDFX) in the module view with
+  - the page of docs/training.md's gradient example (grad_debug, beside TDFX) in the module view with
     the gradients on: the module where the NaN starts is ringed around all its cells, as a
     module, and only its title cell takes the layer's fill (the browser's computed styles and
     boxes, read by a script added to a copy of the page);
@@ -509,7 +509,7 @@ def inside(inner, outer, slack=1):
 
 
 def check_module_layer(tdfx, scratch):
-    """`tdfx run --backward -o grad.html` of the README's gradient example (grad_debug, beside
+    """`tdfx run --backward -o grad.html` of docs/training.md's gradient example (grad_debug, beside
     TDFX: an RMS normaliser whose gradient turns NaN in module.1), in the module view with the
     gradients on: the module where the NaN starts is ringed as a module, around all its cells,
     not at a key cell on its border; its title cell takes the layer's fill, its key cells keep
