@@ -1,10 +1,10 @@
-// The ONNX rules, one per aten operator (or overload), and their table (rules/rules.h); and the
-// public ONNX export (onnx_export.h) on top of the converter (converter.h).
+// The public ONNX export (onnx_export.h) on top of the converter (converter.h); and five
+// families of ONNX rules (rules/rules.h): reductions, normalisation and dropout, convolution and
+// pooling, the recurrent layers, the losses.
 
 #include "tdfx/onnx/onnx_export.h"
 
 #include <ATen/core/function_schema.h>
-#include <c10/core/ScalarType.h>
 #include <fmt/format.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -13,9 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "tdfx/core/file_io.h"
@@ -24,323 +22,12 @@
 
 namespace tdfx {
 namespace onnx_detail {
-namespace {
 
 // --------------------------------------------------------------------------------------
-// The rules: one per aten operator (or overload), each returning the node's value.
+// ONNX rules of reductions: sum, mean, prod, logsumexp, max and min (NaN as ATen treats it),
+// argmax and argmin, var and std, all and any; and cumsum.
 
-Rule unary(std::string op) {
-  return [op](Converter& c) { return tensor_value(c.op(op, {c.tensor(0)})); };
-}
-
-Rule binary(std::string op) {
-  return [op](Converter& c) {
-    auto [x, y] = operands(c, 0, 1);
-    return tensor_value(c.op(op, {x, y}));
-  };
-}
-
-/// add/sub with `alpha` (argument 2): x op alpha * y.
-Rule add_sub(std::string op, bool reversed) {
-  return [op, reversed](Converter& c) {
-    auto [x, y] = operands(c, 0, 1);
-    const c10::ScalarType t = operand_dtype(c, 0, 1);
-    // rsub(x, y, alpha) is y - alpha x: alpha scales the operand subtracted.
-    if (c.arg_count() > 2 && !c.is_none(2) && c.double_arg(2) != 1.0) {
-      std::string& scaled = reversed ? x : y;
-      scaled = c.op("Mul", {scaled, c.const_scalar(c.double_arg(2), t)});
-    }
-    if (reversed) return tensor_value(c.op(op, {y, x}));
-    return tensor_value(c.op(op, {x, y}));
-  };
-}
-
-Rule comparison(std::string op, bool negate) {
-  return [op, negate](Converter& c) {
-    auto [x, y] = operands(c, 0, 1);
-    std::string out = c.op(op, {x, y});
-    return tensor_value(negate ? c.op("Not", {out}) : out);
-  };
-}
-
-/// ATen's floor division of floats (c10's div_floor_floating), not Floor(x / y): the quotient
-/// of x less its remainder, less one where the remainder's sign is not the divisor's, floored
-/// and rounded up when that left more than a half (1 // 0.1 is 9, where Floor(1 / 0.1) is
-/// 10); the quotient `q` itself where y is 0; 0 with the quotient's sign where it is 0.
-std::string floor_divide_as_aten(Converter& c, const std::string& x, const std::string& y,
-                                 const std::string& q, c10::ScalarType t) {
-  const std::string zero = c.const_scalar(0.0, t);
-  NodeProto* remainder = c.emit("Mod", {x, y});
-  set_attr(remainder, "fmod", int64_t{1});
-  const std::string mod = remainder->output(0);
-  std::string div = c.op("Div", {c.op("Sub", {x, mod}), y});
-  const std::string other_sign =
-      c.op("And", {c.op("Not", {c.op("Equal", {mod, zero})}),
-                   c.op("Xor", {c.op("Less", {y, zero}), c.op("Less", {mod, zero})})});
-  div = c.op("Sub", {div, c.cast(other_sign, t)});
-  std::string floored = c.op("Floor", {div});
-  const std::string past_half =
-      c.op("Greater", {c.op("Sub", {div, floored}), c.const_scalar(0.5, t)});
-  floored = c.op("Add", {floored, c.cast(past_half, t)});
-  floored = c.op("Where", {c.op("Equal", {div, zero}), c.op("Mul", {zero, q}), floored});
-  return c.op("Where", {c.op("Equal", {y, zero}), q, floored});
-}
-
-Value div_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  std::string x = c.cast_if(c.tensor(0, t), c.dtype_of(0), t);
-  std::string y = c.cast_if(c.tensor(1, t), c.dtype_of(1), t);
-  std::string q = c.op("Div", {x, y});
-  const std::string mode = c.arg_count() > 2 && !c.is_none(2) ? c.string_arg(2) : "";
-  if (mode == "floor") {
-    if (!c10::isFloatingType(t)) c.refuse("floor division of integers");
-    q = floor_divide_as_aten(c, x, y, q, t);
-  } else if (mode == "trunc") {
-    if (!c10::isFloatingType(t)) c.refuse("truncating division of integers");
-    q = c.op("Mul", {c.op("Sign", {q}), c.op("Floor", {c.op("Abs", {q})})});
-  } else if (!mode.empty()) {
-    c.refuse("unknown rounding mode '" + mode + "'");
-  }
-  return tensor_value(q);
-}
-
-Value softplus_rule(Converter& c) {
-  // softplus(x, beta, threshold) = x where beta * x > threshold, else log1p(exp(beta x)) / beta.
-  const c10::ScalarType t = c.out_dtype();
-  const double beta = c.double_arg(1), threshold = c.double_arg(2);
-  std::string x = c.tensor(0);
-  std::string bx = beta == 1.0 ? x : c.op("Mul", {x, c.const_scalar(beta, t)});
-  std::string soft = c.op("Softplus", {bx});
-  if (beta != 1.0) soft = c.op("Div", {soft, c.const_scalar(beta, t)});
-  std::string above = c.op("Greater", {bx, c.const_scalar(threshold, t)});
-  return tensor_value(c.op("Where", {above, x, soft}));
-}
-
-Value gelu_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  std::string x = c.tensor(0);
-  const std::string approximate = c.arg_count() > 1 ? c.string_arg(1) : "none";
-  std::string half_x = c.op("Mul", {x, c.const_scalar(0.5, t)});
-  if (approximate == "tanh") {
-    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    std::string cube = c.op("Mul", {c.op("Mul", {x, x}), x});
-    std::string inner = c.op("Add", {x, c.op("Mul", {cube, c.const_scalar(0.044715, t)})});
-    inner = c.op("Mul", {inner, c.const_scalar(0.7978845608028654, t)});
-    std::string one_plus = c.op("Add", {c.op("Tanh", {inner}), c.const_scalar(1.0, t)});
-    return tensor_value(c.op("Mul", {half_x, one_plus}));
-  }
-  if (approximate != "none") c.refuse("unknown approximation '" + approximate + "'");
-  std::string erf = c.op("Erf", {c.op("Mul", {x, c.const_scalar(0.7071067811865476, t)})});
-  std::string one_plus = c.op("Add", {erf, c.const_scalar(1.0, t)});
-  return tensor_value(c.op("Mul", {half_x, one_plus}));
-}
-
-Value linear_rule(Converter& c) {
-  std::string x = c.tensor(0), w = c.tensor(1);
-  const bool bias = !c.is_none(2);
-  if (c.rank_of(0) == 2) {
-    NodeProto* gemm = c.emit("Gemm", bias ? std::vector<std::string>{x, w, c.tensor(2)}
-                                          : std::vector<std::string>{x, w});
-    set_attr(gemm, "transB", int64_t{1});
-    return tensor_value(gemm->output(0));
-  }
-  NodeProto* t = c.emit("Transpose", {w});
-  set_attr(t, "perm", std::vector<int64_t>{1, 0});
-  std::string y = c.op("MatMul", {x, t->output(0)});
-  if (bias) y = c.op("Add", {y, c.tensor(2)});
-  return tensor_value(y);
-}
-
-Value addmm_rule(Converter& c) {
-  // addmm(bias, a, b, beta, alpha) = beta bias + alpha (a @ b).
-  NodeProto* gemm = c.emit("Gemm", {c.tensor(1), c.tensor(2), c.tensor(0)});
-  set_attr(gemm, "beta", c.double_arg(3));
-  set_attr(gemm, "alpha", c.double_arg(4));
-  return tensor_value(gemm->output(0));
-}
-
-Value transpose_rule(Converter& c) {
-  const int64_t rank = c.rank_of(0);
-  if (rank < 2) return tensor_value(c.op("Identity", {c.tensor(0)}));
-  std::vector<int64_t> perm(static_cast<size_t>(rank));
-  for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
-  int64_t a = rank == 2 && c.arg_count() == 1 ? 0 : c.norm_dim(c.int_arg(1), rank);
-  int64_t b = rank == 2 && c.arg_count() == 1 ? 1 : c.norm_dim(c.int_arg(2), rank);
-  std::swap(perm[static_cast<size_t>(a)], perm[static_cast<size_t>(b)]);
-  NodeProto* t = c.emit("Transpose", {c.tensor(0)});
-  set_attr(t, "perm", perm);
-  return tensor_value(t->output(0));
-}
-
-Value permute_rule(Converter& c) {
-  const int64_t rank = c.rank_of(0);
-  std::vector<int64_t> perm = c.ints_arg(1);
-  for (auto& d : perm) d = c.norm_dim(d, rank);
-  NodeProto* t = c.emit("Transpose", {c.tensor(0)});
-  set_attr(t, "perm", perm);
-  return tensor_value(t->output(0));
-}
-
-Value view_rule(Converter& c) {
-  std::string shape = c.ints_tensor(1);
-  NodeProto* r = c.emit("Reshape", {c.tensor(0), shape});
-  // A literal 0 is a size of 0 in ATen, not "copy this dimension" as Reshape's default.
-  if (c.ints_constant(1)) {
-    const auto sizes = c.ints_arg(1);
-    if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end())
-      set_attr(r, "allowzero", int64_t{1});
-  }
-  return tensor_value(r->output(0));
-}
-
-Value flatten_rule(Converter& c) { return tensor_value(c.reshape_to_output(c.tensor(0), 0)); }
-
-Value unsqueeze_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0) + 1);
-  return tensor_value(c.op("Unsqueeze", {c.tensor(0), c.const_ints({dim})}));
-}
-
-Value squeeze_rule(Converter& c) {
-  const auto& shape = c.shape_of(0);
-  const int64_t rank = c.rank_of(0);
-  std::vector<int64_t> axes;
-  if (c.arg_count() > 1 && !c.is_none(1)) {
-    for (int64_t d : c.ints_arg(1)) {
-      d = c.norm_dim(d, rank);
-      if (rank > 0 && shape[static_cast<size_t>(d)] == 1 && !c.follows_batch(0, d))
-        axes.push_back(d);
-      if (c.follows_batch(0, d)) c.refuse("squeezes a dimension that follows the batch");
-    }
-  } else {
-    for (int64_t d = 0; d < rank; ++d) {
-      if (c.follows_batch(0, d)) c.refuse("squeezes a dimension that follows the batch");
-      if (shape[static_cast<size_t>(d)] == 1) axes.push_back(d);
-    }
-  }
-  if (axes.empty()) return tensor_value(c.op("Identity", {c.tensor(0)}));
-  return tensor_value(c.op("Squeeze", {c.tensor(0), c.const_ints(axes)}));
-}
-
-Value identity_rule(Converter& c) { return tensor_value(c.op("Identity", {c.tensor(0)})); }
-
-// Eval mode, or p = 0 in training mode (ATen returns the input then, drawing nothing), is the
-// identity; any other training-mode dropout draws a mask ONNX Runtime would not draw.
-Value dropout_rule(Converter& c) {
-  if (c.bool_arg(2) && c.double_arg(1) != 0.0) {
-    c.refuse("dropout with p > 0 in training mode; export the pipeline in eval mode");
-  }
-  return identity_rule(c);
-}
-
-Value softmax_rule(Converter& c, const std::string& op) {
-  const int64_t axis = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  std::string x = c.tensor(0);
-  const c10::ScalarType t = c.out_dtype();
-  x = c.cast_if(x, c.dtype_of(0), t);
-  NodeProto* s = c.emit(op, {x});
-  set_attr(s, "axis", axis);
-  return tensor_value(s->output(0));
-}
-
-Value chunk_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(2), c.rank_of(0));
-  return split_into(c, chunk_sizes(c, c.int_arg(1), dim), dim);
-}
-
-Value split_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(2), c.rank_of(0));
-  if (c.arg(1).is<ArgumentList>()) return split_into(c, c.ints_arg(1), dim);
-  return split_into(c, piece_sizes(c, c.int_arg(1), dim), dim);
-}
-
-Value unbind_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  if (c.follows_batch(0, dim)) c.refuse("unbinds a dimension that follows the batch");
-  const int64_t size = c.shape_of(0)[static_cast<size_t>(dim)];
-  Value pieces = split_into(c, std::vector<int64_t>(static_cast<size_t>(size), 1), dim);
-  for (Value& item : pieces.items) {
-    item.name = c.op("Squeeze", {item.name, c.const_ints({dim})});
-  }
-  return pieces;
-}
-
-Value cat_rule(Converter& c) {
-  std::vector<std::string> parts = c.tensors(0);
-  const int64_t rank =
-      static_cast<int64_t>(c.node().meta().tensor.shape.value_or(std::vector<int64_t>{}).size());
-  NodeProto* cat = c.emit("Concat", parts);
-  set_attr(cat, "axis", c.norm_dim(c.int_arg(1), rank));
-  return tensor_value(cat->output(0));
-}
-
-Value stack_rule(Converter& c) {
-  std::vector<std::string> parts = c.tensors(0);
-  const int64_t rank =
-      static_cast<int64_t>(c.node().meta().tensor.shape.value_or(std::vector<int64_t>{}).size());
-  const int64_t dim = c.norm_dim(c.int_arg(1), rank);
-  for (auto& p : parts) p = c.op("Unsqueeze", {p, c.const_ints({dim})});
-  NodeProto* cat = c.emit("Concat", parts);
-  set_attr(cat, "axis", dim);
-  return tensor_value(cat->output(0));
-}
-
-Value select_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  std::string index;
-  if (c.arg(2).is<int64_t>()) {
-    index = c.const_scalar(static_cast<double>(c.int_arg(2)), c10::kLong);
-  } else {
-    index = c.tensor(2, c10::kLong);
-  }
-  NodeProto* g = c.emit("Gather", {c.tensor(0), index});
-  set_attr(g, "axis", dim);
-  return tensor_value(g->output(0));
-}
-
-Value slice_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  auto bound = [&](size_t i, int64_t missing) -> std::string {
-    if (c.is_none(i)) return c.const_ints({missing});
-    if (c.arg(i).is<int64_t>()) return c.const_ints({c.int_arg(i)});
-    // A size node: already a 1-D int64 tensor of one element.
-    const Node* n = c.arg(i).node();
-    if (!n || c.dtype_of(i) != c10::kLong)
-      c.refuse("a slice bound that is neither an int nor a size");
-    return c.op("Unsqueeze", {c.tensor(i), c.const_ints({0})});
-  };
-  std::string start = bound(2, 0), end = bound(3, std::numeric_limits<int64_t>::max());
-  const int64_t step = c.is_none(4) ? 1 : c.int_arg(4);
-  return tensor_value(
-      c.op("Slice", {c.tensor(0), start, end, c.const_ints({dim}), c.const_ints({step})}));
-}
-
-Value narrow_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  int64_t start = c.int_arg(2);
-  const int64_t length = c.int_arg(3);
-  if (start < 0) {
-    // ATen counts a negative start from the dimension's end; Slice would count its end
-    // (start + length) from the end too, and take nothing where that reaches 0.
-    if (c.follows_batch(0, dim))
-      c.refuse("narrow from the end of a dimension that follows the batch");
-    start += c.shape_of(0)[static_cast<size_t>(dim)];
-  }
-  return tensor_value(c.op("Slice", {c.tensor(0), c.const_ints({start}),
-                                     c.const_ints({start + length}), c.const_ints({dim})}));
-}
-
-Value expand_rule(Converter& c) {
-  if (!c.ints_constant(1)) {
-    // Sizes with size nodes: -1 entries are constants and mean "keep"; Expand keeps a
-    // dimension given as 1.
-    c.refuse("expand to sizes that follow the batch");
-  }
-  std::vector<int64_t> sizes = c.ints_arg(1);
-  for (auto& s : sizes) {
-    if (s == -1) s = 1;
-  }
-  return tensor_value(c.op("Expand", {c.tensor(0), c.const_ints(sizes)}));
-}
+namespace {
 
 Value reduce_rule(Converter& c, const std::string& op, bool axes_as_input);
 
@@ -494,6 +181,85 @@ Value variance_rule(Converter& c, bool is_std) {
   return tensor_value(is_std ? c.op("Sqrt", {var}) : var);
 }
 
+Value cumsum_rule(Converter& c) {
+  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
+  std::string x = c.cast_if(c.tensor(0), c.dtype_of(0), c.out_dtype());
+  return tensor_value(c.op("CumSum", {x, c.const_scalar(static_cast<double>(dim), c10::kLong)}));
+}
+
+/// all/any: over everything, or one dimension (all.dim(x, dim, keepdim)).
+/// all and any as counts, which an empty reduction has too (ReduceMin and ReduceMax of nothing
+/// are not ATen's True and False): all is "no element is false", any "some element is true".
+Value all_any_rule(Converter& c, bool all) {
+  std::string x = c.tensor(0);
+  std::string truth = c.dtype_of(0) == c10::kBool
+                          ? x
+                          : c.op("Not", {c.op("Equal", {x, c.const_scalar(0, c.dtype_of(0))})});
+  if (all) truth = c.op("Not", {truth});
+  NodeProto* r;
+  if (c.arg_count() > 1 && c.arg(1).is<int64_t>()) {
+    r = c.emit("ReduceSum",
+               {c.cast(truth, c10::kLong), c.const_ints({c.norm_dim(c.int_arg(1), c.rank_of(0))})});
+    set_attr(r, "keepdims", int64_t{c.bool_arg(2)});
+  } else {
+    r = c.emit("ReduceSum", {c.cast(truth, c10::kLong)});
+    set_attr(r, "keepdims", int64_t{0});
+  }
+  const std::string zero = c.const_scalar(0, c10::kLong);
+  return tensor_value(all ? c.op("Equal", {r->output(0), zero})
+                          : c.op("Greater", {r->output(0), zero}));
+}
+
+}  // namespace
+
+void add_reduction_rules(RuleTable& table) {
+  const RuleList entries = {
+      {"sum", {"ReduceSum", [](Converter& c) { return reduce_rule(c, "ReduceSum", true); }}},
+      {"mean", {"ReduceMean (ReduceSum over 0, NaN, over a dimension of no elements)", mean_rule}},
+      {"amax", {"ReduceMax", [](Converter& c) { return reduce_rule(c, "ReduceMax", false); }}},
+      {"amin", {"ReduceMin", [](Converter& c) { return reduce_rule(c, "ReduceMin", false); }}},
+      {"prod", {"ReduceProd", [](Converter& c) { return reduce_rule(c, "ReduceProd", false); }}},
+      {"logsumexp",
+       {"ReduceLogSumExp", [](Converter& c) { return reduce_rule(c, "ReduceLogSumExp", false); }}},
+      {"max.dim", {"ReduceMax, ArgMax", [](Converter& c) { return max_dim_rule(c, true); }}},
+      {"min.dim", {"ReduceMin, ArgMin", [](Converter& c) { return max_dim_rule(c, false); }}},
+      {"max.other", {"Max", binary("Max")}},
+      {"min.other", {"Min", binary("Min")}},
+      {"argmax", {"ArgMax", [](Converter& c) { return arg_rule(c, "ArgMax"); }}},
+      {"argmin", {"ArgMin", [](Converter& c) { return arg_rule(c, "ArgMin"); }}},
+      {"var",
+       {"ReduceMean, Sub, Mul, ReduceSum, Div",
+        [](Converter& c) { return variance_rule(c, false); }}},
+      {"std",
+       {"ReduceMean, Sub, Mul, ReduceSum, Div, Sqrt",
+        [](Converter& c) { return variance_rule(c, true); }}},
+      // all, any and cumsum.
+      {"all",
+       {"Equal, Not, Cast, ReduceSum (the false counted)",
+        [](Converter& c) { return all_any_rule(c, true); }}},
+      {"any",
+       {"Equal, Not, Cast, ReduceSum (the true counted)",
+        [](Converter& c) { return all_any_rule(c, false); }}},
+      {"cumsum", {"CumSum", cumsum_rule}},
+  };
+  add_rules(table, entries);
+}
+
+// --------------------------------------------------------------------------------------
+// ONNX rules of normalisation (layer, batch, instance and group norm) and of dropout, which
+// is the identity in eval mode.
+
+namespace {
+
+// Eval mode, or p = 0 in training mode (ATen returns the input then, drawing nothing), is the
+// identity; any other training-mode dropout draws a mask ONNX Runtime would not draw.
+Value dropout_rule(Converter& c) {
+  if (c.bool_arg(2) && c.double_arg(1) != 0.0) {
+    c.refuse("dropout with p > 0 in training mode; export the pipeline in eval mode");
+  }
+  return tensor_value(c.op("Identity", {c.tensor(0)}));
+}
+
 Value layer_norm_rule(Converter& c) {
   // layer_norm(x, normalized_shape, weight, bias, eps, cudnn_enable).
   const int64_t axis = -static_cast<int64_t>(c.ints_arg(1).size());
@@ -521,6 +287,68 @@ Value batch_norm_rule(Converter& c) {
   set_attr(bn, "momentum", 1.0 - c.double_arg(6));
   return tensor_value(bn->output(0));
 }
+
+/// Ones (or zeros) of `channels` elements of the output's dtype, for a missing weight or bias.
+std::string filled_vector(Converter& c, int64_t channels, double value) {
+  return c.filled({channels}, value, c.out_dtype());
+}
+
+Value instance_norm_rule(Converter& c) {
+  // instance_norm(x, weight, bias, running_mean, running_var, use_input_stats, momentum, eps,
+  // cudnn_enabled).
+  if (!c.bool_arg(5)) c.refuse("instance norm by running statistics");
+  const int64_t channels = c.shape_of(0).at(1);
+  std::string w = c.is_none(1) ? filled_vector(c, channels, 1.0) : c.tensor(1);
+  std::string b = c.is_none(2) ? filled_vector(c, channels, 0.0) : c.tensor(2);
+  NodeProto* n = c.emit("InstanceNormalization", {c.tensor(0), w, b});
+  set_attr(n, "epsilon", c.double_arg(7));
+  return tensor_value(n->output(0));
+}
+
+Value group_norm_rule(Converter& c) {
+  // group_norm(x, groups, weight, bias, eps, cudnn): x as [N, G, -1] normalised per group
+  // (InstanceNormalization), back to x's shape, then the per-channel weight and bias.
+  const int64_t groups = c.int_arg(1);
+  const int64_t rank = c.rank_of(0);
+  std::string x = c.tensor(0);
+  std::string grouped = c.reshape(x, c.const_ints({0, groups, -1}));
+  NodeProto* n = c.emit("InstanceNormalization",
+                        {grouped, filled_vector(c, groups, 1.0), filled_vector(c, groups, 0.0)});
+  set_attr(n, "epsilon", c.double_arg(4));
+  std::string y = c.reshape(n->output(0), c.shape(x));
+  std::vector<int64_t> axes;
+  for (int64_t d = 1; d < rank - 1; ++d) axes.push_back(d);
+  auto per_channel = [&](size_t i) {
+    std::string v = c.tensor(i);
+    return axes.empty() ? v : c.op("Unsqueeze", {v, c.const_ints(axes)});
+  };
+  if (!c.is_none(2)) y = c.op("Mul", {y, per_channel(2)});
+  if (!c.is_none(3)) y = c.op("Add", {y, per_channel(3)});
+  return tensor_value(y);
+}
+
+}  // namespace
+
+void add_normalisation_rules(RuleTable& table) {
+  const RuleList entries = {
+      // Normalisation.
+      {"layer_norm", {"LayerNormalization", layer_norm_rule}},
+      {"batch_norm", {"BatchNormalization (eval mode; training mode is refused)", batch_norm_rule}},
+      {"instance_norm", {"InstanceNormalization (input statistics)", instance_norm_rule}},
+      {"group_norm", {"Reshape, InstanceNormalization, Reshape, Mul, Add", group_norm_rule}},
+      // Dropout.
+      {"dropout", {"Identity (eval mode, or p = 0; training mode is refused)", dropout_rule}},
+      {"feature_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
+      {"alpha_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
+      {"feature_alpha_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
+  };
+  add_rules(table, entries);
+}
+
+// --------------------------------------------------------------------------------------
+// ONNX rules of convolution, pooling (max, average, adaptive average) and upsampling.
+
+namespace {
 
 /// A convolution's or pool's per-dimension ints: one value stands for every spatial dimension.
 std::vector<int64_t> per_spatial(std::vector<int64_t> v, int64_t spatial) {
@@ -643,328 +471,92 @@ Value adaptive_pool_rule(Converter& c, bool is_max) {
   return tensor_value(pool->output(0));
 }
 
-Value embedding_rule(Converter& c) {
-  // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse).
-  NodeProto* g = c.emit("Gather", {c.tensor(0), c.tensor(1)});
-  set_attr(g, "axis", int64_t{0});
-  return tensor_value(g->output(0));
-}
-
-Value to_copy_rule(Converter& c) {
-  return tensor_value(c.cast_if(c.tensor(0), c.dtype_of(0), c.out_dtype()));
-}
-
-Value where_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  std::string cond = c.tensor(0);
-  std::string x = c.arg(1).node() ? c.cast_if(c.tensor(1), c.dtype_of(1), t) : c.tensor(1, t);
-  std::string y = c.arg(2).node() ? c.cast_if(c.tensor(2), c.dtype_of(2), t) : c.tensor(2, t);
-  return tensor_value(c.op("Where", {cond, x, y}));
-}
-
-Value masked_fill_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  std::string value = c.arg(2).node() ? c.cast_if(c.tensor(2), c.dtype_of(2), t) : c.tensor(2, t);
-  return tensor_value(c.op("Where", {c.tensor(1), value, c.tensor(0)}));
-}
-
-Value pow_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  std::string x = c.arg(0).node() ? c.cast_if(c.tensor(0), c.dtype_of(0), t) : c.tensor(0, t);
-  if (at::isIntegralType(t, /*includeBool=*/false)) {
-    // ONNX Runtime raises integers to a power in floating point: past 2^53 it is not ATen's
-    // wrapped product. A constant exponent is written as products (by squaring), which wrap
-    // as ATen's do; any other is refused.
-    if (c.arg(1).node() || !c.arg(1).is<int64_t>() || c.arg(1).as<int64_t>() < 0) {
-      c.refuse(
-          "an integer power whose exponent is not a constant of at least 0 (ONNX Runtime "
-          "computes integer powers in floating point, which differs from ATen's wrapping "
-          "int64 arithmetic past 2^53)");
+/// upsample_{nearest,bilinear}2d(x, output_size, [align_corners,] scales_h, scales_w) and the
+/// `.vec` overloads (x, output_size, [align_corners,] scale_factors). With the scales given,
+/// ATen maps output to input coordinates by them, as Resize does by its `scales`; without,
+/// by the sizes' ratio, as Resize does for `sizes` (the batch and channels taken from x, so
+/// that the batch may vary).
+Value upsample_rule(Converter& c, bool bilinear) {
+  const auto& in = c.shape_of(0);
+  const TensorMeta& out = c.node().meta().tensor;
+  if (!out.shape || out.shape->size() != in.size()) c.refuse("an upsampling of unknown size");
+  const size_t spatial = in.size() - 2;
+  const size_t first_scale = bilinear ? 3 : 2;
+  std::vector<double> given;
+  if (c.arg_count() > first_scale && c.arg(first_scale).is<ArgumentList>()) {
+    for (const Argument& a : c.arg(first_scale).as<ArgumentList>().items) {
+      if (!a.is<double>()) c.refuse("scale factors that are not constant numbers");
+      given.push_back(a.as<double>());
     }
-    // x^0 is 1 in x's shape: x * 0 + 1.
-    std::string result =
-        c.op("Add", {c.op("Mul", {x, c.const_scalar(0.0, t)}), c.const_scalar(1.0, t)});
-    std::string square = x;
-    for (int64_t e = c.arg(1).as<int64_t>(); e > 0; e >>= 1) {
-      if (e & 1) result = c.op("Mul", {result, square});
-      if (e > 1) square = c.op("Mul", {square, square});
+  } else {
+    for (size_t d = 0; d < spatial; ++d) {
+      if (c.is_none(first_scale + d)) break;
+      given.push_back(c.double_arg(first_scale + d));
     }
-    return tensor_value(result);
   }
-  std::string y = c.arg(1).node() ? c.tensor(1) : c.tensor(1, t);
-  return tensor_value(c.op("Pow", {x, y}));
+  NodeProto* r = nullptr;
+  if (given.size() == spatial) {
+    std::vector<float> scales{1.0f, 1.0f};
+    for (double g : given) scales.push_back(static_cast<float>(g));
+    r = c.emit("Resize", {c.tensor(0), "", c.const_tensor(at::tensor(scales))});
+  } else {
+    const std::string x = c.tensor(0);
+    std::vector<int64_t> sizes(out.shape->begin() + 2, out.shape->end());
+    NodeProto* concat = c.emit("Concat", {c.dim_size(x, 0), c.dim_size(x, 1), c.const_ints(sizes)});
+    set_attr(concat, "axis", int64_t{0});
+    r = c.emit("Resize", {x, "", "", concat->output(0)});
+  }
+  if (bilinear) {
+    set_attr(r, "mode", std::string("linear"));
+    set_attr(r, "coordinate_transformation_mode",
+             std::string(c.bool_arg(2) ? "align_corners" : "pytorch_half_pixel"));
+  } else {
+    set_attr(r, "mode", std::string("nearest"));
+    set_attr(r, "coordinate_transformation_mode", std::string("asymmetric"));
+    set_attr(r, "nearest_mode", std::string("floor"));
+  }
+  return tensor_value(r->output(0));
 }
 
-/// erf, NaN kept NaN (ATen's; ONNX Runtime's Erf gives a number).
-Value erf_rule(Converter& c) {
-  std::string x = c.tensor(0);
-  const std::string erf = c.op("Erf", {x});
-  if (!at::isFloatingType(c.dtype_of(0))) return tensor_value(erf);
-  return tensor_value(c.op("Where", {c.op("IsNaN", {x}), x, erf}));
-}
+}  // namespace
 
-/// sign, 0 for NaN as ATen has it (ONNX Runtime's Sign keeps NaN).
-Value sign_rule(Converter& c) {
-  std::string x = c.tensor(0);
-  const std::string sign = c.op("Sign", {x});
-  const c10::ScalarType t = c.dtype_of(0);
-  if (!at::isFloatingType(t)) return tensor_value(sign);
-  return tensor_value(c.op("Where", {c.op("IsNaN", {x}), c.const_scalar(0.0, t), sign}));
-}
-
-Value size_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  return {c.dim_size(c.tensor(0), dim), {}};
-}
-
-/// An activation ONNX has with float attributes `names` taken from arguments 1, 2, ...
-Rule activation(std::string op, std::vector<std::string> names) {
-  return [op, names](Converter& c) {
-    NodeProto* a = c.emit(op, {c.tensor(0)});
-    for (size_t i = 0; i < names.size(); ++i) set_attr(a, names[i], c.double_arg(i + 1));
-    return tensor_value(a->output(0));
+void add_convolution_rules(RuleTable& table) {
+  const RuleList entries = {
+      // Convolution and pooling.
+      {"_convolution", {"Conv, ConvTranspose", conv_rule}},
+      {"convolution", {"Conv, ConvTranspose", conv_rule}},
+      {"conv1d", {"Conv", conv_rule}},
+      {"conv2d", {"Conv", conv_rule}},
+      {"conv3d", {"Conv", conv_rule}},
+      {"max_pool1d", {"MaxPool", max_pool_rule}},
+      {"max_pool2d", {"MaxPool", max_pool_rule}},
+      {"max_pool3d", {"MaxPool", max_pool_rule}},
+      {"avg_pool1d", {"AveragePool", avg_pool_rule}},
+      {"avg_pool2d", {"AveragePool", avg_pool_rule}},
+      {"avg_pool3d", {"AveragePool", avg_pool_rule}},
+      {"adaptive_avg_pool1d",
+       {"GlobalAveragePool, AveragePool (sizes that divide)",
+        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
+      {"adaptive_avg_pool2d",
+       {"GlobalAveragePool, AveragePool (sizes that divide)",
+        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
+      {"adaptive_avg_pool3d",
+       {"GlobalAveragePool, AveragePool (sizes that divide)",
+        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
+      // Upsampling.
+      {"upsample_nearest2d",
+       {"Resize (nearest, asymmetric, floor)",
+        [](Converter& c) { return upsample_rule(c, false); }}},
+      {"upsample_bilinear2d",
+       {"Resize (linear)", [](Converter& c) { return upsample_rule(c, true); }}},
   };
+  add_rules(table, entries);
 }
 
-Value elu_rule(Converter& c) {
-  // elu(x, alpha, scale, input_scale).
-  if (c.double_arg(2) != 1.0 || c.double_arg(3) != 1.0) c.refuse("an ELU with scales");
-  NodeProto* e = c.emit("Elu", {c.tensor(0)});
-  set_attr(e, "alpha", c.double_arg(1));
-  return tensor_value(e->output(0));
-}
+// --------------------------------------------------------------------------------------
+// ONNX rules of the recurrent layers: LSTM, GRU and RNN, each layer one ONNX node.
 
-Value silu_rule(Converter& c) {
-  std::string x = c.tensor(0);
-  return tensor_value(c.op("Mul", {x, c.op("Sigmoid", {x})}));
-}
-
-Value mish_rule(Converter& c) {
-  std::string x = c.tensor(0);
-  return tensor_value(c.op("Mul", {x, c.op("Tanh", {c.op("Softplus", {x})})}));
-}
-
-Value log_sigmoid_rule(Converter& c) {
-  return tensor_value(c.op("Neg", {c.op("Softplus", {c.op("Neg", {c.tensor(0)})})}));
-}
-
-Value rsqrt_rule(Converter& c) {
-  return tensor_value(c.op("Reciprocal", {c.op("Sqrt", {c.tensor(0)})}));
-}
-
-Value hardtanh_rule(Converter& c) { return clip(c, 1, 2); }
-
-Value relu6_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  return tensor_value(c.op("Clip", {c.tensor(0), c.const_scalar(0, t), c.const_scalar(6, t)}));
-}
-
-Value hardsigmoid_rule(Converter& c) {
-  NodeProto* h = c.emit("HardSigmoid", {c.tensor(0)});
-  set_attr(h, "alpha", 1.0 / 6.0);
-  set_attr(h, "beta", 0.5);
-  return tensor_value(h->output(0));
-}
-
-Value threshold_rule(Converter& c) {
-  const c10::ScalarType t = c.out_dtype();
-  std::string x = c.tensor(0);
-  // ATen: x <= threshold ? value : x, so NaN stays NaN.
-  std::string above = c.op("Greater", {x, c.const_scalar(c.double_arg(1), t)});
-  if (at::isFloatingType(t)) above = c.op("Or", {above, c.op("IsNaN", {x})});
-  return tensor_value(c.op("Where", {above, x, c.const_scalar(c.double_arg(2), t)}));
-}
-
-Value shrink_rule(Converter& c, bool soft) {
-  std::string x = c.tensor(0);
-  NodeProto* s = c.emit("Shrink", {x});
-  set_attr(s, "lambd", c.double_arg(1));
-  set_attr(s, "bias", soft ? c.double_arg(1) : 0.0);
-  // ATen's hardshrink keeps NaN (it zeroes only what lies in [-lambd, lambd]); Shrink zeroes it,
-  // as ATen's softshrink does.
-  if (soft) return tensor_value(s->output(0));
-  return tensor_value(c.op("Where", {c.op("IsNaN", {x}), x, s->output(0)}));
-}
-
-Value tanhshrink_rule(Converter& c) {
-  std::string x = c.tensor(0);
-  return tensor_value(c.op("Sub", {x, c.op("Tanh", {x})}));
-}
-
-Value prelu_rule(Converter& c) {
-  // The weight applies along dimension 1; PRelu broadcasts from the right.
-  std::string slope = c.tensor(1);
-  const int64_t rank = c.rank_of(0);
-  if (rank > 2 && c.shape_of(1).size() == 1 && c.shape_of(1)[0] != 1) {
-    std::vector<int64_t> axes;
-    for (int64_t d = 1; d < rank - 1; ++d) axes.push_back(d);
-    slope = c.op("Unsqueeze", {slope, c.const_ints(axes)});
-  }
-  return tensor_value(c.op("PRelu", {c.tensor(0), slope}));
-}
-
-Value glu_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  Value halves = split_into(c, chunk_sizes(c, 2, dim), dim);
-  return tensor_value(c.op("Mul", {halves.items[0].name, c.op("Sigmoid", {halves.items[1].name})}));
-}
-
-Value matmul_rule(Converter& c) { return tensor_value(c.op("MatMul", {c.tensor(0), c.tensor(1)})); }
-
-Value cumsum_rule(Converter& c) {
-  const int64_t dim = c.norm_dim(c.int_arg(1), c.rank_of(0));
-  std::string x = c.cast_if(c.tensor(0), c.dtype_of(0), c.out_dtype());
-  return tensor_value(c.op("CumSum", {x, c.const_scalar(static_cast<double>(dim), c10::kLong)}));
-}
-
-Value gather_rule(Converter& c) {
-  NodeProto* g = c.emit("GatherElements", {c.tensor(0), c.tensor(2)});
-  set_attr(g, "axis", c.norm_dim(c.int_arg(1), c.rank_of(0)));
-  return tensor_value(g->output(0));
-}
-
-Value index_select_rule(Converter& c) {
-  NodeProto* g = c.emit("Gather", {c.tensor(0), c.tensor(2)});
-  set_attr(g, "axis", c.norm_dim(c.int_arg(1), c.rank_of(0)));
-  return tensor_value(g->output(0));
-}
-
-Value trilu_rule(Converter& c, bool upper) {
-  NodeProto* t =
-      c.emit("Trilu", {c.tensor(0), c.const_scalar(static_cast<double>(c.int_arg(1)), c10::kLong)});
-  set_attr(t, "upper", int64_t{upper});
-  return tensor_value(t->output(0));
-}
-
-Value repeat_rule(Converter& c) {
-  std::vector<int64_t> repeats = c.ints_arg(1);
-  std::string x = c.tensor(0);
-  const int64_t rank = c.rank_of(0);
-  if (static_cast<int64_t>(repeats.size()) > rank) {
-    std::vector<int64_t> axes;
-    for (int64_t d = 0; d < static_cast<int64_t>(repeats.size()) - rank; ++d) axes.push_back(d);
-    x = c.op("Unsqueeze", {x, c.const_ints(axes)});
-  }
-  return tensor_value(c.op("Tile", {x, c.const_ints(repeats)}));
-}
-
-/// ONNX's pads (every begin, then every end) from ATen's pad argument (argument 1): (begin,
-/// end) pairs from the last dimension on.
-std::vector<int64_t> onnx_pads(Converter& c) {
-  const std::vector<int64_t> pad = c.ints_arg(1);
-  const size_t rank = static_cast<size_t>(c.rank_of(0));
-  if (pad.size() % 2 != 0 || pad.size() / 2 > rank)
-    c.refuse("a pad list of odd length or too long");
-  std::vector<int64_t> pads(2 * rank, 0);
-  for (size_t i = 0; i < pad.size(); i += 2) {
-    const size_t dim = rank - 1 - i / 2;
-    pads[dim] = pad[i];
-    pads[dim + rank] = pad[i + 1];
-  }
-  return pads;
-}
-
-Value constant_pad_rule(Converter& c) {
-  // constant_pad_nd(x, pad, value): pad is (begin, end) pairs from the last dimension.
-  const std::vector<int64_t> pads = onnx_pads(c);
-  const c10::ScalarType t = c.out_dtype();
-  return tensor_value(
-      c.op("Pad", {c.tensor(0), c.const_ints(pads), c.const_scalar(c.double_arg(2), t)}));
-}
-
-/// The loss reductions of ATen: 0 none, 1 mean, 2 sum.
-std::string reduce_loss(Converter& c, const std::string& loss, int64_t reduction) {
-  if (reduction < 0 || reduction > 2) c.refuse(fmt::format("an unknown reduction {}", reduction));
-  if (reduction == 0) return loss;
-  NodeProto* r = c.emit(reduction == 1 ? "ReduceMean" : "ReduceSum", {loss});
-  set_attr(r, "keepdims", int64_t{0});
-  return r->output(0);
-}
-
-Value mse_loss_rule(Converter& c) {
-  auto [x, y] = operands(c, 0, 1);
-  std::string d = c.op("Sub", {x, y});
-  return tensor_value(reduce_loss(c, c.op("Mul", {d, d}), c.int_arg(2)));
-}
-
-Value l1_loss_rule(Converter& c) {
-  auto [x, y] = operands(c, 0, 1);
-  return tensor_value(reduce_loss(c, c.op("Abs", {c.op("Sub", {x, y})}), c.int_arg(2)));
-}
-
-/// smooth_l1 (x, y, reduction, beta) and huber (x, y, reduction, delta).
-Value smooth_l1_rule(Converter& c, bool huber) {
-  const c10::ScalarType t = c.out_dtype();
-  auto [x, y] = operands(c, 0, 1);
-  const double k = c.double_arg(3);
-  std::string d = c.op("Abs", {c.op("Sub", {x, y})});
-  std::string small = c.op("Less", {d, c.const_scalar(k, t)});
-  std::string square = c.op("Mul", {c.op("Mul", {d, d}), c.const_scalar(0.5, t)});
-  std::string in = huber ? square : c.op("Div", {square, c.const_scalar(k, t)});
-  std::string out =
-      huber ? c.op("Mul", {c.op("Sub", {d, c.const_scalar(0.5 * k, t)}), c.const_scalar(k, t)})
-            : c.op("Sub", {d, c.const_scalar(0.5 * k, t)});
-  return tensor_value(reduce_loss(c, c.op("Where", {small, in, out}), c.int_arg(2)));
-}
-
-Value bce_rule(Converter& c) {
-  // binary_cross_entropy(p, y, weight, reduction): -(y log p + (1 - y) log(1 - p)), logs >= -100.
-  const c10::ScalarType t = c.out_dtype();
-  std::string p = c.tensor(0), y = c.tensor(1);
-  auto clamped_log = [&](const std::string& v) {
-    return c.op("Max", {c.op("Log", {v}), c.const_scalar(-100.0, t)});
-  };
-  std::string one = c.const_scalar(1.0, t);
-  std::string loss = c.op(
-      "Neg",
-      {c.op("Add", {c.op("Mul", {y, clamped_log(p)}),
-                    c.op("Mul", {c.op("Sub", {one, y}), clamped_log(c.op("Sub", {one, p}))})})});
-  if (!c.is_none(2)) loss = c.op("Mul", {loss, c.tensor(2)});
-  return tensor_value(reduce_loss(c, loss, c.int_arg(3)));
-}
-
-Value bce_logits_rule(Converter& c) {
-  // (x, y, weight, pos_weight, reduction): (1 - y) x + (1 + (pw - 1) y) softplus(-x).
-  const c10::ScalarType t = c.out_dtype();
-  std::string x = c.tensor(0), y = c.tensor(1);
-  std::string one = c.const_scalar(1.0, t);
-  std::string log_term = c.op("Softplus", {c.op("Neg", {x})});
-  if (!c.is_none(3)) {
-    std::string coef = c.op("Add", {one, c.op("Mul", {c.op("Sub", {c.tensor(3), one}), y})});
-    log_term = c.op("Mul", {coef, log_term});
-  }
-  std::string loss = c.op("Add", {c.op("Mul", {c.op("Sub", {one, y}), x}), log_term});
-  if (!c.is_none(2)) loss = c.op("Mul", {loss, c.tensor(2)});
-  return tensor_value(reduce_loss(c, loss, c.int_arg(4)));
-}
-
-const char* kReductions[] = {"none", "mean", "sum"};
-
-Value nll_loss_rule(Converter& c) {
-  // nll_loss(x, target, weight, reduction, ignore_index).
-  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
-  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
-  NodeProto* n = c.emit("NegativeLogLikelihoodLoss", inputs);
-  const int64_t reduction = c.int_arg(3);
-  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
-  set_attr(n, "reduction", std::string(kReductions[reduction]));
-  set_attr(n, "ignore_index", c.int_arg(4));
-  return tensor_value(n->output(0));
-}
-
-Value cross_entropy_rule(Converter& c) {
-  // cross_entropy_loss(x, target, weight, reduction, ignore_index, label_smoothing).
-  if (c.double_arg(5) != 0.0) c.refuse("label smoothing");
-  if (c.dtype_of(1) != c10::kLong) c.refuse("class probabilities as targets");
-  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
-  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
-  NodeProto* n = c.emit("SoftmaxCrossEntropyLoss", inputs);
-  const int64_t reduction = c.int_arg(3);
-  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
-  set_attr(n, "reduction", std::string(kReductions[reduction]));
-  set_attr(n, "ignore_index", c.int_arg(4));
-  return tensor_value(n->output(0));
-}
+namespace {
 
 // --- recurrent layers -------------------------------------------------------------------
 
@@ -1080,201 +672,121 @@ Value recurrent_rule(Converter& c, const std::string& kind) {
   return out;
 }
 
-Value pad_enum_rule(Converter& c) {
-  // _pad_enum(x, pad, mode, value): mode is at::padding_mode (0 reflect, 1 replicate,
-  // 2 circular, 3 constant); pad is (begin, end) pairs from the last dimension, as
-  // constant_pad_nd's.
-  static const char* kModes[] = {"reflect", "edge", "", "constant"};
-  const int64_t mode = c.int_arg(2);
-  if (mode == 2) c.refuse("circular padding");
-  if (mode < 0 || mode > 3) c.refuse(fmt::format("padding mode {}", mode));
-  const std::vector<int64_t> pads = onnx_pads(c);
-  std::vector<std::string> inputs{c.tensor(0), c.const_ints(pads)};
-  if (mode == 3) {
-    inputs.push_back(c.const_scalar(c.is_none(3) ? 0.0 : c.double_arg(3), c.out_dtype()));
-  }
-  NodeProto* p = c.emit("Pad", inputs);
-  set_attr(p, "mode", std::string(kModes[mode]));
-  return tensor_value(p->output(0));
+}  // namespace
+
+void add_recurrent_rules(RuleTable& table) {
+  const RuleList entries = {
+      {"lstm.input",
+       {"LSTM per layer (gates reordered by Split, Concat)",
+        [](Converter& c) { return recurrent_rule(c, "LSTM"); }}},
+      {"gru.input",
+       {"GRU per layer (gates reordered by Split, Concat)",
+        [](Converter& c) { return recurrent_rule(c, "GRU"); }}},
+      {"rnn_tanh.input", {"RNN per layer", [](Converter& c) { return recurrent_rule(c, "RNN"); }}},
+      {"rnn_relu.input",
+       {"RNN per layer (Relu)", [](Converter& c) { return recurrent_rule(c, "RNN_RELU"); }}},
+  };
+  add_rules(table, entries);
 }
 
-/// A tensor of shape `shape` (a 1-D int64 tensor) filled with `value` of the output's dtype.
-Value constant_of_shape(Converter& c, const std::string& shape, double value) {
-  NodeProto* k = c.emit("ConstantOfShape", {shape});
-  auto* attr = k->add_attribute();
-  attr->set_name("value");
-  attr->set_type(onnx::AttributeProto::TENSOR);
-  fill_tensor(attr->mutable_t(), at::full({1}, value, at::TensorOptions().dtype(c.out_dtype())),
-              c.where());
-  return tensor_value(k->output(0));
+// --------------------------------------------------------------------------------------
+// ONNX rules of the losses, and of the distances some of them build on (cosine_similarity,
+// pairwise_distance).
+
+namespace {
+
+/// The loss reductions of ATen: 0 none, 1 mean, 2 sum.
+std::string reduce_loss(Converter& c, const std::string& loss, int64_t reduction) {
+  if (reduction < 0 || reduction > 2) c.refuse(fmt::format("an unknown reduction {}", reduction));
+  if (reduction == 0) return loss;
+  NodeProto* r = c.emit(reduction == 1 ? "ReduceMean" : "ReduceSum", {loss});
+  set_attr(r, "keepdims", int64_t{0});
+  return r->output(0);
 }
 
-/// zeros/ones/full(size, [fill,] dtype, ...): ConstantOfShape of the output's dtype.
-Value filled_rule(Converter& c, std::optional<double> fill) {
-  return constant_of_shape(c, c.ints_tensor(0), fill ? *fill : c.double_arg(1));
+Value mse_loss_rule(Converter& c) {
+  auto [x, y] = operands(c, 0, 1);
+  std::string d = c.op("Sub", {x, y});
+  return tensor_value(reduce_loss(c, c.op("Mul", {d, d}), c.int_arg(2)));
 }
 
-/// zeros_like/ones_like/full_like(x, [fill,] ...): ConstantOfShape of x's shape.
-Value filled_like_rule(Converter& c, std::optional<double> fill) {
-  return constant_of_shape(c, c.shape(c.tensor(0)), fill ? *fill : c.double_arg(1));
+Value l1_loss_rule(Converter& c) {
+  auto [x, y] = operands(c, 0, 1);
+  return tensor_value(reduce_loss(c, c.op("Abs", {c.op("Sub", {x, y})}), c.int_arg(2)));
 }
 
-Value arange_rule(Converter& c) {
-  // arange(end, ...), arange.start(start, end, ...), arange.start_step(start, end, step, ...).
-  const std::string& overload = c.node().target().overload();
+/// smooth_l1 (x, y, reduction, beta) and huber (x, y, reduction, delta).
+Value smooth_l1_rule(Converter& c, bool huber) {
   const c10::ScalarType t = c.out_dtype();
-  double start = 0, end, step = 1;
-  if (overload.empty()) {
-    end = c.double_arg(0);
-  } else {
-    start = c.double_arg(0);
-    end = c.double_arg(1);
-    if (overload == "start_step") step = c.double_arg(2);
+  auto [x, y] = operands(c, 0, 1);
+  const double k = c.double_arg(3);
+  std::string d = c.op("Abs", {c.op("Sub", {x, y})});
+  std::string small = c.op("Less", {d, c.const_scalar(k, t)});
+  std::string square = c.op("Mul", {c.op("Mul", {d, d}), c.const_scalar(0.5, t)});
+  std::string in = huber ? square : c.op("Div", {square, c.const_scalar(k, t)});
+  std::string out =
+      huber ? c.op("Mul", {c.op("Sub", {d, c.const_scalar(0.5 * k, t)}), c.const_scalar(k, t)})
+            : c.op("Sub", {d, c.const_scalar(0.5 * k, t)});
+  return tensor_value(reduce_loss(c, c.op("Where", {small, in, out}), c.int_arg(2)));
+}
+
+Value bce_rule(Converter& c) {
+  // binary_cross_entropy(p, y, weight, reduction): -(y log p + (1 - y) log(1 - p)), logs >= -100.
+  const c10::ScalarType t = c.out_dtype();
+  std::string p = c.tensor(0), y = c.tensor(1);
+  auto clamped_log = [&](const std::string& v) {
+    return c.op("Max", {c.op("Log", {v}), c.const_scalar(-100.0, t)});
+  };
+  std::string one = c.const_scalar(1.0, t);
+  std::string loss = c.op(
+      "Neg",
+      {c.op("Add", {c.op("Mul", {y, clamped_log(p)}),
+                    c.op("Mul", {c.op("Sub", {one, y}), clamped_log(c.op("Sub", {one, p}))})})});
+  if (!c.is_none(2)) loss = c.op("Mul", {loss, c.tensor(2)});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(3)));
+}
+
+Value bce_logits_rule(Converter& c) {
+  // (x, y, weight, pos_weight, reduction): (1 - y) x + (1 + (pw - 1) y) softplus(-x).
+  const c10::ScalarType t = c.out_dtype();
+  std::string x = c.tensor(0), y = c.tensor(1);
+  std::string one = c.const_scalar(1.0, t);
+  std::string log_term = c.op("Softplus", {c.op("Neg", {x})});
+  if (!c.is_none(3)) {
+    std::string coef = c.op("Add", {one, c.op("Mul", {c.op("Sub", {c.tensor(3), one}), y})});
+    log_term = c.op("Mul", {coef, log_term});
   }
-  return tensor_value(
-      c.op("Range", {c.const_scalar(start, t), c.const_scalar(end, t), c.const_scalar(step, t)}));
+  std::string loss = c.op("Add", {c.op("Mul", {c.op("Sub", {one, y}), x}), log_term});
+  if (!c.is_none(2)) loss = c.op("Mul", {loss, c.tensor(2)});
+  return tensor_value(reduce_loss(c, loss, c.int_arg(4)));
 }
 
-Value broadcast_tensors_rule(Converter& c) {
-  // Each tensor expanded to the shape of their broadcast sum.
-  std::vector<std::string> parts = c.tensors(0);
-  std::string sum = parts[0];
-  for (size_t i = 1; i < parts.size(); ++i) sum = c.op("Add", {sum, parts[i]});
-  const std::string shape = c.shape(sum);
-  Value list;
-  for (const auto& p : parts) list.items.push_back(tensor_value(c.op("Expand", {p, shape})));
-  return list;
-}
+const char* kReductions[] = {"none", "mean", "sum"};
 
-/// Ones (or zeros) of `channels` elements of the output's dtype, for a missing weight or bias.
-std::string filled_vector(Converter& c, int64_t channels, double value) {
-  return c.filled({channels}, value, c.out_dtype());
-}
-
-Value instance_norm_rule(Converter& c) {
-  // instance_norm(x, weight, bias, running_mean, running_var, use_input_stats, momentum, eps,
-  // cudnn_enabled).
-  if (!c.bool_arg(5)) c.refuse("instance norm by running statistics");
-  const int64_t channels = c.shape_of(0).at(1);
-  std::string w = c.is_none(1) ? filled_vector(c, channels, 1.0) : c.tensor(1);
-  std::string b = c.is_none(2) ? filled_vector(c, channels, 0.0) : c.tensor(2);
-  NodeProto* n = c.emit("InstanceNormalization", {c.tensor(0), w, b});
-  set_attr(n, "epsilon", c.double_arg(7));
+Value nll_loss_rule(Converter& c) {
+  // nll_loss(x, target, weight, reduction, ignore_index).
+  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
+  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
+  NodeProto* n = c.emit("NegativeLogLikelihoodLoss", inputs);
+  const int64_t reduction = c.int_arg(3);
+  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
+  set_attr(n, "reduction", std::string(kReductions[reduction]));
+  set_attr(n, "ignore_index", c.int_arg(4));
   return tensor_value(n->output(0));
 }
 
-Value group_norm_rule(Converter& c) {
-  // group_norm(x, groups, weight, bias, eps, cudnn): x as [N, G, -1] normalised per group
-  // (InstanceNormalization), back to x's shape, then the per-channel weight and bias.
-  const int64_t groups = c.int_arg(1);
-  const int64_t rank = c.rank_of(0);
-  std::string x = c.tensor(0);
-  std::string grouped = c.reshape(x, c.const_ints({0, groups, -1}));
-  NodeProto* n = c.emit("InstanceNormalization",
-                        {grouped, filled_vector(c, groups, 1.0), filled_vector(c, groups, 0.0)});
-  set_attr(n, "epsilon", c.double_arg(4));
-  std::string y = c.reshape(n->output(0), c.shape(x));
-  std::vector<int64_t> axes;
-  for (int64_t d = 1; d < rank - 1; ++d) axes.push_back(d);
-  auto per_channel = [&](size_t i) {
-    std::string v = c.tensor(i);
-    return axes.empty() ? v : c.op("Unsqueeze", {v, c.const_ints(axes)});
-  };
-  if (!c.is_none(2)) y = c.op("Mul", {y, per_channel(2)});
-  if (!c.is_none(3)) y = c.op("Add", {y, per_channel(3)});
-  return tensor_value(y);
-}
-
-/// all/any: over everything, or one dimension (all.dim(x, dim, keepdim)).
-/// all and any as counts, which an empty reduction has too (ReduceMin and ReduceMax of nothing
-/// are not ATen's True and False): all is "no element is false", any "some element is true".
-Value all_any_rule(Converter& c, bool all) {
-  std::string x = c.tensor(0);
-  std::string truth = c.dtype_of(0) == c10::kBool
-                          ? x
-                          : c.op("Not", {c.op("Equal", {x, c.const_scalar(0, c.dtype_of(0))})});
-  if (all) truth = c.op("Not", {truth});
-  NodeProto* r;
-  if (c.arg_count() > 1 && c.arg(1).is<int64_t>()) {
-    r = c.emit("ReduceSum",
-               {c.cast(truth, c10::kLong), c.const_ints({c.norm_dim(c.int_arg(1), c.rank_of(0))})});
-    set_attr(r, "keepdims", int64_t{c.bool_arg(2)});
-  } else {
-    r = c.emit("ReduceSum", {c.cast(truth, c10::kLong)});
-    set_attr(r, "keepdims", int64_t{0});
-  }
-  const std::string zero = c.const_scalar(0, c10::kLong);
-  return tensor_value(all ? c.op("Equal", {r->output(0), zero})
-                          : c.op("Greater", {r->output(0), zero}));
-}
-
-Value pixel_shuffle_rule(Converter& c) {
-  if (c.rank_of(0) != 4) c.refuse("pixel shuffle of other than a 4-D tensor");
-  NodeProto* d = c.emit("DepthToSpace", {c.tensor(0)});
-  set_attr(d, "blocksize", c.int_arg(1));
-  set_attr(d, "mode", std::string("CRD"));
-  return tensor_value(d->output(0));
-}
-
-/// upsample_{nearest,bilinear}2d(x, output_size, [align_corners,] scales_h, scales_w) and the
-/// `.vec` overloads (x, output_size, [align_corners,] scale_factors). With the scales given,
-/// ATen maps output to input coordinates by them, as Resize does by its `scales`; without,
-/// by the sizes' ratio, as Resize does for `sizes` (the batch and channels taken from x, so
-/// that the batch may vary).
-Value upsample_rule(Converter& c, bool bilinear) {
-  const auto& in = c.shape_of(0);
-  const TensorMeta& out = c.node().meta().tensor;
-  if (!out.shape || out.shape->size() != in.size()) c.refuse("an upsampling of unknown size");
-  const size_t spatial = in.size() - 2;
-  const size_t first_scale = bilinear ? 3 : 2;
-  std::vector<double> given;
-  if (c.arg_count() > first_scale && c.arg(first_scale).is<ArgumentList>()) {
-    for (const Argument& a : c.arg(first_scale).as<ArgumentList>().items) {
-      if (!a.is<double>()) c.refuse("scale factors that are not constant numbers");
-      given.push_back(a.as<double>());
-    }
-  } else {
-    for (size_t d = 0; d < spatial; ++d) {
-      if (c.is_none(first_scale + d)) break;
-      given.push_back(c.double_arg(first_scale + d));
-    }
-  }
-  NodeProto* r = nullptr;
-  if (given.size() == spatial) {
-    std::vector<float> scales{1.0f, 1.0f};
-    for (double g : given) scales.push_back(static_cast<float>(g));
-    r = c.emit("Resize", {c.tensor(0), "", c.const_tensor(at::tensor(scales))});
-  } else {
-    const std::string x = c.tensor(0);
-    std::vector<int64_t> sizes(out.shape->begin() + 2, out.shape->end());
-    NodeProto* concat = c.emit("Concat", {c.dim_size(x, 0), c.dim_size(x, 1), c.const_ints(sizes)});
-    set_attr(concat, "axis", int64_t{0});
-    r = c.emit("Resize", {x, "", "", concat->output(0)});
-  }
-  if (bilinear) {
-    set_attr(r, "mode", std::string("linear"));
-    set_attr(r, "coordinate_transformation_mode",
-             std::string(c.bool_arg(2) ? "align_corners" : "pytorch_half_pixel"));
-  } else {
-    set_attr(r, "mode", std::string("nearest"));
-    set_attr(r, "coordinate_transformation_mode", std::string("asymmetric"));
-    set_attr(r, "nearest_mode", std::string("floor"));
-  }
-  return tensor_value(r->output(0));
-}
-
-/// round.decimals(x, decimals): round(x 10^d) / 10^d, or round(x / 10^-d) 10^-d for d < 0, as
-/// ATen computes it; Round is half to even, as ATen's.
-Value round_decimals_rule(Converter& c) {
-  const int64_t decimals = c.int_arg(1);
-  const std::string x = c.tensor(0);
-  if (decimals == 0) return tensor_value(c.op("Round", {x}));
-  const std::string ten_pow =
-      c.const_scalar(std::pow(10.0, static_cast<double>(std::abs(decimals))), c.out_dtype());
-  if (decimals > 0) {
-    return tensor_value(c.op("Div", {c.op("Round", {c.op("Mul", {x, ten_pow})}), ten_pow}));
-  }
-  return tensor_value(c.op("Mul", {c.op("Round", {c.op("Div", {x, ten_pow})}), ten_pow}));
+Value cross_entropy_rule(Converter& c) {
+  // cross_entropy_loss(x, target, weight, reduction, ignore_index, label_smoothing).
+  if (c.double_arg(5) != 0.0) c.refuse("label smoothing");
+  if (c.dtype_of(1) != c10::kLong) c.refuse("class probabilities as targets");
+  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
+  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
+  NodeProto* n = c.emit("SoftmaxCrossEntropyLoss", inputs);
+  const int64_t reduction = c.int_arg(3);
+  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
+  set_attr(n, "reduction", std::string(kReductions[reduction]));
+  set_attr(n, "ignore_index", c.int_arg(4));
+  return tensor_value(n->output(0));
 }
 
 Value cosine_similarity_rule(Converter& c) {
@@ -1317,15 +829,6 @@ Value pairwise_distance_rule(Converter& c) {
   auto [x, y] = operands(c, 0, 1);
   return tensor_value(p_distance(c, x, y, c.double_arg(2), c.double_arg(3), c.bool_arg(4),
                                  std::max(c.rank_of(0), c.rank_of(1))));
-}
-
-Value bilinear_rule(Converter& c) {
-  // bilinear(x1, x2, weight [out, in1, in2], bias): einsum("...i,oij,...j->...o") + bias.
-  NodeProto* e = c.emit("Einsum", {c.tensor(0), c.tensor(2), c.tensor(1)});
-  set_attr(e, "equation", std::string("...i,oij,...j->...o"));
-  std::string y = e->output(0);
-  if (!c.is_none(3)) y = c.op("Add", {y, c.tensor(3)});
-  return tensor_value(y);
 }
 
 /// `value` where `cond`, else 0.
@@ -1443,237 +946,11 @@ Value triplet_margin_loss_rule(Converter& c) {
       c.op("Sub", {c.op("Add", {c.const_scalar(c.double_arg(3), c.out_dtype()), d_pos}), d_neg}));
   return tensor_value(reduce_loss(c, loss, c.int_arg(7)));
 }
+
 }  // namespace
 
-const RuleTable& rules() {
-  static const auto* table = new RuleTable{
-      // Elementwise.
-      {"abs", {"Abs", unary("Abs")}},
-      {"acos", {"Acos", unary("Acos")}},
-      {"acosh", {"Acosh", unary("Acosh")}},
-      {"asin", {"Asin", unary("Asin")}},
-      {"asinh", {"Asinh", unary("Asinh")}},
-      {"atan", {"Atan", unary("Atan")}},
-      {"atanh", {"Atanh", unary("Atanh")}},
-      {"ceil", {"Ceil", unary("Ceil")}},
-      {"cos", {"Cos", unary("Cos")}},
-      {"cosh", {"Cosh", unary("Cosh")}},
-      {"erf", {"Erf, IsNaN, Where", erf_rule}},
-      {"exp", {"Exp", unary("Exp")}},
-      {"floor", {"Floor", unary("Floor")}},
-      {"isinf", {"IsInf", unary("IsInf")}},
-      {"isnan", {"IsNaN", unary("IsNaN")}},
-      {"log", {"Log", unary("Log")}},
-      {"logical_not", {"Not", unary("Not")}},
-      {"neg", {"Neg", unary("Neg")}},
-      {"reciprocal", {"Reciprocal", unary("Reciprocal")}},
-      {"relu", {"Relu", unary("Relu")}},
-      {"round", {"Round", unary("Round")}},
-      {"round.decimals", {"Mul or Div, Round, Div or Mul", round_decimals_rule}},
-      {"rsqrt", {"Sqrt + Reciprocal", rsqrt_rule}},
-      {"sigmoid", {"Sigmoid", unary("Sigmoid")}},
-      {"sign", {"Sign, IsNaN, Where", sign_rule}},
-      {"sin", {"Sin", unary("Sin")}},
-      {"sinh", {"Sinh", unary("Sinh")}},
-      {"sqrt", {"Sqrt", unary("Sqrt")}},
-      {"tan", {"Tan", unary("Tan")}},
-      {"tanh", {"Tanh", unary("Tanh")}},
-      {"add", {"Add (Mul for alpha)", add_sub("Add", false)}},
-      {"sub", {"Sub (Mul for alpha)", add_sub("Sub", false)}},
-      {"rsub", {"Sub (Mul for alpha)", add_sub("Sub", true)}},
-      {"mul", {"Mul", binary("Mul")}},
-      {"div",
-       {"Div (Mod, Floor and Where for floor rounding, as ATen floors; Sign, Abs and Floor for "
-        "trunc)",
-        div_rule}},
-      {"pow", {"Pow (Mul for an integer power)", pow_rule}},
-      {"maximum", {"Max", binary("Max")}},
-      {"minimum", {"Min", binary("Min")}},
-      {"fmod",
-       {"Mod (fmod=1)",
-        [](Converter& c) {
-          auto [x, y] = operands(c, 0, 1);
-          NodeProto* m = c.emit("Mod", {x, y});
-          set_attr(m, "fmod", int64_t{1});
-          return tensor_value(m->output(0));
-        }}},
-      {"eq", {"Equal", comparison("Equal", false)}},
-      {"ne", {"Equal + Not", comparison("Equal", true)}},
-      {"lt", {"Less", comparison("Less", false)}},
-      {"le", {"LessOrEqual", comparison("LessOrEqual", false)}},
-      {"gt", {"Greater", comparison("Greater", false)}},
-      {"ge", {"GreaterOrEqual", comparison("GreaterOrEqual", false)}},
-      {"logical_and", {"And", comparison("And", false)}},
-      {"logical_or", {"Or", comparison("Or", false)}},
-      {"logical_xor", {"Xor", comparison("Xor", false)}},
-      {"where", {"Where", where_rule}},
-      {"masked_fill", {"Where", masked_fill_rule}},
-      {"clamp", {"Clip", [](Converter& c) { return clip(c, 1, 2); }}},
-      {"clip", {"Clip", [](Converter& c) { return clip(c, 1, 2); }}},
-      {"clamp_min", {"Clip", [](Converter& c) { return clip(c, 1, std::nullopt); }}},
-      {"clamp_max",
-       {"Clip",
-        [](Converter& c) {
-          // Clip's min input left out: no lower bound, for any dtype.
-          return tensor_value(
-              c.op("Clip", {c.tensor(0), "", c.const_scalar(c.double_arg(1), c.out_dtype())}));
-        }}},
-      // Activations.
-      {"celu", {"Celu", activation("Celu", {"alpha"})}},
-      {"elu", {"Elu", elu_rule}},
-      {"gelu", {"Erf, Mul, Add (Tanh for approximate='tanh')", gelu_rule}},
-      {"glu", {"Split, Sigmoid, Mul", glu_rule}},
-      {"hardshrink", {"Shrink", [](Converter& c) { return shrink_rule(c, false); }}},
-      {"hardsigmoid", {"HardSigmoid", hardsigmoid_rule}},
-      {"hardswish", {"HardSwish", unary("HardSwish")}},
-      {"hardtanh", {"Clip", hardtanh_rule}},
-      {"leaky_relu", {"LeakyRelu", activation("LeakyRelu", {"alpha"})}},
-      {"log_sigmoid", {"Neg, Softplus, Neg", log_sigmoid_rule}},
-      {"mish", {"Softplus, Tanh, Mul", mish_rule}},
-      {"prelu", {"PRelu (Unsqueeze of the weight)", prelu_rule}},
-      {"relu6", {"Clip", relu6_rule}},
-      {"selu", {"Selu", unary("Selu")}},
-      {"silu", {"Sigmoid, Mul", silu_rule}},
-      {"softplus", {"Softplus, Greater, Where (Mul, Div for beta)", softplus_rule}},
-      {"softshrink", {"Shrink", [](Converter& c) { return shrink_rule(c, true); }}},
-      {"tanhshrink", {"Tanh, Sub", tanhshrink_rule}},
-      {"threshold", {"Greater, Where", threshold_rule}},
-      {"softmax", {"Softmax", [](Converter& c) { return softmax_rule(c, "Softmax"); }}},
-      {"_softmax", {"Softmax", [](Converter& c) { return softmax_rule(c, "Softmax"); }}},
-      {"log_softmax", {"LogSoftmax", [](Converter& c) { return softmax_rule(c, "LogSoftmax"); }}},
-      {"_log_softmax", {"LogSoftmax", [](Converter& c) { return softmax_rule(c, "LogSoftmax"); }}},
-      // Linear algebra.
-      {"linear", {"Gemm (2-D input), else Transpose, MatMul, Add", linear_rule}},
-      {"addmm", {"Gemm", addmm_rule}},
-      {"mm", {"MatMul", matmul_rule}},
-      {"bmm", {"MatMul", matmul_rule}},
-      {"matmul", {"MatMul", matmul_rule}},
-      // Shapes and views.
-      {"view", {"Reshape", view_rule}},
-      {"reshape", {"Reshape", view_rule}},
-      {"_unsafe_view", {"Reshape", view_rule}},
-      {"flatten", {"Reshape", flatten_rule}},
-      {"unflatten",
-       {"Reshape", [](Converter& c) { return tensor_value(c.reshape_to_output(c.tensor(0), 0)); }}},
-      {"t", {"Transpose", transpose_rule}},
-      {"transpose", {"Transpose", transpose_rule}},
-      {"permute", {"Transpose", permute_rule}},
-      {"unsqueeze", {"Unsqueeze", unsqueeze_rule}},
-      {"squeeze", {"Squeeze (Identity when no dimension is 1)", squeeze_rule}},
-      {"contiguous", {"Identity", identity_rule}},
-      {"clone", {"Identity", identity_rule}},
-      {"alias", {"Identity", identity_rule}},
-      {"detach", {"Identity", identity_rule}},
-      {"dropout", {"Identity (eval mode, or p = 0; training mode is refused)", dropout_rule}},
-      {"feature_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
-      {"alpha_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
-      {"feature_alpha_dropout", {"Identity (eval mode, or p = 0)", dropout_rule}},
-      {"chunk", {"Split", chunk_rule}},
-      {"unsafe_chunk", {"Split", chunk_rule}},
-      {"_pad_enum", {"Pad (constant, reflect, edge; circular is refused)", pad_enum_rule}},
-      {"zeros", {"ConstantOfShape", [](Converter& c) { return filled_rule(c, 0.0); }}},
-      {"ones", {"ConstantOfShape", [](Converter& c) { return filled_rule(c, 1.0); }}},
-      {"full", {"ConstantOfShape", [](Converter& c) { return filled_rule(c, std::nullopt); }}},
-      {"zeros_like",
-       {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, 0.0); }}},
-      {"ones_like",
-       {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, 1.0); }}},
-      {"full_like",
-       {"Shape, ConstantOfShape", [](Converter& c) { return filled_like_rule(c, std::nullopt); }}},
-      {"arange", {"Range", arange_rule}},
-      {"broadcast_tensors", {"Add, Shape, Expand", broadcast_tensors_rule}},
-      {"all",
-       {"Equal, Not, Cast, ReduceSum (the false counted)",
-        [](Converter& c) { return all_any_rule(c, true); }}},
-      {"any",
-       {"Equal, Not, Cast, ReduceSum (the true counted)",
-        [](Converter& c) { return all_any_rule(c, false); }}},
-      {"pixel_shuffle", {"DepthToSpace (CRD)", pixel_shuffle_rule}},
-      {"upsample_nearest2d",
-       {"Resize (nearest, asymmetric, floor)",
-        [](Converter& c) { return upsample_rule(c, false); }}},
-      {"upsample_bilinear2d",
-       {"Resize (linear)", [](Converter& c) { return upsample_rule(c, true); }}},
-      {"cosine_similarity", {"Mul, ReduceSum, Max, Sqrt, Div", cosine_similarity_rule}},
-      {"pairwise_distance", {"Sub, Add, ReduceL2/ReduceL1", pairwise_distance_rule}},
-      {"bilinear", {"Einsum (Add for the bias)", bilinear_rule}},
-      {"instance_norm", {"InstanceNormalization (input statistics)", instance_norm_rule}},
-      {"group_norm", {"Reshape, InstanceNormalization, Reshape, Mul, Add", group_norm_rule}},
-      {"split", {"Split", split_rule}},
-      {"split_with_sizes", {"Split", split_rule}},
-      {"unbind", {"Split, Squeeze", unbind_rule}},
-      {"cat", {"Concat", cat_rule}},
-      {"concat", {"Concat", cat_rule}},
-      {"stack", {"Unsqueeze, Concat", stack_rule}},
-      {"select", {"Gather", select_rule}},
-      {"slice", {"Slice", slice_rule}},
-      {"narrow", {"Slice", narrow_rule}},
-      {"expand", {"Expand", expand_rule}},
-      {"repeat", {"Tile (Unsqueeze for new dimensions)", repeat_rule}},
-      {"constant_pad_nd", {"Pad", constant_pad_rule}},
-      {"size", {"Shape", size_rule}},
-      {"_to_copy", {"Cast (Identity for the same dtype)", to_copy_rule}},
-      {"to", {"Cast (Identity for the same dtype)", to_copy_rule}},
-      {"type_as", {"Cast", to_copy_rule}},
-      {"gather", {"GatherElements", gather_rule}},
-      {"index_select", {"Gather", index_select_rule}},
-      {"embedding", {"Gather", embedding_rule}},
-      {"cumsum", {"CumSum", cumsum_rule}},
-      {"tril", {"Trilu", [](Converter& c) { return trilu_rule(c, false); }}},
-      {"triu", {"Trilu", [](Converter& c) { return trilu_rule(c, true); }}},
-      // Reductions.
-      {"sum", {"ReduceSum", [](Converter& c) { return reduce_rule(c, "ReduceSum", true); }}},
-      {"mean", {"ReduceMean (ReduceSum over 0, NaN, over a dimension of no elements)", mean_rule}},
-      {"amax", {"ReduceMax", [](Converter& c) { return reduce_rule(c, "ReduceMax", false); }}},
-      {"amin", {"ReduceMin", [](Converter& c) { return reduce_rule(c, "ReduceMin", false); }}},
-      {"prod", {"ReduceProd", [](Converter& c) { return reduce_rule(c, "ReduceProd", false); }}},
-      {"logsumexp",
-       {"ReduceLogSumExp", [](Converter& c) { return reduce_rule(c, "ReduceLogSumExp", false); }}},
-      {"max.dim", {"ReduceMax, ArgMax", [](Converter& c) { return max_dim_rule(c, true); }}},
-      {"min.dim", {"ReduceMin, ArgMin", [](Converter& c) { return max_dim_rule(c, false); }}},
-      {"max.other", {"Max", binary("Max")}},
-      {"min.other", {"Min", binary("Min")}},
-      {"argmax", {"ArgMax", [](Converter& c) { return arg_rule(c, "ArgMax"); }}},
-      {"argmin", {"ArgMin", [](Converter& c) { return arg_rule(c, "ArgMin"); }}},
-      {"var",
-       {"ReduceMean, Sub, Mul, ReduceSum, Div",
-        [](Converter& c) { return variance_rule(c, false); }}},
-      {"std",
-       {"ReduceMean, Sub, Mul, ReduceSum, Div, Sqrt",
-        [](Converter& c) { return variance_rule(c, true); }}},
-      // Normalisation, convolution, pooling.
-      {"layer_norm", {"LayerNormalization", layer_norm_rule}},
-      {"batch_norm", {"BatchNormalization (eval mode; training mode is refused)", batch_norm_rule}},
-      {"_convolution", {"Conv, ConvTranspose", conv_rule}},
-      {"convolution", {"Conv, ConvTranspose", conv_rule}},
-      {"conv1d", {"Conv", conv_rule}},
-      {"conv2d", {"Conv", conv_rule}},
-      {"conv3d", {"Conv", conv_rule}},
-      {"max_pool1d", {"MaxPool", max_pool_rule}},
-      {"max_pool2d", {"MaxPool", max_pool_rule}},
-      {"max_pool3d", {"MaxPool", max_pool_rule}},
-      {"avg_pool1d", {"AveragePool", avg_pool_rule}},
-      {"avg_pool2d", {"AveragePool", avg_pool_rule}},
-      {"avg_pool3d", {"AveragePool", avg_pool_rule}},
-      {"adaptive_avg_pool1d",
-       {"GlobalAveragePool, AveragePool (sizes that divide)",
-        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
-      {"adaptive_avg_pool2d",
-       {"GlobalAveragePool, AveragePool (sizes that divide)",
-        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
-      {"adaptive_avg_pool3d",
-       {"GlobalAveragePool, AveragePool (sizes that divide)",
-        [](Converter& c) { return adaptive_pool_rule(c, false); }}},
-      // Recurrent layers.
-      {"lstm.input",
-       {"LSTM per layer (gates reordered by Split, Concat)",
-        [](Converter& c) { return recurrent_rule(c, "LSTM"); }}},
-      {"gru.input",
-       {"GRU per layer (gates reordered by Split, Concat)",
-        [](Converter& c) { return recurrent_rule(c, "GRU"); }}},
-      {"rnn_tanh.input", {"RNN per layer", [](Converter& c) { return recurrent_rule(c, "RNN"); }}},
-      {"rnn_relu.input",
-       {"RNN per layer (Relu)", [](Converter& c) { return recurrent_rule(c, "RNN_RELU"); }}},
+void add_loss_rules(RuleTable& table) {
+  const RuleList entries = {
       // Losses.
       {"mse_loss", {"Sub, Mul, ReduceMean/ReduceSum", mse_loss_rule}},
       {"l1_loss", {"Sub, Abs, ReduceMean/ReduceSum", l1_loss_rule}},
@@ -1704,8 +981,11 @@ const RuleTable& rules() {
       {"nll_loss_nd", {"NegativeLogLikelihoodLoss", nll_loss_rule}},
       {"cross_entropy_loss",
        {"SoftmaxCrossEntropyLoss (class indices, no label smoothing)", cross_entropy_rule}},
+      // Distances.
+      {"cosine_similarity", {"Mul, ReduceSum, Max, Sqrt, Div", cosine_similarity_rule}},
+      {"pairwise_distance", {"Sub, Add, ReduceL2/ReduceL1", pairwise_distance_rule}},
   };
-  return *table;
+  add_rules(table, entries);
 }
 
 }  // namespace onnx_detail
