@@ -2,9 +2,9 @@
 
 /// \file
 /// The ONNX rules, one per aten operator (or overload), each returning the node's value: the
-/// table the converter looks an operator up in, its families (each adding its own rules by its
-/// add_*_rules function, in onnx/rules/*.cpp or, for five of them, in onnx_export.cpp), and the
-/// rule makers families share. Internal to the onnx library (namespace onnx_detail).
+/// table the converter looks an operator up in, its families (onnx/rules/*.cpp, each adding
+/// its own rules by its add_*_rules function), and the rule makers families share. Internal to
+/// the onnx library (namespace onnx_detail).
 ///
 /// rules() builds the table once by calling each family's function: tdfx's libraries are
 /// static, and a linker leaves out an object file nothing refers to, so families registering
@@ -51,11 +51,11 @@ void add_linear_algebra_rules(RuleTable& table);  // linear_algebra.cpp
 void add_shape_rules(RuleTable& table);           // shapes.cpp
 void add_indexing_rules(RuleTable& table);        // indexing.cpp
 void add_creation_rules(RuleTable& table);        // creation.cpp
-void add_reduction_rules(RuleTable& table);       // onnx_export.cpp
-void add_normalisation_rules(RuleTable& table);   // onnx_export.cpp
-void add_convolution_rules(RuleTable& table);     // onnx_export.cpp
-void add_recurrent_rules(RuleTable& table);       // onnx_export.cpp
-void add_loss_rules(RuleTable& table);            // onnx_export.cpp
+void add_reduction_rules(RuleTable& table);       // reductions.cpp
+void add_normalisation_rules(RuleTable& table);   // normalisation.cpp
+void add_convolution_rules(RuleTable& table);     // convolution.cpp
+void add_recurrent_rules(RuleTable& table);       // recurrent.cpp
+void add_loss_rules(RuleTable& table);            // losses.cpp
 
 // Rule makers the families share (elementwise.cpp).
 
