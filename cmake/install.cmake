@@ -35,7 +35,8 @@ install(CODE "
 # the build tree sees through <build>/include (cmake/tdfx.cmake).
 # Internal headers stay in the build tree, by component: the tracer's recorder and the passes
 # over a recording, the graph's compiled plan, the drawing helper process and subgraph
-# grouping, the archive's parts (JSON checks, the module table, pickles, zip). No installed
+# grouping, the archive's parts (format constants, JSON writing and checks, graph and tensor
+# readers, the module table, pickles, zip), the ONNX converter and its rules. No installed
 # header includes them (tests/consumer/run.sh checks every installed header's includes).
 set(TDFX_INTERNAL_tracer dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx_view.h
                          leaf_calls.h lower_view.h method_calls.h name_scopes.h program_pass.h

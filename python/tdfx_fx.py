@@ -65,7 +65,7 @@ __all__ = ["ArchiveError", "ShapeError", "Program", "read", "load", "graph_modul
            "ALLOWED_OPERATORS"]
 
 FORMAT = "tdfx.exported_program"
-#: The newest format version this module reads, as tdfx's C++ (export/archive.cpp) writes it:
+#: The newest format version this module reads, as tdfx's C++ (export/archive_format.h) writes it:
 #: version 4 adds `inputs`, example inputs (a training step's snapshot keeps its own); version
 #: 5 `optimizer`, an optimizer's state (a snapshot keeps its training loop's).
 VERSION = 5
@@ -77,7 +77,7 @@ PROGRAM_RECORD = "program.json"
 MAX_PROGRAM_BYTES = 64 << 20
 #: The most memory the weights together, or one constant size, may ask for (bytes).
 MEMORY_BUDGET = 4 << 30
-# Bounds on nesting, far above anything tdfx writes (as export/archive.cpp).
+# Bounds on nesting, far above anything tdfx writes (as export/archive_format.h).
 MAX_JSON_DEPTH = 64
 MAX_ARGUMENT_DEPTH = 16
 MAX_BODY_DEPTH = 8
