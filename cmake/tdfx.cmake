@@ -65,6 +65,12 @@ function(tdfx_add_executable name)
   tdfx_use_shared_pch(${name})
 endfunction()
 
+# The paths this build was configured with, for tests run outside CTest
+# (tests/support/test_support.h): the one test object that differs between clones.
+configure_file(${PROJECT_SOURCE_DIR}/tests/support/test_paths.cpp.in
+               ${PROJECT_BINARY_DIR}/generated/test_paths.cpp @ONLY)
+add_library(tdfx_test_paths OBJECT ${PROJECT_BINARY_DIR}/generated/test_paths.cpp)
+
 # tdfx_add_test(COMPONENT SOURCES ... [DEPS ...]): one doctest binary
 # test_COMPONENT per component, registered with CTest.
 function(tdfx_add_test component)
@@ -79,8 +85,10 @@ function(tdfx_add_test component)
   # Tests build plain data (TensorMeta, ModuleBox, table rows) by aggregate initialisation,
   # leaving defaulted members out on purpose.
   target_compile_options(${target} PRIVATE -Wno-missing-field-initializers)
-  target_compile_definitions(${target} PRIVATE TDFX_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}"
-                                                TDFX_BIN_DIR_DEFAULT="${CMAKE_BINARY_DIR}/bin")
+  # The configured paths come from one generated object (tdfx_test_paths), not from compile
+  # definitions: a definition holding the clone's path would make every test object differ
+  # between clones, and ccache would compile them all again in each clean clone.
+  target_link_libraries(${target} PRIVATE tdfx_test_paths)
   add_test(NAME ${target} COMMAND ${target})
   set(environment "TDFX_SOURCE_DIR=${PROJECT_SOURCE_DIR};TDFX_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
   if(TDFX_SANITIZE)

@@ -15,17 +15,21 @@
 
 namespace tdfx::testing {
 
+/// The paths this build was configured with (the generated <build>/generated/test_paths.cpp).
+extern const char* const kConfiguredSourceDir;
+extern const char* const kConfiguredBinDir;
+
 /// The repository root: $TDFX_SOURCE_DIR (set by CTest) or the configured path.
 inline std::string source_dir() {
   const char* dir = std::getenv("TDFX_SOURCE_DIR");
-  return dir ? dir : TDFX_SOURCE_DIR_DEFAULT;
+  return dir ? dir : kConfiguredSourceDir;
 }
 
 /// The build's bin folder, where the samples and the tdfx command are: $TDFX_BIN_DIR (set by
 /// CTest) or the configured path.
 inline std::string bin_dir() {
   const char* dir = std::getenv("TDFX_BIN_DIR");
-  return dir ? dir : TDFX_BIN_DIR_DEFAULT;
+  return dir ? dir : kConfiguredBinDir;
 }
 
 /// The whole file at `path`; throws when it cannot be read.
