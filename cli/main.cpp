@@ -282,8 +282,12 @@ int main(int argc, char** argv) {
       ->needs(overlay);
   run->add_option("--save", reports.save,
                   "Write the run's inputs and outputs to FILE.pt, a dict torch.load reads "
-                  "(input:NAME, output:NODE)");
-  run->footer(kFooter);
+                  "(input:NAME, output:KEY, the key joined with _)");
+  run->footer(
+      "Exit status: 0 on success, 1 on a usage error (or any other failure), 2 on a file that\n"
+      "cannot be read or written, standard output included (the message on stderr names the\n"
+      "file and the problem), 3 when --find-nonfinite or --find-nonfinite-grad found a NaN or\n"
+      "Inf.\n");
 
   try {
     app.parse(argc, argv);

@@ -4,10 +4,16 @@
 /// Saving and loading exported programs (`.pt2`). An archive is a zip of
 /// uncompressed records, readable by Python's `zipfile`:
 ///
-///     program.json   {"format": "tdfx.exported_program", "version": 2,
+///     program.json   {"format": "tdfx.exported_program", "version": 3,
 ///                     "nodes": [...], "signature": {...},
-///                     "weights": [{"name", "record", "dtype", "shape"}, ...]}
+///                     "weights": [{"name", "record", "dtype", "shape"}, ...],
+///                     "modules": [...]}
 ///     weights/0 ...  each weight's raw bytes, C-contiguous, little-endian
+///
+/// Version 3 is a program alone; 4 adds "inputs" (example inputs kept with it), 5 an
+/// "optimizer" (a training step's snapshot); "batch_specialisation" is there when the program
+/// holds to the batch it was traced at (a static trace). export/archive_format.h holds the
+/// versions.
 ///
 /// Loading trusts nothing: every size, offset and checksum of the zip, the
 /// JSON's depth and size, every name that reaches printed code, every

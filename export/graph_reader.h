@@ -29,7 +29,7 @@ GraphSignature signature_from_json(const nlohmann::json& value, const std::strin
 /// placeholders in order, its outputs the nodes the output node returns.
 void check_signature(const Graph& graph, const GraphSignature& signature, const std::string& where);
 
-/// A batch specialisation names a node of the graph (or none) and a positive batch.
+/// A batch specialisation names a node of the graph (or none) and a batch of 0 or more.
 std::optional<BatchSpecialisation> specialisation_from_json(const nlohmann::json& document,
                                                             const Graph& graph,
                                                             const std::string& where);
