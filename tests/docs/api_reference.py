@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The API reference, built: Doxygen runs docs/Doxyfile over the public headers into OUT_DIR,
+from INCLUDE_DIR (a build tree's include folder, where tdfx/<component> links to each source
+folder, so that the reference names headers as <tdfx/graph/graph.h>),
 and any warning fails (a public declaration without a `///` comment, a comment Doxygen cannot
 read; the Doxyfile makes warnings errors). First it checks that the Doxyfile reads exactly the
 headers `cmake --install` installs (cmake/install.cmake's TDFX_INTERNAL_* lists left out), less
 onnx/'s own files: of onnx/, only onnx_export.h is public. Exit status 1 on a warning or a
 header read or left out wrongly.
 
-    api_reference.py DOXYGEN SOURCE_DIR OUT_DIR
+    api_reference.py DOXYGEN SOURCE_DIR INCLUDE_DIR OUT_DIR
 """
 import os
 import re
@@ -46,14 +48,18 @@ def components(source):
 
 def check_inputs(source, values):
     """What the Doxyfile reads against what is installed; the problems found."""
+    def in_source(entry):
+        """An entry's path in the source tree: tdfx/X is the source folder's X."""
+        return entry[len("tdfx/"):] if entry.startswith("tdfx/") else None
+
     read = set()
-    for entry in values.get("INPUT", []):
+    for entry in filter(None, map(in_source, values.get("INPUT", []))):
         path = os.path.join(source, entry)
         if os.path.isdir(path):
             read |= {f"{entry}/{name}" for name in os.listdir(path) if name.endswith(".h")}
         elif os.path.exists(path) and entry.endswith(".h"):
             read.add(entry)
-    read -= set(values.get("EXCLUDE", []))
+    read -= set(filter(None, map(in_source, values.get("EXCLUDE", []))))
     internal = internal_headers(source)
     public = {"tdfx.h"}
     for component in components(source):
@@ -68,10 +74,10 @@ def check_inputs(source, values):
 
 
 def main(argv):
-    if len(argv) != 3:
+    if len(argv) != 4:
         print(__doc__)
         return 2
-    doxygen, source, out = argv
+    doxygen, source, include, out = argv
     values = doxyfile_values(os.path.join(source, "docs", "Doxyfile"))
     problems, count = check_inputs(source, values)
     for problem in problems:
@@ -79,9 +85,11 @@ def main(argv):
     if problems:
         return 1
     os.makedirs(out, exist_ok=True)
-    env = dict(os.environ, TDFX_API_OUT=os.path.abspath(out))
+    env = dict(os.environ, TDFX_API_OUT=os.path.abspath(out),
+               TDFX_SOURCE_DIR=os.path.abspath(source))
     try:
-        done = subprocess.run([doxygen, "docs/Doxyfile"], cwd=source, env=env,
+        done = subprocess.run([doxygen, os.path.join(os.path.abspath(source), "docs", "Doxyfile")],
+                              cwd=include, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError:
         print(f"doxygen not found ({doxygen}): scripts/bootstrap.sh --test installs it")
