@@ -46,6 +46,7 @@ set(TDFX_INTERNAL_viz helper_process.h subgraph_groups.h)
 set(TDFX_INTERNAL_export archive_format.h archive_tensors.h graph_reader.h json_checks.h
                          module_table.h program_json.h tensor_pickle.h zip.h)
 set(TDFX_INTERNAL_onnx converter.h rules)
+set(TDFX_INTERNAL_debug grad_pass.h)
 foreach(component ${TDFX_COMPONENTS})
   set(excluded)
   foreach(header ${TDFX_INTERNAL_${component}})
