@@ -35,10 +35,8 @@ bool arg_is_none(const Node& node, size_t i) {
 // Training-mode normalisation with running statistics (arguments 3 and 4) writes them,
 // although its schema does not say so.
 bool writes_running_stats(const Node& node) {
-  const std::string& name = node.target().op_name();
-  const bool norm = name == "batch_norm" || name == "instance_norm" ||
-                    name == "native_batch_norm" || name == "_batch_norm_impl_index";
-  return norm && !arg_is_none(node, 3) && arg_is_true(node, 5);
+  return updates_running_stats(node.target().op_name()) && !arg_is_none(node, 3) &&
+         arg_is_true(node, 5);
 }
 
 constexpr std::string_view kUninitialised = "uninitialised";
@@ -79,10 +77,7 @@ OperatorEffect operator_effect(const c10::FunctionSchema& schema, const std::str
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
     if (type->kind() == c10::TypeKind::GeneratorType) return {"random"};
   }
-  if (name == "batch_norm" || name == "instance_norm" || name == "native_batch_norm" ||
-      name == "_batch_norm_impl_index") {
-    return {"", Decider::kRunningStats};
-  }
+  if (updates_running_stats(name)) return {"", Decider::kRunningStats};
   if (allocations.count(name)) return {kUninitialised};
   return {};
 }
@@ -146,6 +141,11 @@ std::string_view effect_of(const Node& node) {
     default:
       return "";
   }
+}
+
+bool updates_running_stats(std::string_view op_name) {
+  return op_name == "batch_norm" || op_name == "instance_norm" || op_name == "native_batch_norm" ||
+         op_name == "_batch_norm_impl_index";
 }
 
 bool has_effect(const Node& node) {

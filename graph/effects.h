@@ -34,6 +34,12 @@ bool has_effect(const Node& node);
 /// until a later op writes it); "" for none. A call_module says its body's first effect.
 std::string_view effect_of(const Node& node);
 
+/// True for the normalisations whose kernels may update their running statistics (arguments 3
+/// and 4) although their schemas do not say so: `batch_norm`, `instance_norm`,
+/// `native_batch_norm` and `_batch_norm_impl_index` (names without `aten::`). The recorder
+/// and the rules above both ask this one list.
+bool updates_running_stats(std::string_view op_name);
+
 /// For each placeholder of `graph`, in order: whether the graph writes into the tensor it is
 /// given, directly or through a view of it (`x.add_(1)`, `x.view({-1}).zero_()`, an `out=`
 /// argument, a training-mode batch norm's running statistics), as the aten schemas' alias

@@ -18,6 +18,7 @@
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
+#include "tdfx/graph/effects.h"
 #include "tdfx/graph/fx_call.h"
 #include "tdfx/graph/schema_arguments.h"
 
@@ -113,9 +114,10 @@ bool reads_value(const c10::FunctionSchema& schema) {
 // True for a batch or instance norm, whose kernels update the running statistics (arguments 3
 // and 4) although the schema does not say so.
 bool updates_running_stats(const c10::FunctionSchema& schema) {
-  const std::string& name = schema.name();
-  return name == "aten::batch_norm" || name == "aten::instance_norm" ||
-         name == "aten::native_batch_norm" || name == "aten::_batch_norm_impl_index";
+  constexpr std::string_view kAten = "aten::";
+  const std::string_view name = schema.name();
+  return name.substr(0, kAten.size()) == kAten &&
+         tdfx::updates_running_stats(name.substr(kAten.size()));
 }
 
 // True when the op writes its argument `i`: an in-place or out= argument (`Tensor(a!)`), or
