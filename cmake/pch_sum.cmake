@@ -19,6 +19,13 @@ function(clone_neutral out text)
   set(${out} "${text}" PARENT_SCOPE)
 endfunction()
 
+if(NOT EXISTS "${GCH}.d" OR NOT EXISTS "${FLAGS_FILE}")
+  # Without what the compile read, the header's own bytes: correct, shared with no other clone.
+  file(MD5 "${GCH}" sum)
+  file(WRITE "${GCH}.sum" "${sum}\n")
+  return()
+endif()
+
 file(READ "${GCH}.d" deps)
 string(REGEX REPLACE "\\\\\n" " " deps "${deps}")  # make's line continuations
 string(REGEX REPLACE "^[^:]*:" "" deps "${deps}")  # the target

@@ -27,24 +27,29 @@ add_library(tdfx_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/empty.cpp)
 target_link_libraries(tdfx_pch PRIVATE ${TORCH_LIBRARIES} fmt::fmt)
 target_precompile_headers(tdfx_pch PRIVATE ${PROJECT_SOURCE_DIR}/cmake/torch_pch.h)
 # Beside the header, its identity (cmake/pch_sum.cmake says why), written after each compile
-# of it and before any target compiles with it.
-set(TDFX_PCH_GCH ${PROJECT_BINARY_DIR}/CMakeFiles/tdfx_pch.dir/cmake_pch.hxx.gch)
-add_custom_command(
-  OUTPUT ${TDFX_PCH_GCH}.sum
-  COMMAND ${CMAKE_COMMAND} -DGCH=${TDFX_PCH_GCH} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-          -DBINARY_DIR=${PROJECT_BINARY_DIR}
-          -DFLAGS_FILE=${PROJECT_BINARY_DIR}/CMakeFiles/tdfx_pch.dir/flags.make
-          -DCOMPILER=${CMAKE_CXX_COMPILER} -P ${PROJECT_SOURCE_DIR}/cmake/pch_sum.cmake
-  DEPENDS ${TDFX_PCH_GCH} ${PROJECT_SOURCE_DIR}/cmake/pch_sum.cmake
-  COMMENT "Writing the precompiled header's identity for ccache"
-  VERBATIM)
-add_custom_target(tdfx_pch_sum DEPENDS ${TDFX_PCH_GCH}.sum)
-add_dependencies(tdfx_pch_sum tdfx_pch)
+# of it and before any target compiles with it: where ccache is told to read it
+# (TDFX_PCH_IDENTITY, CMakeLists.txt).
+if(TDFX_PCH_IDENTITY)
+  set(TDFX_PCH_GCH ${PROJECT_BINARY_DIR}/CMakeFiles/tdfx_pch.dir/cmake_pch.hxx.gch)
+  add_custom_command(
+    OUTPUT ${TDFX_PCH_GCH}.sum
+    COMMAND ${CMAKE_COMMAND} -DGCH=${TDFX_PCH_GCH} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+            -DBINARY_DIR=${PROJECT_BINARY_DIR}
+            -DFLAGS_FILE=${PROJECT_BINARY_DIR}/CMakeFiles/tdfx_pch.dir/flags.make
+            -DCOMPILER=${CMAKE_CXX_COMPILER} -P ${PROJECT_SOURCE_DIR}/cmake/pch_sum.cmake
+    DEPENDS ${TDFX_PCH_GCH} ${PROJECT_SOURCE_DIR}/cmake/pch_sum.cmake
+    COMMENT "Writing the precompiled header's identity for ccache"
+    VERBATIM)
+  add_custom_target(tdfx_pch_sum DEPENDS ${TDFX_PCH_GCH}.sum)
+  add_dependencies(tdfx_pch_sum tdfx_pch)
+endif()
 
 # tdfx_use_shared_pch(TARGET): TARGET compiles with the shared precompiled header.
 function(tdfx_use_shared_pch target)
   target_precompile_headers(${target} REUSE_FROM tdfx_pch)
-  add_dependencies(${target} tdfx_pch_sum)
+  if(TARGET tdfx_pch_sum)
+    add_dependencies(${target} tdfx_pch_sum)
+  endif()
   target_compile_options(${target} PRIVATE -Winvalid-pch)
 endfunction()
 
