@@ -13,8 +13,10 @@ command failed.
 
 How the pages write commands (the conventions this script reads):
 
-- A block opened with ```sh holds commands. Other blocks (```cpp, ```python, ```cmake, ```text
-  for a synopsis, plain ```) are not run.
+- A block opened with ```sh holds commands. A block opened with ```python is one script, run
+  with python3 (PYTHONPATH holding the repository's python/) in the page's scratch folder: it
+  must exit 0, and what it prints is not compared. Other blocks (```cpp, ```cmake, ```text for
+  a synopsis, plain ```) are not run.
 - A block in which some line starts with "$ " is a transcript: each "$ " line is a command
   (continued on the next line while it ends in a backslash), and the lines up to the next "$ "
   line are what it printed (stdout and stderr as a terminal shows them). That output is
@@ -61,11 +63,15 @@ class Command:
         self.status = 0  # the exit status the page says
         self.not_run = None  # the reason, when the page marks it
         self.no_output = None  # the reason output is not compared, when marked
+        self.python = False  # a ```python block: the text is a script for python3
 
     def where(self):
         return f"{self.page}:{self.line}"
 
     def shown(self):
+        if self.python:
+            lines = self.text.split("\n")
+            return f"(python, {len(lines)} lines) {lines[0]}"
         return self.text.replace("\\\n", "\\\n    ")
 
 
@@ -86,6 +92,18 @@ def commands_of(page, text):
     found = []
     i = 0
     while i < len(lines):
+        if lines[i].strip() == "```python":
+            before = lines[i - 1].strip() if i > 0 else ""
+            not_run = NOT_RUN.match(before)
+            end = i + 1
+            while end < len(lines) and lines[end].strip() != "```":
+                end += 1
+            command = Command(page, i + 2, "\n".join(lines[i + 1:end]))
+            command.python = True
+            command.not_run = not_run.group(1) if not_run else None
+            found.append(command)
+            i = end + 1
+            continue
         if lines[i].strip() != "```sh":
             if lines[i].lstrip().startswith("```"):  # another block: skip to its end
                 i += 1
@@ -196,6 +214,7 @@ def run_all(root, bin_dir, work):
     """Runs every page's commands; returns (ran, failures, not_run) and prints as it goes."""
     ran, failures, not_run = [], [], []
     env = environment(bin_dir)
+    python_env = dict(env, PYTHONPATH=os.path.join(os.path.abspath(root), "python"))
     for page_path in pages_of(root):
         page = os.path.relpath(page_path, root)
         with open(page_path, encoding="utf-8") as f:
@@ -208,9 +227,15 @@ def run_all(root, bin_dir, work):
                 not_run.append(command)
                 continue
             try:
-                done = subprocess.run(["bash", "-c", command.text], cwd=folder, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, timeout=TIMEOUT_S)
+                if command.python:
+                    done = subprocess.run(["python3", "-"], cwd=folder, env=python_env,
+                                          input=command.text.encode("utf-8"),
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          timeout=TIMEOUT_S)
+                else:
+                    done = subprocess.run(["bash", "-c", command.text], cwd=folder, env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, timeout=TIMEOUT_S)
                 status, printed = done.returncode, done.stdout.decode("utf-8", "replace")
             except subprocess.TimeoutExpired:
                 status, printed = None, f"(still running after {TIMEOUT_S} s: stopped)\n"
@@ -286,7 +311,12 @@ $ date +%N
 ```
 
 ```python
-import this_is_not_run
+import json
+print(json.dumps({"fine": True}))
+```
+
+```python
+import this_module_does_not_exist             # the planted broken script
 ```
 """
 
@@ -298,14 +328,16 @@ def self_test():
         ran, failures, not_run = run_all(root, None, os.path.join(root, "work"))
     summary(ran, failures, not_run)
     failed = sorted(command.line for command in failures)
-    expected_failed = [10, 20, 25]  # ls of a missing file; echo's output; true's status
-    ok = (failed == expected_failed and len(ran) == 8 and len(not_run) == 1 and
+    # ls of a missing file; echo's output; true's status; the broken script
+    expected_failed = [10, 20, 25, 42]
+    ok = (failed == expected_failed and len(ran) == 10 and len(not_run) == 1 and
           not_run[0].text.startswith("apt-get"))
     if not ok:
-        print(f"self-test: expected lines {expected_failed} to fail among 8 run and 1 marked; "
+        print(f"self-test: expected lines {expected_failed} to fail among 10 run and 1 marked; "
               f"got {failed} among {len(ran)} run and {len(not_run)} marked")
         return 1
-    print("self-test: the planted broken command, wrong output and wrong status were found, "
+    print("self-test: the planted broken command, wrong output, wrong status and broken script "
+          "were found, "
           "alone, and the marked command was not run")
     return 0
 
