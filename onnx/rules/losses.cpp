@@ -80,11 +80,12 @@ Value bce_logits_rule(Converter& c) {
 
 const char* kReductions[] = {"none", "mean", "sum"};
 
-Value nll_loss_rule(Converter& c) {
-  // nll_loss(x, target, weight, reduction, ignore_index).
+// A loss over class indices, as ONNX's `op` computes it: inputs (x, target, weight?) and the
+// attributes reduction (argument 3) and ignore_index (argument 4).
+Value class_loss(Converter& c, const char* op) {
   std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
   if (!c.is_none(2)) inputs.push_back(c.tensor(2));
-  NodeProto* n = c.emit("NegativeLogLikelihoodLoss", inputs);
+  NodeProto* n = c.emit(op, inputs);
   const int64_t reduction = c.int_arg(3);
   if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
   set_attr(n, "reduction", std::string(kReductions[reduction]));
@@ -92,18 +93,16 @@ Value nll_loss_rule(Converter& c) {
   return tensor_value(n->output(0));
 }
 
+Value nll_loss_rule(Converter& c) {
+  // nll_loss(x, target, weight, reduction, ignore_index).
+  return class_loss(c, "NegativeLogLikelihoodLoss");
+}
+
 Value cross_entropy_rule(Converter& c) {
   // cross_entropy_loss(x, target, weight, reduction, ignore_index, label_smoothing).
   if (c.double_arg(5) != 0.0) c.refuse("label smoothing");
   if (c.dtype_of(1) != c10::kLong) c.refuse("class probabilities as targets");
-  std::vector<std::string> inputs{c.tensor(0), c.tensor(1)};
-  if (!c.is_none(2)) inputs.push_back(c.tensor(2));
-  NodeProto* n = c.emit("SoftmaxCrossEntropyLoss", inputs);
-  const int64_t reduction = c.int_arg(3);
-  if (reduction < 0 || reduction > 2) c.refuse("an unknown reduction");
-  set_attr(n, "reduction", std::string(kReductions[reduction]));
-  set_attr(n, "ignore_index", c.int_arg(4));
-  return tensor_value(n->output(0));
+  return class_loss(c, "SoftmaxCrossEntropyLoss");
 }
 
 Value cosine_similarity_rule(Converter& c) {
