@@ -90,9 +90,12 @@ std::string identifier_from(std::string_view raw) {
   // Most names are identifiers already. (ASCII tests, not the locale's: the same bytes are
   // legal in every locale, and these run for every node a pass makes.)
   if (is_python_identifier(raw)) return std::string(raw);
-  // Runs of characters illegal in an identifier become one '_'.
+  // Runs of characters illegal in an identifier become one '_'; a leading digit gets a '_'
+  // before it (`0.module.fc.weight` becomes `_0_module_fc_weight`), written first so that the
+  // name is made in one buffer.
   std::string candidate;
   candidate.reserve(raw.size() + 1);
+  if (!raw.empty() && is_ascii_digit(raw[0])) candidate += '_';
   bool in_illegal_run = false;
   for (const char c : raw) {
     if (is_identifier_char(c)) {
@@ -104,7 +107,6 @@ std::string identifier_from(std::string_view raw) {
     }
   }
   if (candidate.empty()) candidate = "_";
-  if (is_ascii_digit(candidate[0])) candidate = "_" + candidate;
   return candidate;
 }
 

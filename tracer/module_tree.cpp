@@ -33,7 +33,10 @@ std::string join_path(const std::string& a, const std::string& b) {
 std::string strip_path_prefix(const std::string& path, const std::string& prefix) {
   if (prefix.empty()) return path;
   if (path == prefix) return "";
-  if (path.rfind(prefix + ".", 0) == 0) return path.substr(prefix.size() + 1);
+  if (path.size() > prefix.size() && path[prefix.size()] == '.' &&
+      path.compare(0, prefix.size(), prefix) == 0) {
+    return path.substr(prefix.size() + 1);
+  }
   return path;
 }
 
@@ -49,9 +52,10 @@ class PipelineWalk {
 
   void walk(const TensorDictModuleBase& module, const std::string& path,
             const std::vector<std::pair<int, int>>& levels) {
+    const std::string inner = join_path(path, "module");
     PipelinePlace place;
     place.path = strip_path_prefix(path, strip_);
-    place.inner_path = strip_path_prefix(join_path(path, "module"), strip_);
+    place.inner_path = strip_path_prefix(inner, strip_);
     place.levels = levels;
     const auto* seq = dynamic_cast<const TensorDictSequential*>(&module);
     if (seq) place.level = sequentials_++;
@@ -59,10 +63,13 @@ class PipelineWalk {
     visit_(module, std::move(place));
     if (!seq) return;
     const auto& children = seq->children_modules();
+    std::vector<std::pair<int, int>> child_levels;
+    child_levels.reserve(levels.size() + 1);
+    child_levels.emplace_back(level, 0);
+    child_levels.insert(child_levels.end(), levels.begin(), levels.end());
     for (size_t i = 0; i < children.size(); ++i) {
-      auto child_levels = levels;
-      child_levels.insert(child_levels.begin(), {level, static_cast<int>(i)});
-      walk(*children[i], join_path(join_path(path, "module"), std::to_string(i)), child_levels);
+      child_levels.front().second = static_cast<int>(i);
+      walk(*children[i], inner + "." + std::to_string(i), child_levels);
     }
   }
 
