@@ -34,14 +34,15 @@ install(CODE "
 # Headers: include/tdfx/COMPONENT/*.h and the umbrella include/tdfx/tdfx.h, the layout
 # the build tree sees through <build>/include (cmake/tdfx.cmake).
 # Internal headers stay in the build tree, by component: the tracer's recorder and the passes
-# over a recording, the graph's compiled plan, the drawing helper process and subgraph
-# grouping, the archive's parts (format constants, JSON writing and checks, graph and tensor
-# readers, the module table, pickles, zip), the ONNX converter and its rules. No installed
-# header includes them (tests/consumer/run.sh checks every installed header's includes).
+# over a recording, the graph's compiled plan, module calls and operator table, the drawing
+# helper process and subgraph grouping, the archive's parts (format constants, JSON writing and
+# checks, graph and tensor readers, the module table, pickles, zip), the ONNX converter and its
+# rules. No installed header includes them (tests/consumer/run.sh checks every installed
+# header's includes).
 set(TDFX_INTERNAL_tracer dispatch_recorder.h dispatch_trace.h dynamic_batch.h fx_view.h
                          leaf_calls.h lower_view.h method_calls.h name_scopes.h program_pass.h
                          state_restore.h traced_view.h)
-set(TDFX_INTERNAL_graph plan.h module_call.h)
+set(TDFX_INTERNAL_graph plan.h module_call.h op_table.h)
 set(TDFX_INTERNAL_viz helper_process.h subgraph_groups.h)
 set(TDFX_INTERNAL_export archive_format.h archive_tensors.h graph_reader.h json_checks.h
                          module_table.h program_json.h tensor_pickle.h zip.h)

@@ -5,7 +5,9 @@
 /// graph runs only pure tensor computation: every aten operator must be on
 /// an allowlist of tensor math, shape and creation operators (no file,
 /// storage or raw-pointer operators such as `aten::from_file`, `aten::set_`,
-/// `aten::as_strided`), and constant sizes must fit a memory budget.
+/// `aten::as_strided`), and constant sizes must fit a memory budget. The
+/// allowlist, the refusal reasons and the counted creation operators are facts
+/// of the operator table (graph/op_table.cpp), which this file reads.
 
 #include <cstdint>
 #include <string_view>

@@ -1,10 +1,10 @@
 #include "tdfx/graph/effects.h"
 
-#include <set>
 #include <string_view>
 #include <unordered_map>
 
 #include "tdfx/graph/graph.h"
+#include "tdfx/graph/op_table.h"
 
 namespace tdfx {
 namespace {
@@ -41,44 +41,32 @@ bool writes_running_stats(const Node& node) {
 
 constexpr std::string_view kUninitialised = "uninitialised";
 
-// The ops that draw random numbers whatever their arguments.
-const std::set<std::string_view>& random_ops() {
-  static const std::set<std::string_view> random = {
-      "bernoulli", "multinomial", "normal",  "poisson",      "rand",    "rand_like",
-      "randn",     "randn_like",  "randint", "randint_like", "randperm"};
-  return random;
-}
-
-// What an operator's schema and name say of its effect, worked out once per operator and
-// thread (aten_call_effect runs for every node of every pass that looks for effects): the
-// effect, or which of its arguments decide it.
+// What an operator's schema and the operator table say of its effect, worked out once per
+// operator and thread (aten_call_effect runs for every node of every pass that looks for
+// effects): the effect, or which of its arguments decide it.
 struct OperatorEffect {
-  enum class Decider : uint8_t { kNone, kTrainingArg2, kTrainingArg3, kRunningStats };
+  enum class Decider : uint8_t { kNone, kTrainingArg, kRunningStats };
   std::string_view effect;  // when decided by the operator alone
   Decider decider = Decider::kNone;
+  uint8_t training_arg = 0;  // for kTrainingArg: the argument that says it is training
 };
 
 OperatorEffect operator_effect(const c10::FunctionSchema& schema, const std::string& name) {
   using Decider = OperatorEffect::Decider;
   if (schema.is_mutable()) return {"mutates"};
   if (schema.returns().empty()) return {"asserts"};
-  // The dropouts draw only when training (their third argument; rrelu's fourth).
-  static const std::set<std::string_view> dropouts = {"dropout",        "feature_dropout",
-                                                      "alpha_dropout",  "feature_alpha_dropout",
-                                                      "native_dropout", "rrelu"};
-  static const std::set<std::string_view> allocations = {"empty", "empty_like", "new_empty",
-                                                         "empty_strided", "new_empty_strided"};
-  if (random_ops().count(name)) return {"random"};
-  if (dropouts.count(name)) {
-    return {"", name == "rrelu" ? Decider::kTrainingArg3 : Decider::kTrainingArg2};
-  }
+  const detail::OpRow* row = detail::find_op(name);
+  const auto has = [row](detail::OpFact fact) { return row && row->has(fact); };
+  if (has(detail::OpFact::kRandom)) return {"random"};
+  // The dropouts and rrelu draw only when training.
+  if (has(detail::OpFact::kDropoutLike)) return {"", Decider::kTrainingArg, row->training_arg};
   for (const c10::Argument& formal : schema.arguments()) {
     c10::TypePtr type = formal.real_type();
     if (auto optional = type->cast<c10::OptionalType>()) type = optional->getElementType();
     if (type->kind() == c10::TypeKind::GeneratorType) return {"random"};
   }
-  if (updates_running_stats(name)) return {"", Decider::kRunningStats};
-  if (allocations.count(name)) return {kUninitialised};
+  if (has(detail::OpFact::kRunningStats)) return {"", Decider::kRunningStats};
+  if (has(detail::OpFact::kUninitialised)) return {kUninitialised};
   return {};
 }
 
@@ -104,10 +92,8 @@ std::string_view aten_call_effect(const Node& node) {
   switch (effect.decider) {
     case OperatorEffect::Decider::kNone:
       return effect.effect;
-    case OperatorEffect::Decider::kTrainingArg2:
-      return arg_is_true(node, 2) ? "random" : "";
-    case OperatorEffect::Decider::kTrainingArg3:
-      return arg_is_true(node, 3) ? "random" : "";
+    case OperatorEffect::Decider::kTrainingArg:
+      return arg_is_true(node, effect.training_arg) ? "random" : "";
     case OperatorEffect::Decider::kRunningStats:
       return writes_running_stats(node) ? "running stats" : "";
   }
@@ -120,7 +106,7 @@ std::string_view aten_call_effect(const Node& node) {
 std::string_view method_name_effect(const Node& node) {
   const std::string& name = node.target().str();
   if (name.size() > 1 && name.back() == '_' && name.front() != '_') return "mutates";
-  return random_ops().count(name) ? "random" : "";
+  return detail::op_has(name, detail::OpFact::kRandom) ? "random" : "";
 }
 
 }  // namespace
@@ -144,8 +130,7 @@ std::string_view effect_of(const Node& node) {
 }
 
 bool updates_running_stats(std::string_view op_name) {
-  return op_name == "batch_norm" || op_name == "instance_norm" || op_name == "native_batch_norm" ||
-         op_name == "_batch_norm_impl_index";
+  return detail::op_has(op_name, detail::OpFact::kRunningStats);
 }
 
 bool has_effect(const Node& node) {

@@ -3,7 +3,9 @@
 /// \file
 /// The one rule of what a node does besides giving its result, which every pass that removes
 /// or reorders nodes asks: Graph::eliminate_dead_code, and the tracer's liveness
-/// (tracer/leaf_calls.h); and which inputs a graph writes into (inputs_written).
+/// (tracer/leaf_calls.h); and which inputs a graph writes into (inputs_written). What an
+/// operator's schema does not say (whether it is random, dropout-like, an uninitialised
+/// allocation, or updates running statistics) comes from the operator table (graph/op_table.h).
 
 #include <string_view>
 #include <vector>
@@ -36,8 +38,9 @@ std::string_view effect_of(const Node& node);
 
 /// True for the normalisations whose kernels may update their running statistics (arguments 3
 /// and 4) although their schemas do not say so: `batch_norm`, `instance_norm`,
-/// `native_batch_norm` and `_batch_norm_impl_index` (names without `aten::`). The recorder
-/// and the rules above both ask this one list.
+/// `native_batch_norm` and `_batch_norm_impl_index` (names without `aten::`): the operator
+/// table's rows with that fact (graph/op_table.cpp). The recorder and the rules above both ask
+/// this one function.
 bool updates_running_stats(std::string_view op_name);
 
 /// For each placeholder of `graph`, in order: whether the graph writes into the tensor it is

@@ -39,11 +39,11 @@ another batch for a program traced with a static batch raises `ShapeError` (a
 The file may come from anyone. Nothing in it is evaluated: names become FX nodes only
 when they are plain identifiers torch.fx keeps as they are, module paths are dotted
 identifiers, operators are resolved by name on `torch.ops.aten` against the same
-allowlist of pure tensor operators tdfx's C++ loader uses (export/op_policy.cpp), and
-every size is checked before memory is given to it. Anything else - an unknown format
-version, node kind (op), operator, argument kind, dtype, a malformed signature or weight
-record - raises `ArchiveError` (a `ValueError`) naming the file, the node (`%relu`) or
-weight and what was expected.
+allowlist of pure tensor operators tdfx's C++ loader uses (export/op_policy.cpp, which
+reads it from graph/op_table.cpp), and every size is checked before memory is given to
+it. Anything else - an unknown format version, node kind (op), operator, argument kind,
+dtype, a malformed signature or weight record - raises `ArchiveError` (a `ValueError`)
+naming the file, the node (`%relu`) or weight and what was expected.
 """
 
 import functools
@@ -83,8 +83,8 @@ MAX_ARGUMENT_DEPTH = 16
 MAX_BODY_DEPTH = 8
 
 #: aten operators a loaded program may call (functional names; in-place variants such as
-#: `add_` are allowed when `add` is). The same list as export/op_policy.cpp's kAllowed:
-#: tests/python/test_loader.py fails when the two differ.
+#: `add_` are allowed when `add` is). The same list as the C++ loader's: the loadable rows
+#: of graph/op_table.cpp; tests/python/test_loader.py fails when the two differ.
 ALLOWED_OPERATORS = frozenset("""
     _assert_async _convolution _embedding_bag _log_softmax _pad_circular _pad_enum _softmax
     _to_copy _unsafe_view abs absolute acos acosh adaptive_avg_pool1d adaptive_avg_pool2d

@@ -4,7 +4,8 @@
 /// Which aten ops Python calls as Tensor methods: with TraceOptions::method_calls the graph
 /// builder records those as call_method nodes, as torch.fx records `x.view(...)`, so that
 /// the printed code is valid Python. A fact about torch 1.13's Python bindings, not about
-/// any layer or graph, checked against Python by tests/tracer/test_fx_code.cpp.
+/// any layer or graph, checked against Python by tests/tracer/test_fx_code.cpp, and kept as
+/// the operator table's method-only and in-place-function facts (graph/op_table.h).
 
 #include <string>
 

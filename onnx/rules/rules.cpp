@@ -1,15 +1,26 @@
-// The table of ONNX rules (rules.h): every family's rules, added once, by explicit calls.
+// The table of ONNX rules (rules.h): every family's rules, added once, by explicit calls, each
+// under an operator the operator table (graph/op_table.h) knows.
 
 #include "tdfx/onnx/rules/rules.h"
 
 #include <fmt/format.h>
 
+#include <string_view>
 #include <utility>
+
+#include "tdfx/graph/op_table.h"
 
 namespace tdfx::onnx_detail {
 
 void add_rules(RuleTable& table, RuleList entries) {
   for (const NamedRule& named : entries) {
+    // Registered against the operator table: by the operator's name, less any overload.
+    const std::string_view op = std::string_view(named.name).substr(0, named.name.find('.'));
+    if (!detail::find_op(op)) {
+      throw InternalError(fmt::format(
+          "onnx export: a rule for aten::{}, an operator graph/op_table.cpp has no row for",
+          named.name));
+    }
     if (!table.emplace(named.name, named.entry).second) {
       throw InternalError(fmt::format("onnx export: two rules for aten::{}", named.name));
     }

@@ -41,7 +41,9 @@ using RuleList = std::initializer_list<NamedRule>;
 /// Every rule: the table built on first use by the add_*_rules functions below.
 const RuleTable& rules();
 
-/// Adds `entries` to `table`. InternalError for an operator the table has a rule for already.
+/// Adds `entries` to `table`. InternalError for an operator the table has a rule for already,
+/// or one whose name (less any `.overload`) has no row in the operator table (graph/op_table.h):
+/// the rules are registered against that table.
 void add_rules(RuleTable& table, RuleList entries);
 
 // The families, each adding its rules to `table`.

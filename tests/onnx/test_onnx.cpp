@@ -30,6 +30,7 @@
 #include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/onnx/onnx_export.h"
+#include "tdfx/onnx/rules/rules.h"
 #include "tests/export/nn_layer_cases.h"
 #include "tests/onnx/ort_runner.h"
 #include "tests/support/golden.h"
@@ -675,6 +676,26 @@ TEST_CASE("onnx: the operator table is sorted and names what each operator becom
   } else {
     CHECK(readme.substr(body, to - body) == rendered);
   }
+}
+
+TEST_CASE("onnx: a rule is registered only under an operator the operator table knows") {
+  namespace od = tdfx::onnx_detail;
+  const od::Rule rule = [](od::Converter&) { return od::Value{}; };
+  od::RuleTable table;
+  // By name or by overload, as the families register them.
+  od::add_rules(table, {{"relu", {"Relu", rule}}, {"max.dim", {"ReduceMax", rule}}});
+  CHECK(table.size() == 2);
+  CHECK_THROWS_WITH_AS(od::add_rules(table, {{"as_strided", {"Identity", rule}}}),
+                       doctest::Contains("a rule for aten::as_strided, an operator "
+                                         "graph/op_table.cpp has no row for"),
+                       InternalError);
+  CHECK_THROWS_WITH_AS(od::add_rules(table, {{"from_file.overload", {"Identity", rule}}}),
+                       doctest::Contains("aten::from_file.overload"), InternalError);
+  CHECK_THROWS_WITH_AS(od::add_rules(table, {{"relu", {"Relu", rule}}}),
+                       doctest::Contains("two rules for aten::relu"), InternalError);
+  CHECK(table.size() == 2);
+  // Every rule the exporter has was registered so.
+  CHECK(od::rules().size() == onnx_operators().size());
 }
 
 namespace {

@@ -30,11 +30,12 @@ for each:
     program.json records, torch.fx.Interpreter runs it bit-identically, print_tabular
     prints a row per node.
 
-Then: ALLOWED_OPERATORS is export/op_policy.cpp's allowlist, and edited copies of the demo's
-archive (another version, an unknown node kind, operator or argument kind, a name that is
-not an identifier, a weight path that shadows nn.Module, ...) raise ArchiveError with the
-message expected. Anything missing (a binary, an archive, tabulate) is a failure, not a
-skip. Prints one line per check and `N passed, M failed`; exits 1 when any check failed.
+Then: ALLOWED_OPERATORS is the C++ allowlist (graph/op_table.cpp's loadable rows), and
+edited copies of the demo's archive (another version, an unknown node kind, operator or
+argument kind, a name that is not an identifier, a weight path that shadows nn.Module, ...)
+raise ArchiveError with the message expected. Anything missing (a binary, an archive,
+tabulate) is a failure, not a skip. Prints one line per check and `N passed, M failed`;
+exits 1 when any check failed.
 """
 
 import io
@@ -569,17 +570,21 @@ def check_refusals(checks, tdfx, demo, scratch):
 
 def check_allowlist(checks):
     def same():
-        with open(os.path.join(SOURCE_DIR, "export", "op_policy.cpp")) as f:
+        with open(os.path.join(SOURCE_DIR, "graph", "op_table.cpp")) as f:
             source = f.read()
-        table = re.search(r"kAllowed\[\] = \{(.*?)\};", source, re.S)
+        table = re.search(r"kRows\[\] = \{(.*?)\n\};", source, re.S)
         if not table:
-            return "no kAllowed table in export/op_policy.cpp"
-        cpp = set(re.findall(r'"([^"]+)"', table.group(1)))
+            return "no kRows table in graph/op_table.cpp"
+        # Rows read `{"name", facts, ...},`; the loadable ones are export/op_policy.cpp's allowlist.
+        rows = re.findall(r'\{"([^"]+)", ([^,}]+)', table.group(1))
+        if not rows:
+            return "no rows in graph/op_table.cpp's kRows"
+        cpp = {name for name, facts in rows if "kLoadable" in facts.split(" | ")}
         if cpp != tdfx_fx.ALLOWED_OPERATORS:
             return (f"only in C++: {sorted(cpp - tdfx_fx.ALLOWED_OPERATORS)}; only in Python: "
                     f"{sorted(tdfx_fx.ALLOWED_OPERATORS - cpp)}")
         return ""
-    checks.check("ALLOWED_OPERATORS is export/op_policy.cpp's allowlist", same)
+    checks.check("ALLOWED_OPERATORS is graph/op_table.cpp's loadable rows", same)
 
 
 def main(argv):
