@@ -134,6 +134,13 @@ std::string shape_of(const at::Tensor& t) {
 
 }  // namespace
 
+// What the recorder asks of an operator, worked out at its first call: its target, and
+// whether its kernel may write its running statistics (updates_running_stats).
+struct DispatchRecorder::OpInfo {
+  Target target;
+  bool norm = false;
+};
+
 // A tensor the recording follows: the node whose value it is, and a weak reference that keeps
 // its address from being reused by another tensor while the recording lasts (a freed
 // TensorImpl's memory stays until its weak references go).
@@ -220,7 +227,7 @@ class DispatchRecorder::FollowedTable {
 DispatchRecorder::DispatchRecorder(Graph& graph)
     : graph_(graph),
       followed_(std::make_unique<FollowedTable>()),
-      targets_(std::make_unique<std::unordered_map<const void*, Target>>()) {}
+      ops_(std::make_unique<std::unordered_map<const void*, OpInfo>>()) {}
 
 DispatchRecorder::~DispatchRecorder() = default;
 
@@ -333,15 +340,16 @@ Node* DispatchRecorder::node_of(const at::Tensor& tensor) const {
   return entry ? entry->node : nullptr;
 }
 
-const Target& DispatchRecorder::target_of(const c10::OperatorHandle& op) {
+const DispatchRecorder::OpInfo& DispatchRecorder::op_info(const c10::OperatorHandle& op) {
   // The schema lives in the dispatcher's entry for the op: one address per operator.
   const void* key = &op.schema();
-  auto it = targets_->find(key);
-  if (it != targets_->end()) return it->second;
+  auto it = ops_->find(key);
+  if (it != ops_->end()) return it->second;
   const c10::OperatorName& name = op.operator_name();
   const std::string qualified =
       name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
-  return targets_->emplace(key, Target::aten(qualified)).first->second;
+  return ops_->emplace(key, OpInfo{Target::aten(qualified), updates_running_stats(op.schema())})
+      .first->second;
 }
 
 Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argument& formal,
@@ -454,9 +462,10 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
     return;
   }
 
+  const OpInfo& info = op_info(op);
+  const bool norm = info.norm;
   Args args;
   args.reserve(arity);
-  const bool norm = updates_running_stats(schema);
   for (size_t i = 0; i < arity; ++i) {
     const c10::IValue& value = stack[first + i];
     args.push_back(argument(value, schema.arguments()[i], op));
@@ -464,7 +473,7 @@ void DispatchRecorder::record_op(const c10::OperatorHandle& op, std::vector<c10:
   }
   run();
   ++op_count_;
-  const Target& target = target_of(op);
+  const Target& target = info.target;
   const std::string name = numbered(fx_name(target, args, {}));
   Node* node = graph_.create_node(OpCode::kCallFunction, target, std::move(args), {}, name);
   const size_t returns = schema.returns().size();

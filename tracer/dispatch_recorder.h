@@ -167,13 +167,14 @@ class DispatchRecorder {
                     const c10::OperatorHandle& op);
   Node* created(Node* node);
   void save_before_write(const at::Tensor& tensor);
-  const Target& target_of(const c10::OperatorHandle& op);
+  struct OpInfo;
+  const OpInfo& op_info(const c10::OperatorHandle& op);
   void bind_result(const at::Tensor& tensor, Node* node);
   std::string numbered(const std::string& base);
 
   Graph& graph_;
   std::unique_ptr<FollowedTable> followed_;
-  std::unique_ptr<std::unordered_map<const void*, Target>> targets_;
+  std::unique_ptr<std::unordered_map<const void*, OpInfo>> ops_;
   std::vector<ValueReadCall> value_reads_;
   /// How many ops were named from each base name.
   std::unordered_map<std::string, int64_t> name_uses_;
