@@ -73,7 +73,7 @@ void check_graph(const Graph& graph, uint64_t budget, const std::string& where) 
           }
           fail<ArchiveError>(
               "{}: node %{} calls {}, which a loaded program may not run (only pure tensor "
-              "operators are allowed; see export/op_policy.cpp)",
+              "operators are allowed: tdfx::allowed_operators() lists them)",
               where, node->name(), node->target().str());
         }
         const bool counts = detail::op_has(op, detail::OpFact::kCountedCreation);
