@@ -120,6 +120,7 @@ std::vector<LiftedState> lift_parameters(
   // that node is lifted and its target replaced), the first read. Most paths are read once;
   // the further reads of the others are in `more_reads`, in graph order.
   std::unordered_map<std::string_view, Node*> attributes;
+  attributes.reserve(state.size() + constants.size());
   std::unordered_map<const Node*, std::vector<Node*>> more_reads;
   for (Node* node : graph.nodes()) {
     if (node->op() != OpCode::kGetAttr) continue;
@@ -157,7 +158,7 @@ std::vector<LiftedState> lift_parameters(
         graph.erase_node(read);
       }
     }
-    lifted.push_back({placeholder->name(), path, tensor, parameter, constant});
+    lifted.push_back({placeholder->name(), path, tensor, parameter, constant, placeholder});
   };
   for (const detail::StateTensor& entry : state) {
     lift(entry.path, entry.tensor, entry.parameter, false);

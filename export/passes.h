@@ -49,6 +49,8 @@ struct LiftedState {
   bool parameter = true;
   /// A tensor the module captured (a trace's `_tensor_constant0`), not the root's.
   bool constant = false;
+  /// The placeholder, in the graph lift_parameters was given.
+  const Node* placeholder = nullptr;
 };
 
 /// Replaces every get_attr node by a placeholder named `p_<path>` (parameter)

@@ -396,21 +396,25 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
   graph.eliminate_dead_code();
   GraphSignature signature;
   std::map<std::string, at::Tensor> weights;
-  for (LiftedState& lifted : lift_parameters(graph, state, constants)) {
+  NodeSet lifted_placeholders;
+  std::vector<LiftedState> lifted_state = lift_parameters(graph, state, constants);
+  signature.inputs.reserve(lifted_state.size() + input_keys.size());
+  for (LiftedState& lifted : lifted_state) {
+    lifted_placeholders.insert(lifted.placeholder);
+    weights.emplace(lifted.name, std::move(lifted.tensor));
     signature.inputs.push_back({lifted.constant    ? InputKind::kConstant
                                 : lifted.parameter ? InputKind::kParameter
                                                    : InputKind::kBuffer,
-                                lifted.name,
-                                lifted.path,
+                                std::move(lifted.name),
+                                std::move(lifted.path),
                                 {}});
-    weights[lifted.name] = std::move(lifted.tensor);
   }
   // User placeholders come in the order their keys were read; each is
   // called by its key's joined name, which need not be an identifier.
   size_t next_key = 0;
   for (const Node* node : graph.nodes()) {
     if (node->op() != OpCode::kPlaceholder) continue;
-    if (weights.count(node->name())) continue;
+    if (lifted_placeholders.contains(node)) continue;
     if (next_key >= input_keys.size()) {
       throw InternalError("export_program: more user placeholders than keys read");
     }
@@ -479,12 +483,12 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
     described.emplace(call.module, &call.module_type);
   }
   std::vector<ModuleBox> modules = detail::pipeline_modules(
-      recorded.layout.places, recorded.layout.state, [&](const TensorDictModule& m) {
+      recorded.layout.places, *recorded.layout.table, [&](const TensorDictModule& m) {
         const auto it = described.find(&m);
         return it == described.end() ? nullptr : it->second;
       });
-  return export_program_graph(std::move(program.graph), "", recorded.layout.state, constants,
-                              program.input_keys, program.out_keys,
+  return export_program_graph(std::move(program.graph), "", recorded.layout.table->state(),
+                              constants, program.input_keys, program.out_keys,
                               detail::specialisation_of(recorded), std::move(modules));
 }
 
@@ -494,10 +498,11 @@ ExportedProgram export_program(const TDGraphModule& traced) {
   for (const auto& [path, tensor] : traced.constants()) {
     constants.emplace(detail::join_path(traced.root_prefix(), path), tensor);
   }
-  const std::vector<detail::StateTensor> state = detail::state_tensors(*traced.pipeline());
-  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(), state, constants,
-                              traced.input_keys(), traced.out_keys(), traced.batch_specialisation(),
-                              detail::pipeline_modules(*traced.pipeline(), "", state));
+  const detail::ModuleTable table(*traced.pipeline());
+  return export_program_graph(traced.program_graph().copy(), traced.root_prefix(), table.state(),
+                              constants, traced.input_keys(), traced.out_keys(),
+                              traced.batch_specialisation(),
+                              detail::pipeline_modules(*traced.pipeline(), "", table));
 }
 
 }  // namespace tdfx

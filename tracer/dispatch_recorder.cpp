@@ -151,6 +151,8 @@ struct DispatchRecorder::Followed {
   Node* node = nullptr;
   /// For a parameter or buffer: its path, read by a get_attr node made at its first use.
   std::string path;
+  /// For a parameter or buffer: its index in the state list (bind_state).
+  size_t index = kNoState;
   /// For a parameter or buffer: saved before its first write.
   bool state = false;
   bool saved = false;
@@ -263,13 +265,14 @@ void DispatchRecorder::bind_result(const at::Tensor& tensor, Node* node) {
   followed_->get_or_add(tensor).node = node;
 }
 
-const std::string& DispatchRecorder::bind_state(const at::Tensor& tensor, std::string path) {
+size_t DispatchRecorder::bind_state(const at::Tensor& tensor, std::string path, size_t index) {
   if (!tensor.defined()) throw InternalError("DispatchRecorder::bind_state: an undefined tensor");
   Followed& entry = followed_->get_or_add(tensor);
-  if (entry.state) return entry.path;  // shared by two modules: read at its first path
+  if (entry.state) return entry.index;  // shared by two modules: read at its first path
   entry.state = true;
   entry.path = std::move(path);
-  return entry.path;
+  entry.index = index;
+  return index;
 }
 
 void DispatchRecorder::save_before_write(const at::Tensor& tensor) {
@@ -404,6 +407,7 @@ Argument DispatchRecorder::argument(const c10::IValue& value, const c10::Argumen
       meta.dtype = t.scalar_type();
       meta.shape = t.sizes().vec();
       meta.device = t.device();
+      if (entry->index != kNoState) state_reads_.set(read, entry->index);
       entry->node = created(read);
     }
     return entry->node;

@@ -98,12 +98,17 @@ class DispatchRecorder {
   /// Makes `tensor` the value of `node` (an input or a parameter): ops that read it read
   /// `node`. `tensor` must be defined.
   void bind(const at::Tensor& tensor, Node* node);
-  /// Makes `tensor` a parameter or buffer, read by a get_attr node of `path` that is created
-  /// where an op first reads it. An op that writes it (in place, or as batch_norm writes its
+  /// Makes `tensor` the parameter or buffer at `index` in the caller's state list, read by a
+  /// get_attr node of `path` that is created where an op first reads it (take_state_reads() says
+  /// which index it reads). An op that writes it (in place, or as batch_norm writes its
   /// running statistics) saves a copy of it first, so that restore_state() can put it back:
-  /// nothing is copied up front. Returns the path it is read by: `path`, or the first path
-  /// it was bound to (a layer shared by two modules).
-  const std::string& bind_state(const at::Tensor& tensor, std::string path);
+  /// nothing is copied up front. Returns the index it is read by: `index`, or the one it was
+  /// first bound at (a layer shared by two modules), whose path its get_attr reads.
+  size_t bind_state(const at::Tensor& tensor, std::string path, size_t index);
+  /// Takes the state index (bind_state) each get_attr of a parameter or buffer reads, kNoState
+  /// for every other node: the recording keeps it.
+  NodeTable<size_t> take_state_reads() { return std::move(state_reads_); }
+  static constexpr size_t kNoState = static_cast<size_t>(-1);
   /// Writes back every state tensor the recording changed, as it was before its first write.
   void restore_state();
   /// The node whose value `tensor` now is, or nullptr when the recording does not follow it.
@@ -180,6 +185,7 @@ class DispatchRecorder {
   std::unordered_map<std::string, int64_t> name_uses_;
   /// State tensors written during the recording, with their values before the first write.
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+  NodeTable<size_t> state_reads_{kNoState};
   /// Autograd's grad mode when record() began, and grad_mode_changed_at().
   bool grad_mode_ = true;
   std::string grad_mode_changed_at_;

@@ -65,6 +65,7 @@ class ProgramHook : public KeyAccessHook {
     }
     out_.graph.output(tuple(std::move(results)));
     out_.composites = recorder_.take_composites();
+    out_.node_state = recorder_.take_state_reads();
     out_.batch = example_batch(example_);
     return std::move(out_);
   }
@@ -169,25 +170,24 @@ class ProgramHook : public KeyAccessHook {
     return path;
   }
 
-  void bind_parameters_and_buffers() {
-    for (const StateTensor& state : layout_.state) {
-      std::string bound = bind_state(state.path, state.tensor);
-      if (state.parameter) out_.parameter_paths.push_back(std::move(bound));
-    }
-  }
-
   // A tensor registered at several paths (a layer shared by two TensorDictModules) is read at
   // its first; the recording keeps them all.
-  // Returns its path from the graph root.
-  std::string bind_state(std::string path, const at::Tensor& tensor) {
-    const std::string& first = recorder_.bind_state(tensor, path);
-    if (first != path) {
-      std::vector<std::string>& paths = out_.state_paths[first];
-      if (paths.empty()) paths.push_back(first);
-      paths.push_back(path);
+  void bind_parameters_and_buffers() {
+    out_.table = layout_.table;
+    const std::vector<StateTensor>& state = layout_.table->state();
+    out_.first_state.reserve(state.size());
+    for (size_t i = 0; i < state.size(); ++i) {
+      const std::string& path = state[i].path;
+      const size_t first = recorder_.bind_state(state[i].tensor, path, i);
+      out_.first_state.push_back(first);
+      if (first != i) {
+        const std::string& first_path = state[first].path;
+        std::vector<std::string>& paths = out_.state_paths[first_path];
+        if (paths.empty()) paths.push_back(first_path);
+        paths.push_back(path);
+      }
+      out_.state.emplace(path, state[i].tensor);
     }
-    out_.state.emplace(path, tensor);
-    return path;
   }
 
   // Ops run under another grad mode than the trace's (`{ torch::NoGradGuard g; ... }` in a
@@ -326,7 +326,7 @@ PipelineLayout pipeline_layout(TensorDictModuleBase& module, const std::string& 
     layout.calls[td_module].push_back(std::move(call));
     layout.places.emplace_back(&m, std::move(place));
   });
-  layout.state = state_tensors(module, strip_prefix);
+  layout.table = std::make_shared<const ModuleTable>(module, strip_prefix);
   return layout;
 }
 

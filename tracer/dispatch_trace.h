@@ -15,6 +15,7 @@
 /// passes give their own nodes the module that ran them (give_module), so that no module
 /// string is copied into every recorded node.
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -100,8 +101,14 @@ struct PipelineRecording {
   /// TensorDictModules), every path, by the path its get_attr reads (the first, which comes
   /// first). A tensor with one path has no entry.
   std::unordered_map<std::string, std::vector<std::string>> state_paths;
-  /// The path of every parameter (each path of a shared one), in named_parameters order.
-  std::vector<std::string> parameter_paths;
+  /// The pipeline's modules, parameters and buffers (the layout's).
+  std::shared_ptr<const ModuleTable> table;
+  /// For each get_attr of a parameter or buffer, the index in table->state() of the path it
+  /// reads; kNone for every other node.
+  NodeTable<size_t> node_state{kNone};
+  /// For each index in table->state(), the index whose path a get_attr reads that tensor at:
+  /// itself, or the first path of a tensor registered at several.
+  std::vector<size_t> first_state;
   /// The paths of the tensors the pipeline captured (no input, parameter or buffer, nor
   /// computed from them), lifted as constants in the order first read; `state` holds them too.
   std::vector<std::string> constants;
@@ -157,9 +164,9 @@ struct PipelineLayout {
   std::unordered_map<const TensorDictModule*, std::vector<RecordedCall>> calls;
   /// Number of TensorDictSequential levels (level 0 is the root).
   int level_count = 1;
-  /// Parameters first, then defined buffers, in module order (state_tensors), with paths
-  /// from the graph root.
-  std::vector<StateTensor> state;
+  /// The pipeline's modules, and its parameters then defined buffers in module order, with
+  /// paths from the graph root; every recording of the layout shares it.
+  std::shared_ptr<const ModuleTable> table;
   /// Every module of the pipeline with its place, in walk order: what the module view's boxes
   /// are made from (detail::pipeline_modules) without walking the pipeline again.
   PipelinePlaces places;

@@ -4,6 +4,7 @@
 #include <set>
 #include <string_view>
 
+#include "tdfx/core/error.h"
 #include "tdfx/graph/effects.h"
 #include "tdfx/tracer/builtin_layers.h"
 #include "tdfx/tracer/module_tree.h"
@@ -109,37 +110,29 @@ Node* StateUpdates::state_of(Node* node) const {
 namespace {
 
 class LeafCallFinder {
-  /// Paths (views) and the get_attr node reading each: state_by_path_.
-  using StatePaths = std::vector<std::pair<std::string_view, Node*>>;
-
  public:
   LeafCallFinder(const Graph& graph, const PipelineRecording& recording, const LiveNodes& live,
                  const StateUpdates& updates, const TraceOptions& options)
-      : recording_(recording), live_(live), updates_(updates), options_(options) {
+      : recording_(recording),
+        table_(*recording.table),
+        live_(live),
+        updates_(updates),
+        options_(options) {
     call_nodes_.resize(recording.calls.size());
-    parameter_paths_.assign(recording.parameter_paths.begin(), recording.parameter_paths.end());
-    std::sort(parameter_paths_.begin(), parameter_paths_.end());
+    // The get_attr node reading each tensor, at the first path of each (the last read where
+    // there are several).
+    std::vector<Node*> read_at(table_.state().size(), nullptr);
     for (Node* node : graph.nodes()) {
       if (node->op() == OpCode::kGetAttr) {
-        const std::string& path = node->target().str();
-        auto aliases = recording.state_paths.find(path);
-        if (aliases == recording.state_paths.end()) {
-          state_by_path_.emplace_back(path, node);
-        } else {
-          for (const std::string& alias : aliases->second) state_by_path_.emplace_back(alias, node);
-        }
+        const size_t index = recording.node_state.get(node);
+        if (index != PipelineRecording::kNone) read_at[index] = node;
         continue;
       }
       const size_t call = recording.call_of(node);
       if (call < recording.calls.size() && live.contains(node)) call_nodes_[call].push_back(node);
     }
-    // Sorted by path, the last read of a path kept where there are several.
-    std::stable_sort(state_by_path_.begin(), state_by_path_.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    auto last_of_each =
-        std::unique(state_by_path_.rbegin(), state_by_path_.rend(),
-                    [](const auto& a, const auto& b) { return a.first == b.first; });
-    state_by_path_.erase(state_by_path_.begin(), last_of_each.base());
+    state_node_.resize(read_at.size());
+    for (size_t i = 0; i < read_at.size(); ++i) state_node_[i] = read_at[recording.first_state[i]];
     for (const Node* out : graph.output_node()->input_nodes()) escaping_.insert(out);
     for (const RecordedCall& call : recording.calls) {
       for (const Node* out : call.outputs) {
@@ -171,20 +164,20 @@ class LeafCallFinder {
         add(std::move(leaf));
         continue;
       }
-      std::vector<std::string> chosen;
-      for (const auto& item : inner.named_modules("", false)) {
-        const std::string& sub = item.key();
-        bool inside_chosen = false;
-        for (const auto& outer : chosen) inside_chosen |= sub.rfind(outer + ".", 0) == 0;
-        if (inside_chosen) continue;
-        std::string target = join_path(call.inner_path, sub);
-        if (!is_leaf(options_, *item.value(), target)) continue;
+      const ModuleEntry* top = table_.find(inner, call.inner_path);
+      if (!top) {
+        throw InternalError("find_leaf_calls: the module table has no module at '" +
+                            call.inner_path + "'");
+      }
+      const std::vector<ModuleEntry>& modules = table_.modules();
+      for (size_t e = static_cast<size_t>(top - modules.data()) + 1; e < top->end;) {
+        const ModuleEntry& entry = modules[e];
         bool found = false;
-        for (LeafCall& leaf : calls_from_parameters(c, sub, std::move(target), *item.value())) {
-          found |= add(std::move(leaf));
+        if (is_leaf(options_, *entry.module, entry.path)) {
+          for (LeafCall& leaf : calls_from_parameters(c, entry)) found |= add(std::move(leaf));
         }
         // A leaf that outlines hides its children; one that does not shows theirs.
-        if (found) chosen.push_back(sub);
+        e = found ? entry.end : e + 1;
       }
     }
     return std::move(out_);
@@ -197,18 +190,22 @@ class LeafCallFinder {
   // parameter twice). A run becomes a call when it takes at least one tensor from outside,
   // gives at least one value, and holds the op its layer records (ops_a_call_records); others
   // stay inline as the ops they are (a weight read by user code, `torch.t(self.emb.weight)`).
-  // `target` is the leaf's path from the graph root.
-  std::vector<LeafCall> calls_from_parameters(size_t c, const std::string& sub, std::string target,
-                                              const torch::nn::Module& module) {
+  // `entry`: the leaf module, below call `c`'s wrapped module.
+  std::vector<LeafCall> calls_from_parameters(size_t c, const ModuleEntry& entry) {
+    const torch::nn::Module& module = *entry.module;
     const std::vector<Node*>& nodes = call_nodes_[c];
     params_.clear();
     bool any_param = false;
-    const std::string prefix = target + ".";
-    for (auto it = first_from(prefix);
-         it != state_by_path_.end() && it->first.substr(0, prefix.size()) == prefix; ++it) {
-      params_.insert(it->second);
-      any_param = true;
-    }
+    auto add_reads = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        if (Node* node = state_node_[i]) {
+          params_.insert(node);
+          any_param = true;
+        }
+      }
+    };
+    add_reads(entry.parameters_begin, entry.parameters_end);
+    add_reads(entry.buffers_begin, entry.buffers_end);
     std::vector<LeafCall> leaves;
     if (!any_param) return leaves;
     // In attention (and the transformer layers built on it), which reads its packed
@@ -216,8 +213,8 @@ class LeafCallFinder {
     // again starts the next call only once the call has read every parameter of the layer.
     std::vector<const Node*> required;
     if (reads_parameters_repeatedly(module)) {
-      for (const std::string_view path : parameters_under(prefix)) {
-        if (Node* node = state_at(path)) required.push_back(node);
+      for (size_t i = entry.parameters_begin; i < entry.parameters_end; ++i) {
+        if (Node* node = state_node_[i]) required.push_back(node);
       }
     }
     auto complete = [&] {
@@ -281,11 +278,13 @@ class LeafCallFinder {
       find_boundary(leaf);
       order_as_called(leaf);
       if (leaf.inputs.empty() || leaf.outputs.empty() || !records_its_op(module, leaf.nodes) ||
-          !reads_every_parameter(leaf, module, prefix)) {
+          !reads_every_parameter(leaf, entry)) {
         continue;
       }
-      leaf.target = target;
-      leaf.base_name = sub;
+      leaf.target = entry.path;
+      // Its path from the call's wrapped module.
+      const std::string& inner_path = recording_.calls[c].inner_path;
+      leaf.base_name = entry.path.substr(inner_path.empty() ? 0 : inner_path.size() + 1);
       leaf.module = &module;
       leaf.module_type = describe_module(module);
       leaf.call = c;
@@ -365,51 +364,20 @@ class LeafCallFinder {
     return last;
   }
 
-  // False when `leaf` leaves out a parameter of the built-in layer `module`: a call of a
+  // False when `leaf` leaves out a parameter of the built-in layer `entry`: a call of a
   // Linear reads its weight and its bias, so `F::linear(x, lin->weight)` is user code reading
   // the weight, not a call of `lin` (it would print as one, and seem to add the bias).
-  // `prefix`: the module's path from the graph root and a dot.
-  bool reads_every_parameter(const LeafCall& leaf, const torch::nn::Module& module,
-                             std::string_view prefix) {
-    if (!is_torch_nn(module)) return true;  // a declared leaf: any reads
+  bool reads_every_parameter(const LeafCall& leaf, const ModuleEntry& entry) {
+    if (!is_torch_nn(*entry.module)) return true;  // a declared leaf: any reads
     read_.clear();
     for (const Node* node : leaf.nodes) {
       for (Node* input : node->input_nodes()) read_.insert(updates_.state_of(input));
     }
-    for (const std::string_view path : parameters_under(prefix)) {
-      const Node* node = state_at(path);
+    for (size_t i = entry.parameters_begin; i < entry.parameters_end; ++i) {
+      const Node* node = state_node_[i];
       if (!node || !read_.contains(node)) return false;
     }
     return true;
-  }
-
-  // The first entry of state_by_path_ whose path is not before `path`.
-  StatePaths::const_iterator first_from(std::string_view path) const {
-    return std::lower_bound(
-        state_by_path_.begin(), state_by_path_.end(), path,
-        [](const auto& entry, std::string_view key) { return entry.first < key; });
-  }
-
-  // The get_attr node that reads the tensor at `path`, or nullptr.
-  Node* state_at(std::string_view path) const {
-    const auto it = first_from(path);
-    return it != state_by_path_.end() && it->first == path ? it->second : nullptr;
-  }
-
-  // The paths of the parameters of the module whose path and dot are `prefix`, and of its
-  // children: a range of the recording's parameter paths, sorted (parameter_paths_).
-  struct PathRange {
-    using It = std::vector<std::string_view>::const_iterator;
-    It b, e;
-    It begin() const { return b; }
-    It end() const { return e; }
-  };
-  PathRange parameters_under(std::string_view prefix) const {
-    const std::vector<std::string_view>& paths = parameter_paths_;
-    const auto first = std::lower_bound(paths.begin(), paths.end(), prefix);
-    auto last = first;
-    while (last != paths.end() && last->substr(0, prefix.size()) == prefix) ++last;
-    return {first, last};
   }
 
   // The nodes just before nodes[first] that belong to the leaf call [first, last] although
@@ -558,6 +526,7 @@ class LeafCallFinder {
   }
 
   const PipelineRecording& recording_;
+  const ModuleTable& table_;
   const LiveNodes& live_;
   const StateUpdates& updates_;
   const TraceOptions& options_;
@@ -570,11 +539,9 @@ class LeafCallFinder {
   /// parameters and what is derived from them alone; what the current run read; a run's or a
   /// call's nodes; a prelude's nodes kept; inputs visited.
   NodeSet params_, derived_, read_, members_, kept_, seen_;
-  /// get_attr nodes by each path of their tensor (views of the nodes' targets and of the
-  /// recording's aliases), sorted so a module's are one range.
-  StatePaths state_by_path_;
-  /// The recording's parameter paths, sorted: a module's are one range.
-  std::vector<std::string_view> parameter_paths_;
+  /// For each tensor of table_.state(), the get_attr node that reads it, or nullptr: a
+  /// module's are the ranges its ModuleEntry gives.
+  std::vector<Node*> state_node_;
   LeafCalls out_;
 };
 

@@ -3,7 +3,6 @@
 #include <optional>
 #include <sstream>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 
 #include "tdfx/core/error.h"
@@ -156,42 +155,21 @@ std::pair<int64_t, int64_t> elements(const torch::nn::Module& module) {
   return n;
 }
 
-/// Elements of the parameters and of the buffers under each module path of a state list
-/// (state_tensors): a tensor at `a.b.w` counts under `a` and under `a.b`.
-class StateElements {
- public:
-  explicit StateElements(const std::vector<detail::StateTensor>& state) {
-    under_.reserve(2 * state.size());
-    for (const detail::StateTensor& entry : state) {
-      if (!entry.tensor.defined()) continue;
-      const int64_t n = entry.tensor.numel();
-      auto add = [&](std::pair<int64_t, int64_t>& counts) {
-        (entry.parameter ? counts.first : counts.second) += n;
-      };
-      add(total_);
-      const std::string_view path = entry.path;
-      for (size_t dot = path.find('.'); dot != std::string_view::npos;
-           dot = path.find('.', dot + 1)) {
-        add(under_[path.substr(0, dot)]);
-      }
-    }
-  }
-  /// The elements under the module at `path` ("" for the root).
-  std::pair<int64_t, int64_t> under(const std::string& path) const {
-    if (path.empty()) return total_;
-    const auto it = under_.find(path);
-    return it == under_.end() ? std::pair<int64_t, int64_t>{0, 0} : it->second;
-  }
+/// The elements of the parameters and of the buffers of `module` at `path`, from `table` when
+/// given, else from its modules.
+std::pair<int64_t, int64_t> elements_at(const torch::nn::Module& module, const std::string& path,
+                                        const detail::ModuleTable* table) {
+  if (!table) return elements(module);
+  const detail::ModuleEntry* entry = table->find(module, path);
+  if (!entry)
+    throw InternalError("pipeline_modules: the module table has no module at '" + path + "'");
+  return table->elements(*entry);
+}
 
- private:
-  std::unordered_map<std::string_view, std::pair<int64_t, int64_t>> under_;
-  std::pair<int64_t, int64_t> total_{0, 0};
-};
-
-/// The module view's box of `module`, found at `place`; its element counts from `state` when
+/// The module view's box of `module`, found at `place`; its element counts from `table` when
 /// given, else from its modules.
 ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace& place,
-                 const StateElements* state, const std::string* label = nullptr) {
+                 const detail::ModuleTable* table, const std::string* label = nullptr) {
   ModuleBox box;
   box.path = place.path;
   box.in_keys = module.in_keys();
@@ -199,13 +177,12 @@ ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace
   if (const auto* seq = dynamic_cast<const TensorDictSequential*>(&module)) {
     box.type = "TensorDictSequential";
     box.sequential = true;
-    std::tie(box.parameters, box.buffers) = state ? state->under(place.path) : elements(*seq);
+    std::tie(box.parameters, box.buffers) = elements_at(*seq, place.path, table);
   } else if (const auto* td = dynamic_cast<const TensorDictModule*>(&module)) {
     const torch::nn::Module& inner = *td->inner_ptr();
     box.label = label ? *label : detail::describe_module(inner);
     box.type = detail::short_type(inner);
-    std::tie(box.parameters, box.buffers) =
-        state ? state->under(place.inner_path) : elements(inner);
+    std::tie(box.parameters, box.buffers) = elements_at(inner, place.inner_path, table);
   } else {
     box.type = detail::short_type(module);
   }
@@ -213,13 +190,13 @@ ModuleBox box_of(const TensorDictModuleBase& module, const detail::PipelinePlace
 }
 
 std::vector<ModuleBox> boxes_of(const TensorDictModuleBase& module, const std::string& strip_prefix,
-                                const StateElements* state) {
+                                const detail::ModuleTable* table) {
   std::vector<ModuleBox> boxes;
   detail::walk_pipeline(module, strip_prefix,
                         [&](const TensorDictModuleBase& m, const detail::PipelinePlace& place) {
                           // A root sequential is the graph itself, not a box in it.
                           if (place.level == 0) return;
-                          boxes.push_back(box_of(m, place, state));
+                          boxes.push_back(box_of(m, place, table));
                         });
   return boxes;
 }
@@ -233,21 +210,19 @@ std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
 
 std::vector<ModuleBox> detail::pipeline_modules(const TensorDictModuleBase& module,
                                                 const std::string& strip_prefix,
-                                                const std::vector<StateTensor>& state) {
-  const StateElements elements(state);
-  return boxes_of(module, strip_prefix, &elements);
+                                                const ModuleTable& table) {
+  return boxes_of(module, strip_prefix, &table);
 }
 
 std::vector<ModuleBox> detail::pipeline_modules(
-    const PipelinePlaces& places, const std::vector<StateTensor>& state,
+    const PipelinePlaces& places, const ModuleTable& table,
     const std::function<const std::string*(const TensorDictModule&)>& label_of) {
-  const StateElements elements(state);
   std::vector<ModuleBox> boxes;
   boxes.reserve(places.size());
   for (const auto& [module, place] : places) {
     if (place.level == 0) continue;  // a root sequential is the graph itself
     const auto* td = dynamic_cast<const TensorDictModule*>(module);
-    boxes.push_back(box_of(*module, place, &elements, td ? label_of(*td) : nullptr));
+    boxes.push_back(box_of(*module, place, &table, td ? label_of(*td) : nullptr));
   }
   return boxes;
 }

@@ -31,12 +31,11 @@ std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
                                         const std::string& strip_prefix);
 
 namespace detail {
-/// pipeline_modules with the element counts taken from `state`, the parameters and buffers of
-/// `module` as state_tensors(module, strip_prefix) lists them (a recording's layout holds
-/// them), instead of from walking each module's tree again.
+/// pipeline_modules with the element counts taken from `table`, ModuleTable(module,
+/// strip_prefix) (a recording's layout holds it), instead of from walking each module's tree
+/// again.
 std::vector<ModuleBox> pipeline_modules(const TensorDictModuleBase& module,
-                                        const std::string& strip_prefix,
-                                        const std::vector<StateTensor>& state);
+                                        const std::string& strip_prefix, const ModuleTable& table);
 
 /// `a.b`, or either alone when the other is "".
 std::string join_path(const std::string& a, const std::string& b);
@@ -70,11 +69,11 @@ void walk_pipeline(const TensorDictModuleBase& root, const std::string& strip_pr
 /// The modules a walk met and their places, in walk order (pipeline_layout keeps them).
 using PipelinePlaces = std::vector<std::pair<const TensorDictModuleBase*, PipelinePlace>>;
 /// pipeline_modules of the modules a walk met (`places`, with the strip prefix the walk was
-/// given), with element counts from `state` as above, and without walking again. A
+/// given), with element counts from `table` as above, and without walking again. A
 /// TensorDictModule's label is `*label_of(module)` where that is not null (a description a
 /// recording made already), else its wrapped module described here.
 std::vector<ModuleBox> pipeline_modules(
-    const PipelinePlaces& places, const std::vector<StateTensor>& state,
+    const PipelinePlaces& places, const ModuleTable& table,
     const std::function<const std::string*(const TensorDictModule&)>& label_of);
 /// `module` as the TensorDictModule a trace records a call of; TraceError naming it when it is
 /// another kind of module (tdfx traces TensorDictModule and TensorDictSequential).

@@ -52,8 +52,9 @@ TEST_CASE("diagram: pipeline_modules lists sequentials before their children, wi
   CHECK(modules[8].in_keys == std::vector<NestedKey>{{"agent", "loc"}, {"agent", "mask"}});
 }
 
-TEST_CASE("diagram: module boxes counted from a state list equal those counted from the modules") {
-  // Export counts each box's elements from the recording's state list; the module view walks
+TEST_CASE(
+    "diagram: module boxes counted from a module table equal those counted from the modules") {
+  // Export counts each box's elements from the recording's module table; the module view walks
   // the modules. A layer shared by two TensorDictModules counts in each; a Linear without
   // bias registers an undefined bias.
   auto shared = torch::nn::Linear(4, 4);
@@ -73,7 +74,7 @@ TEST_CASE("diagram: module boxes counted from a state list equal those counted f
     CAPTURE(strip);
     const auto walked = pipeline_modules(*pipeline, strip);
     const auto counted = tdfx::detail::pipeline_modules(
-        *pipeline, strip, tdfx::detail::state_tensors(*pipeline, strip));
+        *pipeline, strip, tdfx::detail::ModuleTable(*pipeline, strip));
     REQUIRE(walked.size() == counted.size());
     for (size_t i = 0; i < walked.size(); ++i) {
       CAPTURE(walked[i].path);
