@@ -142,6 +142,7 @@ bool is_python_keyword(std::string_view name) {
       "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
       "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
       "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+  if (name.size() > 8) return false;  // "continue" and "nonlocal" are the longest
   for (const std::string_view keyword : kKeywords) {
     if (keyword == name) return true;
   }

@@ -1,5 +1,6 @@
 #include "tdfx/export/passes.h"
 
+#include <initializer_list>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -21,37 +22,43 @@ bool is_one(const Argument& arg) {
          (arg.is<double>() && arg.as<double>() == 1.0);
 }
 
-// Makes `last` aten::linear(x, w, b), named afresh, and erases the rest of the chain it ends.
-void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, Argument b,
-                         const std::vector<Node*>& rest) {
+// Makes `last` aten::linear(x, w, b), named afresh, and erases the rest of the chain it ends
+// (`rest`, the chain's nodes before `last`, last first).
+void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, const Argument& b,
+                         std::initializer_list<Node*> rest) {
   static const Target kLinear = Target::aten("aten::linear");  // looked up once
   last->set_target(kLinear);
-  last->set_args({x, w, std::move(b)});
+  last->set_args({x, w, b});
   if (!last->kwargs().empty()) last->set_kwargs({});
   graph.rename_fresh(last, "linear");
-  for (Node* node : rest) graph.erase_node(node);  // the chain's nodes before `last`, last first
+  for (Node* node : rest) graph.erase_node(node);
 }
 
 // The arguments of `node` by position, `count` of them, those after the first `required`
 // defaulting to 1 (addmm's beta and alpha, add_'s alpha): as recorded when given
-// positionally, else schema_arguments'.
-Args positional_arguments(const Node& node, size_t required, size_t count) {
+// positionally (a view of the node's own, in `args` when it has all `count`), else
+// schema_arguments'.
+const Args& positional_arguments(const Node& node, size_t required, size_t count, Args& storage) {
+  if (node.kwargs().empty() && node.args().size() == count) return node.args();
   if (!node.kwargs().empty() || node.args().size() < required || node.args().size() > count) {
-    return schema_arguments(node);
+    storage = schema_arguments(node);
+  } else {
+    storage = node.args();
+    storage.resize(count, Argument(int64_t{1}));
   }
-  Args args = node.args();
-  args.resize(count, Argument(int64_t{1}));
-  return args;
+  return storage;
 }
 
 }  // namespace
 
 size_t fuse_linear(Graph& graph) {
   size_t rewrites = 0;
-  for (Node* node : graph.node_list()) {
+  Args storage;
+  // A rewrite erases only nodes before the one it is at, so the walk goes on from there.
+  for (Node* node : graph.nodes()) {
     if (is_op(node, "aten::addmm")) {
       // addmm(bias, x, t(w), beta=1, alpha=1)
-      const Args args = positional_arguments(*node, 3, 5);
+      const Args& args = positional_arguments(*node, 3, 5, storage);
       Node* t = args[2].node();
       if (!is_op(t, "aten::t") || t->users().size() != 1 || !is_one(args[3]) || !is_one(args[4])) {
         continue;
@@ -59,11 +66,12 @@ size_t fuse_linear(Graph& graph) {
       Node* w = t->args()[0].node();
       Node* x = args[1].node();
       if (!w || !x) continue;
-      replace_with_linear(graph, node, x, w, args[0], {t});
+      const Argument bias = args[0];
+      replace_with_linear(graph, node, x, w, bias, {t});
       ++rewrites;
     } else if (is_op(node, "aten::add_.Tensor")) {
       // add_(matmul(x, t(w)), bias, alpha=1)
-      const Args args = positional_arguments(*node, 2, 3);
+      const Args& args = positional_arguments(*node, 2, 3, storage);
       Node* matmul = args[0].node();
       if (!is_op(matmul, "aten::matmul") || matmul->users().size() != 1 || !is_one(args[2])) {
         continue;
@@ -73,7 +81,8 @@ size_t fuse_linear(Graph& graph) {
       Node* w = t->args()[0].node();
       Node* x = matmul->args()[0].node();
       if (!w || !x) continue;
-      replace_with_linear(graph, node, x, w, args[1], {matmul, t});
+      const Argument bias = args[1];
+      replace_with_linear(graph, node, x, w, bias, {matmul, t});
       ++rewrites;
     }
   }

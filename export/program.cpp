@@ -167,8 +167,9 @@ ExportedProgram::ExportedProgram(std::shared_ptr<const GraphModule> runner,
   for (const Node* node : runner_->graph().nodes()) {
     if (node->op() != OpCode::kPlaceholder || i >= signature_.inputs.size()) continue;
     InputSpec& in = signature_.inputs[i++];
-    in_meta_.push_back(node->meta().tensor);
     const TensorMeta& meta = node->meta().tensor;
+    // Only a user input's is read: by its checks, and by module()'s.
+    in_meta_.push_back(in.kind == InputKind::kUserInput ? meta : TensorMeta{});
     for (const int64_t dim : meta.batch_dims) {
       if (meta.prints_symbolic(static_cast<size_t>(dim))) in.batch_dims.push_back(dim);
     }

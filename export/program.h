@@ -187,7 +187,8 @@ class ExportedProgram {
   std::vector<ModuleBox> modules_;
   std::map<std::string, at::Tensor> example_inputs_;
   std::optional<OptimizerState> optimizer_state_;
-  /// Each input's placeholder metadata, in signature order.
+  /// Each input's placeholder metadata, in signature order: a user input's; empty for a
+  /// parameter, buffer or constant.
   std::vector<TensorMeta> in_meta_;
   uint64_t memory_budget_ = 0;
   double time_budget_ = 0;
