@@ -476,8 +476,7 @@ ExportedProgram export_program(const std::shared_ptr<TensorDictModuleBase>& modu
   }
   detail::FlatProgram program = detail::flat_program(recording, live, updates, trace);
   GraphModule::Attributes constants;
-  for (const std::string& path : recording.constants)
-    constants.emplace(path, recording.state.at(path));
+  for (const auto& [path, tensor] : recording.constants) constants.emplace(path, tensor);
   // The boxes from the layout's walk, labelled with the descriptions flat_program made.
   std::unordered_map<const TensorDictModule*, const std::string*> described;
   for (const detail::RecordedCall& call : recording.calls) {

@@ -1,6 +1,7 @@
 #include "tdfx/graph/node.h"
 
 #include <algorithm>
+#include <optional>
 #include <ostream>
 #include <unordered_set>
 
@@ -121,14 +122,15 @@ namespace {
 
 // Appends the nodes of `arg` not yet in `inputs`. A set only for wide nodes (an output of a
 // long pipeline reads thousands); no std::function, as every pass asks for inputs.
-void collect_inputs(const Argument& arg, InputNodes& inputs, std::unordered_set<Node*>& seen) {
+void collect_inputs(const Argument& arg, InputNodes& inputs,
+                    std::optional<std::unordered_set<Node*>>& seen) {
   if (arg.is<Node*>()) {
     Node* n = arg.as<Node*>();
     if (inputs.size() < 16) {
       if (inputs.contains(n)) return;
     } else {
-      if (seen.empty()) seen.insert(inputs.begin(), inputs.end());
-      if (!seen.insert(n).second) return;
+      if (!seen) seen.emplace(inputs.begin(), inputs.end());
+      if (!seen->insert(n).second) return;
     }
     inputs.push_back(n);
   } else if (arg.is<ArgumentList>()) {
@@ -140,7 +142,7 @@ void collect_inputs(const Argument& arg, InputNodes& inputs, std::unordered_set<
 
 InputNodes Node::input_nodes() const {
   InputNodes inputs;
-  std::unordered_set<Node*> seen;
+  std::optional<std::unordered_set<Node*>> seen;  // made for a node with many inputs only
   for (const auto& arg : args_) collect_inputs(arg, inputs, seen);
   for (const auto& [key, arg] : kwargs_) collect_inputs(arg, inputs, seen);
   return inputs;

@@ -389,7 +389,7 @@ class TensorDictModule : public TensorDictModuleBase {
   /// The wrapped module.
   torch::nn::Module& inner() { return *inner_; }
   /// The wrapped module, shared.
-  std::shared_ptr<torch::nn::Module> inner_ptr() const { return inner_; }
+  const std::shared_ptr<torch::nn::Module>& inner_ptr() const { return inner_; }
   /// Number of tensors the wrapped module is called with (one per in key).
   size_t arity() const { return arity_; }
   /// Calls the wrapped module on `inputs` (one per in key); returns one tensor per out key.

@@ -165,8 +165,7 @@ class ProgramHook : public KeyAccessHook {
     const std::string owner = call_ ? call_->inner_path : "";
     int& count = constants_of_[owner];
     std::string path = join_path(owner, "_tensor_constant" + std::to_string(count++));
-    out_.state.emplace(path, tensor);
-    out_.constants.push_back(path);
+    out_.constants.emplace_back(path, tensor);
     return path;
   }
 
@@ -186,7 +185,6 @@ class ProgramHook : public KeyAccessHook {
         if (paths.empty()) paths.push_back(first_path);
         paths.push_back(path);
       }
-      out_.state.emplace(path, state[i].tensor);
     }
   }
 

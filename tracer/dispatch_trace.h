@@ -95,8 +95,6 @@ struct PipelineRecording {
   /// The item nodes of each op with several results (or a list), by index: all the recorder
   /// made, also those the program prunes, which a leaf call's body in the view still returns.
   std::unordered_map<const Node*, std::vector<Node*>> items;
-  /// Each parameter and buffer by each of its paths (from the graph root).
-  GraphModule::Attributes state;
   /// For a parameter or buffer bound at several paths (a layer shared by two
   /// TensorDictModules), every path, by the path its get_attr reads (the first, which comes
   /// first). A tensor with one path has no entry.
@@ -110,8 +108,9 @@ struct PipelineRecording {
   /// itself, or the first path of a tensor registered at several.
   std::vector<size_t> first_state;
   /// The paths of the tensors the pipeline captured (no input, parameter or buffer, nor
-  /// computed from them), lifted as constants in the order first read; `state` holds them too.
-  std::vector<std::string> constants;
+  /// computed from them), lifted as constants in the order first read, with their tensors.
+  /// The parameters and buffers are `table`'s.
+  std::vector<std::pair<std::string, at::Tensor>> constants;
   /// The example's batch size, when it has one.
   std::optional<int64_t> batch;
 

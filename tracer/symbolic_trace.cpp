@@ -340,9 +340,15 @@ TDGraphModule symbolic_trace(const std::shared_ptr<TensorDictModuleBase>& module
   detail::FlatProgram program = detail::prune_program(recording, live);
   std::optional<BatchSpecialisation> specialisation = detail::specialisation_of(recorded);
   std::vector<int64_t> batches = std::move(recorded.recorded);
-  GraphModule::Attributes attributes = std::move(recording.state);
-  GraphModule::Attributes constants;
-  for (const std::string& path : recording.constants) constants.emplace(path, attributes.at(path));
+  // Each parameter and buffer by each of its paths, and each constant.
+  GraphModule::Attributes attributes, constants;
+  const std::vector<detail::StateTensor>& state = recording.table->state();
+  attributes.reserve(state.size() + recording.constants.size());
+  for (const detail::StateTensor& entry : state) attributes.emplace(entry.path, entry.tensor);
+  for (const auto& [path, tensor] : recording.constants) {
+    attributes.emplace(path, tensor);
+    constants.emplace(path, tensor);
+  }
   auto view = std::make_shared<detail::TracedView>(detail::TracedView::Source{
       std::move(recording), std::move(live), std::move(updates), options});
   return TDGraphModule(module, root, prefix, std::move(view), std::move(program.graph),
