@@ -109,6 +109,17 @@ Node* StateUpdates::state_of(Node* node) const {
 
 namespace {
 
+// A run of nodes in an array, as a range.
+struct NodeSpan {
+  Node* const* first;
+  Node* const* last;
+  Node* const* begin() const { return first; }
+  Node* const* end() const { return last; }
+  size_t size() const { return static_cast<size_t>(last - first); }
+  bool empty() const { return first == last; }
+  Node* operator[](size_t i) const { return first[i]; }
+};
+
 class LeafCallFinder {
  public:
   LeafCallFinder(const Graph& graph, const PipelineRecording& recording, const LiveNodes& live,
@@ -118,18 +129,30 @@ class LeafCallFinder {
         live_(live),
         updates_(updates),
         options_(options) {
-    call_nodes_.resize(recording.calls.size());
     // The get_attr node reading each tensor, at the first path of each (the last read where
-    // there are several).
+    // there are several); and each call's live nodes but get_attr reads, in one array:
+    // counted here, then placed.
     std::vector<Node*> read_at(table_.state().size(), nullptr);
+    const size_t calls = recording.calls.size();
+    call_begin_.assign(calls + 1, 0);
+    auto call_of = [&](const Node* node) {
+      const size_t call = node->op() == OpCode::kGetAttr ? calls : recording.call_of(node);
+      return call < calls && live.contains(node) ? call : calls;
+    };
     for (Node* node : graph.nodes()) {
       if (node->op() == OpCode::kGetAttr) {
         const size_t index = recording.node_state.get(node);
         if (index != PipelineRecording::kNone) read_at[index] = node;
-        continue;
+      } else if (const size_t call = call_of(node); call < calls) {
+        ++call_begin_[call + 1];
       }
-      const size_t call = recording.call_of(node);
-      if (call < recording.calls.size() && live.contains(node)) call_nodes_[call].push_back(node);
+    }
+    for (size_t c = 0; c < calls; ++c) call_begin_[c + 1] += call_begin_[c];
+    call_nodes_.resize(call_begin_[calls]);
+    std::vector<size_t> next(call_begin_.begin(), call_begin_.end() - 1);
+    for (Node* node : graph.nodes()) {
+      const size_t call = call_of(node);
+      if (call < calls) call_nodes_[next[call]++] = node;
     }
     state_node_.resize(read_at.size());
     for (size_t i = 0; i < read_at.size(); ++i) state_node_[i] = read_at[recording.first_state[i]];
@@ -147,9 +170,10 @@ class LeafCallFinder {
       const RecordedCall& call = recording_.calls[c];
       const torch::nn::Module& inner = *call.module->inner_ptr();
       if (is_leaf(options_, inner, call.inner_path)) {
-        if (call_nodes_[c].empty()) continue;
+        const NodeSpan nodes = nodes_of(c);
+        if (nodes.empty()) continue;
         LeafCall leaf;
-        leaf.nodes = call_nodes_[c];
+        leaf.nodes.assign(nodes.begin(), nodes.end());
         leaf.target = call.inner_path.empty() ? "module" : call.inner_path;
         leaf.base_name = snake_case(short_type(inner));
         leaf.module = &inner;
@@ -184,6 +208,11 @@ class LeafCallFinder {
   }
 
  private:
+  // Call `c`'s live nodes but get_attr reads, in order.
+  NodeSpan nodes_of(size_t c) const {
+    return {call_nodes_.data() + call_begin_[c], call_nodes_.data() + call_begin_[c + 1]};
+  }
+
   // The calls of the leaf `sub` of call `c`, found from the nodes that read its parameters:
   // each call is a contiguous run of them, and a parameter read again starts the next call
   // (C++ runs a call's ops one after another, and but for attention no built-in layer reads a
@@ -193,7 +222,7 @@ class LeafCallFinder {
   // `entry`: the leaf module, below call `c`'s wrapped module.
   std::vector<LeafCall> calls_from_parameters(size_t c, const ModuleEntry& entry) {
     const torch::nn::Module& module = *entry.module;
-    const std::vector<Node*>& nodes = call_nodes_[c];
+    const NodeSpan nodes = nodes_of(c);
     params_.clear();
     bool any_param = false;
     auto add_reads = [&](size_t begin, size_t end) {
@@ -298,8 +327,7 @@ class LeafCallFinder {
   // Runs that reach into the ops of a composite call (a GRUCell's gru_cell: its linears read
   // the cell's parameters, its gates' arithmetic does not) take all of them, the gates too: the
   // call is the cell op's. Runs that then meet are one.
-  void cover_composites(const std::vector<Node*>& nodes,
-                        std::vector<std::pair<size_t, size_t>>& runs) const {
+  void cover_composites(NodeSpan nodes, std::vector<std::pair<size_t, size_t>>& runs) const {
     if (recording_.composites.empty()) return;
     const NodeTable<size_t>& of = recording_.node_composite;
     std::vector<std::pair<size_t, size_t>> covered;
@@ -386,8 +414,7 @@ class LeafCallFinder {
   // trace), and the `leading` ops it runs on its input first
   // (ops_before_parameters). Anything else that reads a recorded value stays outside, where
   // it is the call's input.
-  std::vector<Node*> prelude(const std::vector<Node*>& nodes, size_t begin, size_t first,
-                             size_t last, int leading) {
+  std::vector<Node*> prelude(NodeSpan nodes, size_t begin, size_t first, size_t last, int leading) {
     members_.clear();
     for (size_t i = first; i <= last; ++i) members_.insert(nodes[i]);
     std::vector<Node*> candidates;  // in reverse program order
@@ -530,8 +557,10 @@ class LeafCallFinder {
   const LiveNodes& live_;
   const StateUpdates& updates_;
   const TraceOptions& options_;
-  /// Each TensorDictModule call's live nodes but get_attr reads, in order.
-  std::vector<std::vector<Node*>> call_nodes_;
+  /// Each TensorDictModule call's live nodes but get_attr reads, in order: those of call `c`
+  /// are call_nodes_[call_begin_[c], call_begin_[c + 1]).
+  std::vector<Node*> call_nodes_;
+  std::vector<size_t> call_begin_;
   /// Nodes read after the recording or outside their call: the outputs and every call's
   /// outputs. A leaf call's node that gives one is no prelude, and it is an output.
   NodeSet escaping_;
