@@ -36,8 +36,8 @@ void replace_with_linear(Graph& graph, Node* last, Node* x, Node* w, const Argum
 
 // The arguments of `node` by position, `count` of them, those after the first `required`
 // defaulting to 1 (addmm's beta and alpha, add_'s alpha): as recorded when given
-// positionally (a view of the node's own, in `args` when it has all `count`), else
-// schema_arguments'.
+// positionally (node.args() itself when it has all `count`, else a copy in `storage`), else
+// schema_arguments' (in `storage`).
 const Args& positional_arguments(const Node& node, size_t required, size_t count, Args& storage) {
   if (node.kwargs().empty() && node.args().size() == count) return node.args();
   if (!node.kwargs().empty() || node.args().size() < required || node.args().size() > count) {

@@ -367,7 +367,7 @@ void refuse_clashing_inputs(const Graph& graph, const GraphSignature& signature,
 // targets are paths from `prefix` in the pipeline: paths made whole, Linear's decomposition
 // fused, updates of the program's own values made functional, scalar overloads made
 // canonical, dead code removed, parameters and buffers lifted to inputs.
-// `state`: the pipeline's parameters and buffers (detail::state_tensors); `modules`: its
+// `state`: the pipeline's parameters and buffers (detail::ModuleTable::state()); `modules`: its
 // boxes (pipeline_modules).
 ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
                                      const std::vector<detail::StateTensor>& state,

@@ -213,13 +213,13 @@ class LeafCallFinder {
     return {call_nodes_.data() + call_begin_[c], call_nodes_.data() + call_begin_[c + 1]};
   }
 
-  // The calls of the leaf `sub` of call `c`, found from the nodes that read its parameters:
-  // each call is a contiguous run of them, and a parameter read again starts the next call
-  // (C++ runs a call's ops one after another, and but for attention no built-in layer reads a
-  // parameter twice). A run becomes a call when it takes at least one tensor from outside,
-  // gives at least one value, and holds the op its layer records (ops_a_call_records); others
-  // stay inline as the ops they are (a weight read by user code, `torch.t(self.emb.weight)`).
-  // `entry`: the leaf module, below call `c`'s wrapped module.
+  // The calls of the leaf module `entry` (below call `c`'s wrapped module), found from the
+  // nodes that read its parameters: each call is a contiguous run of them, and a parameter
+  // read again starts the next call (C++ runs a call's ops one after another, and but for
+  // attention no built-in layer reads a parameter twice). A run becomes a call when it takes
+  // at least one tensor from outside, gives at least one value, and holds the op its layer
+  // records (ops_a_call_records); others stay inline as the ops they are (a weight read by
+  // user code, `torch.t(self.emb.weight)`).
   std::vector<LeafCall> calls_from_parameters(size_t c, const ModuleEntry& entry) {
     const torch::nn::Module& module = *entry.module;
     const NodeSpan nodes = nodes_of(c);

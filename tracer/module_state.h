@@ -27,8 +27,8 @@ struct ModuleEntry {
   /// Its path, stripped as its tensors' paths are ("" for the root).
   std::string path;
   const torch::nn::Module* module = nullptr;
-  /// Its subtree's entries are [its own index, end): the walk lists a module before its
-  /// descendants and after every module that is neither.
+  /// Its subtree's entries are [its own index, end): the walk lists a module's descendants
+  /// right after it, before any module that is neither.
   size_t end = 0;
   /// Its subtree's parameters and buffers: index ranges into ModuleTable::state.
   size_t parameters_begin = 0, parameters_end = 0;
