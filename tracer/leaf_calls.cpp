@@ -1,8 +1,6 @@
 #include "tdfx/tracer/leaf_calls.h"
 
 #include <algorithm>
-#include <set>
-#include <string_view>
 
 #include "tdfx/core/error.h"
 #include "tdfx/graph/effects.h"
