@@ -1,8 +1,10 @@
 #include "tdfx/export/passes.h"
 
 #include <initializer_list>
+#include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tdfx/core/error.h"
@@ -157,7 +159,7 @@ std::vector<LiftedState> lift_parameters(
     name += constant ? "c_" : parameter ? "p_" : "b_";
     name += path;
     for (char& c : name) c = c == '.' ? '_' : c;
-    graph.lift_to_placeholder(placeholder, name, anchor);
+    graph.lift_to_placeholder(placeholder, std::move(name), anchor);
     placeholder->meta().tensor.dtype = tensor.scalar_type();
     placeholder->meta().tensor.shape = tensor.sizes().vec();
     placeholder->meta().tensor.device = tensor.device();

@@ -163,6 +163,7 @@ ExportedProgram::ExportedProgram(std::shared_ptr<const GraphModule> runner,
     }
   }
   // Which dimensions are dynamic is what the placeholders' metadata says.
+  in_meta_.reserve(signature_.inputs.size());
   size_t i = 0;
   for (const Node* node : runner_->graph().nodes()) {
     if (node->op() != OpCode::kPlaceholder || i >= signature_.inputs.size()) continue;
@@ -424,6 +425,7 @@ ExportedProgram export_program_graph(Graph graph, const std::string& prefix,
   }
   refuse_clashing_inputs(graph, signature, input_keys);
   const auto& results = graph.output_node()->args()[0].as<ArgumentList>().items;
+  signature.outputs.reserve(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
     const Node* node = results[i].node();
     signature.outputs.push_back({node ? node->name() : std::string("<constant>"), out_keys[i]});

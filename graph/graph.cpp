@@ -228,7 +228,7 @@ void Graph::rename_fresh(Node* node, std::string_view hint) {
   bump_generation();
 }
 
-void Graph::lift_to_placeholder(Node* node, const std::string& name, Node* before) {
+void Graph::lift_to_placeholder(Node* node, std::string name, Node* before) {
   if (node->owner() != this) fail<GraphError>("%{} is not a node of this graph", node->name());
   if (node->op_ != OpCode::kGetAttr) {
     fail<GraphError>("cannot lift %{} to a placeholder: it is a {}, not a get_attr", node->name(),
@@ -237,12 +237,12 @@ void Graph::lift_to_placeholder(Node* node, const std::string& name, Node* befor
   if (before && before->owner() != this) {
     fail<GraphError>("%{} is not a node of this graph", before->name());
   }
-  Target target(name);
+  Target target(std::move(name));
   Node::check_target(OpCode::kPlaceholder, target,
                      [&] { return "cannot lift %" + node->name_ + ": "; });
   node->op_ = OpCode::kPlaceholder;
+  node->name_ = names_.create_name(target.str());
   node->target_ = std::move(target);
-  node->name_ = names_.create_name(name);
   node->meta_ = NodeMeta();
   if (before && before != node && node->next_ != before) {
     if (insert_before_ == node) insert_before_ = node->next_;

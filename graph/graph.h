@@ -144,7 +144,7 @@ class Graph {
   /// is `name` and whose name is `name` made unique, with empty meta, moved before `before`
   /// (nullptr or `node` itself: left where it is). Its users keep reading it. What
   /// lift_parameters does to a state read, without making one node and erasing another.
-  void lift_to_placeholder(Node* node, const std::string& name, Node* before);
+  void lift_to_placeholder(Node* node, std::string name, Node* before);
   /// Names every node afresh, in order, from `hint_of(node)` made unique as create_node makes
   /// a name hint unique (`add`, `add_1`): what a pass that rewrites a graph in place gives its
   /// nodes instead of the names they had. `hint_of` sees each node before it is renamed.

@@ -342,7 +342,8 @@ class NodeTable {
   /// Sets `node`'s value.
   void set(const Node* node, T value) {
     const size_t i = node->index();
-    if (i >= values_.size()) values_.resize(i + 1, fallback_);
+    // Grown by half again, as NodeSet does: a pass sets its nodes in index order.
+    if (i >= values_.size()) values_.resize(i + 1 + i / 2, fallback_);
     values_[i] = std::move(value);
   }
   /// `node`'s value, or the fallback when it was never set.

@@ -164,6 +164,7 @@ class LeafCallFinder {
 
   LeafCalls find() {
     if (!options_.outline_leaves) return {};
+    out_.calls.reserve(recording_.calls.size());  // most calls have one leaf, or are one
     for (size_t c = 0; c < recording_.calls.size(); ++c) {
       const RecordedCall& call = recording_.calls[c];
       const torch::nn::Module& inner = *call.module->inner_ptr();
@@ -196,7 +197,7 @@ class LeafCallFinder {
         const ModuleEntry& entry = modules[e];
         bool found = false;
         if (is_leaf(options_, *entry.module, entry.path)) {
-          for (LeafCall& leaf : calls_from_parameters(c, entry)) found |= add(std::move(leaf));
+          found = add_calls_from_parameters(c, entry);
         }
         // A leaf that outlines hides its children; one that does not shows theirs.
         e = found ? entry.end : e + 1;
@@ -217,8 +218,8 @@ class LeafCallFinder {
   // attention no built-in layer reads a parameter twice). A run becomes a call when it takes
   // at least one tensor from outside, gives at least one value, and holds the op its layer
   // records (ops_a_call_records); others stay inline as the ops they are (a weight read by
-  // user code, `torch.t(self.emb.weight)`).
-  std::vector<LeafCall> calls_from_parameters(size_t c, const ModuleEntry& entry) {
+  // user code, `torch.t(self.emb.weight)`). Each call is added (add); true when one was.
+  bool add_calls_from_parameters(size_t c, const ModuleEntry& entry) {
     const torch::nn::Module& module = *entry.module;
     const NodeSpan nodes = nodes_of(c);
     params_.clear();
@@ -233,8 +234,7 @@ class LeafCallFinder {
     };
     add_reads(entry.parameters_begin, entry.parameters_end);
     add_reads(entry.buffers_begin, entry.buffers_end);
-    std::vector<LeafCall> leaves;
-    if (!any_param) return leaves;
+    if (!any_param) return false;
     // In attention (and the transformer layers built on it), which reads its packed
     // in_proj_weight once each for query, key and value before its out_proj, a parameter read
     // again starts the next call only once the call has read every parameter of the layer.
@@ -254,8 +254,10 @@ class LeafCallFinder {
     // (BatchNorm's num_batches_tracked += 1) is still that parameter.
     derived_.clear();
     read_.clear();
-    std::vector<const Node*> derived;
-    std::vector<std::pair<size_t, size_t>> runs;  // [first, last] indices into nodes
+    std::vector<const Node*>& derived = derived_list_;
+    derived.clear();
+    std::vector<std::pair<size_t, size_t>>& runs = runs_;  // [first, last] indices into nodes
+    runs.clear();
     for (size_t i = 0; i < nodes.size(); ++i) {
       Node* node = nodes[i];
       if (Node* source = item_source(*node)) {
@@ -290,10 +292,14 @@ class LeafCallFinder {
     }
     for (const Node* node : derived) params_.insert(node);
     cover_composites(nodes, runs);
+    bool added = false;
     size_t previous_end = 0;
     for (const auto& [first, last] : runs) {
       LeafCall leaf;
-      leaf.nodes = prelude(nodes, previous_end, first, last, ops_before_parameters(module));
+      const NodeSpan before =
+          prelude(nodes, previous_end, first, last, ops_before_parameters(module));
+      leaf.nodes.reserve(before.size() + (last - first + 1));
+      leaf.nodes.assign(before.begin(), before.end());
       leaf.nodes.insert(leaf.nodes.end(), nodes.begin() + static_cast<long>(first),
                         nodes.begin() + static_cast<long>(last) + 1);
       previous_end = last + 1;
@@ -317,9 +323,9 @@ class LeafCallFinder {
       leaf.call = c;
       leaf.recurrent = recurrent_op(leaf);
       leaf.cell_results = cell_results_of(leaf);
-      leaves.push_back(std::move(leaf));
+      added |= add(std::move(leaf));
     }
-    return leaves;
+    return added;
   }
 
   // Runs that reach into the ops of a composite call (a GRUCell's gru_cell: its linears read
@@ -411,11 +417,12 @@ class LeafCallFinder {
   // (LSTM's zero initial state, sized by the batch of an input the call reads in a dynamic
   // trace), and the `leading` ops it runs on its input first
   // (ops_before_parameters). Anything else that reads a recorded value stays outside, where
-  // it is the call's input.
-  std::vector<Node*> prelude(NodeSpan nodes, size_t begin, size_t first, size_t last, int leading) {
+  // it is the call's input. The span is in candidates_, valid until the next call.
+  NodeSpan prelude(NodeSpan nodes, size_t begin, size_t first, size_t last, int leading) {
     members_.clear();
     for (size_t i = first; i <= last; ++i) members_.insert(nodes[i]);
-    std::vector<Node*> candidates;  // in reverse program order
+    std::vector<Node*>& candidates = candidates_;  // in reverse program order, at first
+    candidates.clear();
     for (size_t i = first; i-- > begin;) {
       if (out_.find(nodes[i])) break;
       candidates.push_back(nodes[i]);
@@ -439,7 +446,7 @@ class LeafCallFinder {
         break;
       }
     }
-    return candidates;
+    return {candidates.data(), candidates.data() + candidates.size()};
   }
 
   enum class Locality { kLocal, kReadsOutside, kUsedOutside };
@@ -480,6 +487,7 @@ class LeafCallFinder {
     for (const Node* node : leaf.nodes) members_.insert(node);
     seen_.clear();
     std::vector<Node*> ordered;
+    ordered.reserve(leaf.inputs.size());
     // A cell op takes them in its arguments' order: GRUCell's (x, h).
     if (leaf.composite) {
       for (Node* input : leaf.composite->inputs) {
@@ -562,10 +570,16 @@ class LeafCallFinder {
   /// Nodes read after the recording or outside their call: the outputs and every call's
   /// outputs. A leaf call's node that gives one is no prelude, and it is an output.
   NodeSet escaping_;
-  /// Sets reused by each leaf module's search (calls_from_parameters and what it calls): its
+  /// Sets reused by each leaf module's search (add_calls_from_parameters and what it calls): its
   /// parameters and what is derived from them alone; what the current run read; a run's or a
   /// call's nodes; a prelude's nodes kept; inputs visited.
   NodeSet params_, derived_, read_, members_, kept_, seen_;
+  /// Lists reused likewise: the nodes derived from a leaf's parameters, in order; its runs of
+  /// nodes ([first, last] indices into the call's nodes); a prelude's nodes (prelude's result,
+  /// valid until its next call).
+  std::vector<const Node*> derived_list_;
+  std::vector<std::pair<size_t, size_t>> runs_;
+  std::vector<Node*> candidates_;
   /// For each tensor of table_.state(), the get_attr node that reads it, or nullptr: a
   /// module's are the ranges its ModuleEntry gives.
   std::vector<Node*> state_node_;
