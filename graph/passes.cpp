@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tdfx/core/error.h"
 #include "tdfx/graph/graph_module.h"
@@ -57,10 +58,29 @@ bool inline_one(Graph& graph, Node* call) {
     return false;
   }
   std::unordered_map<const Node*, Node*> value_map;
+  // A tuple of nodes passed for a placeholder (an LSTM's state, `lstm(x, (h, c))`) is bound
+  // item by item: each getitem the body reads it with is the item itself, not copied.
+  std::unordered_set<const Node*> unpacked;
   for (size_t i = 0; i < placeholders.size(); ++i) {
-    Node* bound = call->args()[i].node();
-    if (!bound) return false;
-    value_map[placeholders[i]] = bound;
+    const Argument& arg = call->args()[i];
+    if (Node* bound = arg.node()) {
+      value_map[placeholders[i]] = bound;
+      continue;
+    }
+    if (!arg.is<ArgumentList>()) return false;
+    const auto& items = arg.as<ArgumentList>().items;
+    for (Node* user : placeholders[i]->users()) {
+      const bool item_read = user->op() == OpCode::kCallFunction && user->target().is_getitem() &&
+                             user->args().size() == 2 && user->args()[1].is<int64_t>();
+      if (!item_read) return false;
+      const int64_t k = user->args()[1].as<int64_t>();
+      if (k < 0 || k >= static_cast<int64_t>(items.size()) ||
+          !items[static_cast<size_t>(k)].node()) {
+        return false;
+      }
+      value_map[user] = items[static_cast<size_t>(k)].node();
+      unpacked.insert(user);
+    }
   }
   auto lookup = [&](Node* n) { return value_map.at(n); };
   const std::string prefix = call->target().str() + ".";
@@ -69,6 +89,7 @@ bool inline_one(Graph& graph, Node* call) {
     auto guard = graph.inserting_before(call);
     for (Node* node : body.nodes()) {
       if (node->op() == OpCode::kPlaceholder || node->op() == OpCode::kOutput) continue;
+      if (unpacked.count(node)) continue;
       Node* copy = node->op() == OpCode::kGetAttr
                        ? graph.create_node(OpCode::kGetAttr, Target(prefix + node->target().str()),
                                            {}, {}, node->name())

@@ -20,8 +20,11 @@ namespace tdfx {
 /// each getitem user of the call to the tuple's item, which replaces it. The
 /// copies belong to the call's module (NodeMeta module_path, module_type and
 /// td_module are the call's) and name the call in errors
-/// (shown_as). Calls whose arguments are not all nodes, or whose result is
-/// used otherwise than by getitem with a constant index, are left alone.
+/// (shown_as). A tuple of nodes passed for one placeholder (an LSTM's state,
+/// `lstm(x, (h, c))`) binds each getitem the body reads it with to the item. Calls
+/// with other arguments that are not nodes, whose body reads a tuple argument
+/// otherwise, or whose result is used otherwise than by getitem with a constant
+/// index, are left alone.
 /// Returns the number inlined; lint()s the graph. TDGraphModule::recompile() lowers an
 /// edited view with it (tracer/lower_view.h).
 size_t inline_call_modules(Graph& graph);

@@ -357,8 +357,17 @@ class Builder {
     return std::max<size_t>(1, tensor_arguments(*leaf.module));
   }
 
+  // True when `leaf` is a call of an LSTM or LSTMCell given its state: its inputs are x, h
+  // and c, which Python passes as `lstm(x, (h, c))`, the state one tuple.
+  static bool takes_state_pair(const LeafCall& leaf) {
+    if (leaf.inputs.size() != 3 || !leaf.module || !is_torch_nn(*leaf.module)) return false;
+    const std::string type = short_type(*leaf.module);
+    return type == "LSTM" || type == "LSTMCell";
+  }
+
   void emit_leaf_call(const LeafCall& leaf) {
     current_call_ = leaf.call;
+    const bool state_pair = takes_state_pair(leaf);
     // The body: the leaf's ops on its own placeholders and parameters.
     auto body = std::make_shared<Graph>();
     {
@@ -366,7 +375,18 @@ class Builder {
       sub.current_call_ = rec().calls.size();
       sub.body_ = true;
       sub.method_calls_ = false;
-      for (Node* input : leaf.inputs) sub.env_[input] = sub.out_.graph.placeholder("input");
+      if (state_pair) {
+        // forward(input, hx): h and c are the items of hx.
+        Graph& graph = sub.out_.graph;
+        sub.env_[leaf.inputs[0]] = graph.placeholder("input");
+        Node* hx = graph.placeholder("hx");
+        for (int64_t i = 0; i < 2; ++i) {
+          sub.env_[leaf.inputs[static_cast<size_t>(i) + 1]] =
+              graph.call_function(Target::getitem(), {hx, i});
+        }
+      } else {
+        for (Node* input : leaf.inputs) sub.env_[input] = sub.out_.graph.placeholder("input");
+      }
       // One value given in each place (self-attention's attn(x, x, x)): the recording sees it
       // once; the call passes it as often as the layer's forward takes tensors.
       for (size_t i = leaf.inputs.size(); i < repeated_inputs(leaf); ++i) {
@@ -383,9 +403,13 @@ class Builder {
       *body = std::move(sub.out_.graph);
     }
     Args args;
-    for (Node* input : leaf.inputs) args.emplace_back(lookup(input));
-    for (size_t i = leaf.inputs.size(); i < repeated_inputs(leaf); ++i) {
-      args.emplace_back(lookup(leaf.inputs.front()));
+    if (state_pair) {
+      args = {lookup(leaf.inputs[0]), tuple({lookup(leaf.inputs[1]), lookup(leaf.inputs[2])})};
+    } else {
+      for (Node* input : leaf.inputs) args.emplace_back(lookup(input));
+      for (size_t i = leaf.inputs.size(); i < repeated_inputs(leaf); ++i) {
+        args.emplace_back(lookup(leaf.inputs.front()));
+      }
     }
     Node* node = create(OpCode::kCallModule, Target(leaf.target), std::move(args), leaf.call,
                         leaf.base_name);

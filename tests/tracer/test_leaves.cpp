@@ -395,7 +395,7 @@ TEST_CASE("leaves: a layer's weight read after a call of the layer is a get_attr
   check_bit_identical(module, gm, input);
 }
 
-TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c") {
+TEST_CASE("leaves: an LSTM given its state is one call_module, lstm(x, (h, c)) as in Python") {
   struct StatefulImpl : nn::Module {
     StatefulImpl()
         : lstm(register_module("lstm", nn::LSTM(nn::LSTMOptions(4, 3).batch_first(true)))) {}
@@ -420,8 +420,8 @@ TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c
         "(%tensordict, h0), kwargs = {})\n"
         "    %getitem_2 : [#users=1] = call_function[target=operator.getitem](args = "
         "(%tensordict, c0), kwargs = {})\n"
-        "    %lstm : [#users=2] = call_module[target=lstm](args = (%getitem, %getitem_1, "
-        "%getitem_2), kwargs = {})\n"
+        "    %lstm : [#users=2] = call_module[target=lstm](args = (%getitem, (%getitem_1, "
+        "%getitem_2)), kwargs = {})\n"
         "    %getitem_3 : [#users=1] = call_function[target=operator.getitem](args = (%lstm, 0), "
         "kwargs = {})\n"
         "    %getitem_4 : [#users=2] = call_function[target=operator.getitem](args = (%lstm, 1), "
@@ -431,6 +431,8 @@ TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c
         "    %getitem_6 : [#users=1] = call_function[target=operator.getitem](args = "
         "(%getitem_4, 1), kwargs = {})\n"
         "    return (getitem_3, getitem_5, getitem_6)");
+  // The code passes the state as one tuple, which the body takes apart (forward(input, hx)).
+  CHECK(gm.code().find("lstm = self.lstm(getitem, (getitem_1, getitem_2));") != std::string::npos);
   // The printed graph runs too, its call_module through its body, as the eager module does.
   TensorDict eager(td), traced(td);
   module->forward(eager);
@@ -438,6 +440,13 @@ TEST_CASE("leaves: an LSTM given its state is one call_module, taking x, h and c
   REQUIRE(outputs.size() == 3);
   CHECK(at::equal(outputs[0].toTensor(), eager.get("y")));
   CHECK(at::equal(outputs[2].toTensor(), eager.get("c")));
+  // Recompiled, the view is lowered by inlining the call: the body's items of hx become h and
+  // c themselves, and the program runs as the eager module does.
+  gm.mutable_graph();
+  gm.recompile();
+  for (const Node* node : gm.program_graph().nodes()) CHECK(node->op() != OpCode::kCallModule);
+  gm.forward(traced);
+  for (const char* key : {"y", "h", "c"}) CHECK(at::equal(traced.get(key), eager.get(key)));
 }
 
 TEST_CASE("leaves: a GRUCell given its state is one call_module, cell(x, h), in any batch") {
