@@ -159,37 +159,47 @@ std::string program_json(const ExportedProgram& program) {
   return document_text(program, weight_records(program));
 }
 
-std::string archive_bytes(const ExportedProgram& program) {
-  const WeightRecords weights = weight_records(program);
-  detail::ZipWriter zip;
-  // program.json first, so that a reader meets the document before the weights.
-  zip.add(kProgramRecord, document_text(program, weights));
-  for (const auto& [record, tensor] : weights.records) {
-    zip.add(record, std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
-  }
-  return zip.finish();
-}
+namespace {
 
-void save(const ExportedProgram& program, const std::string& path) {
+// The archive's bytes, put through load's every check before they are handed out: what tdfx
+// writes, tdfx reads (a key with a control character traces and exports, but no archive keeps
+// it). Load's budgets are the reader's to set (LoadOptions), so none is applied here. While it
+// runs the weights are held three times: the program's, the archive's bytes, the copy read.
+// ArchiveErrors begin with `where`.
+std::string checked_archive_bytes(const ExportedProgram& program, const std::string& where) {
   std::string bytes;
   try {
-    bytes = archive_bytes(program);
+    const WeightRecords weights = weight_records(program);
+    detail::ZipWriter zip;
+    // program.json first, so that a reader meets the document before the weights.
+    zip.add(kProgramRecord, document_text(program, weights));
+    for (const auto& [record, tensor] : weights.records) {
+      zip.add(record,
+              std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
+    }
+    bytes = zip.finish();
   } catch (const ArchiveError& e) {
-    fail<ArchiveError>("{}: cannot save: {}", path, e.what());
+    fail<ArchiveError>("{}: {}", where, e.what());
   }
-  // What save writes, load reads: the archive goes through load's every check before it is
-  // written (a key with a control character traces and exports, but no archive keeps it).
-  // Load's budgets are the reader's to set (LoadOptions), so none is applied here. While it
-  // runs the weights are held three times: the program's, the archive's bytes, the copy read.
   LoadOptions unbounded;
   unbounded.max_program_bytes = std::numeric_limits<uint64_t>::max();
   unbounded.memory_budget = std::numeric_limits<uint64_t>::max();
-  const std::string where = path + ": cannot save: load would refuse the archive";
-  guarded(where, [&] {
+  const std::string refused = where + ": load would refuse the archive";
+  guarded(refused, [&] {
     const detail::MemorySource source(bytes);
-    return read_archive(source, where, unbounded);
+    return read_archive(source, refused, unbounded);
   });
-  write_file_atomically(path, bytes);
+  return bytes;
+}
+
+}  // namespace
+
+std::string archive_bytes(const ExportedProgram& program) {
+  return checked_archive_bytes(program, "cannot archive the program");
+}
+
+void save(const ExportedProgram& program, const std::string& path) {
+  write_file_atomically(path, checked_archive_bytes(program, path + ": cannot save"));
 }
 
 ExportedProgram load(const std::string& path, const LoadOptions& options) {

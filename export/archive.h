@@ -67,7 +67,8 @@ ExportedProgram load(std::istream& in, const std::string& name = "<stream>",
 ExportedProgram load_bytes(std::string_view bytes, const std::string& name = "<memory>",
                            const LoadOptions& options = {});
 
-/// The archive's bytes, as save() writes them.
+/// The archive's bytes, as save() writes them: checked as save() checks them, an ArchiveError
+/// (starting "cannot archive the program") when load would refuse them.
 std::string archive_bytes(const ExportedProgram& program);
 
 /// The archive's program.json text (graph, signature, weight table), for inspection.

@@ -27,8 +27,9 @@ enum class OpFact : uint16_t {
   /// A program read from a file may call it (export/op_policy.h's allowlist; is_allowed_operator
   /// also allows the in-place `foo_` of a loadable `foo`).
   kLoadable = 1 << 0,
-  /// A creation operator whose single int argument counts elements (`arange`, `eye`), which
-  /// the memory budget bounds as it bounds a list of sizes.
+  /// An operator whose int argument counts the elements it makes (`arange`, `eye`; each row of
+  /// `multinomial` its `num_samples`), which the memory budget bounds as it bounds a list of
+  /// sizes.
   kCountedCreation = 1 << 1,
   /// Python has it as a Tensor method but not as a torch function (`view`, `item`), so printed
   /// code calls it as a method.

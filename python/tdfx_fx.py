@@ -86,45 +86,48 @@ MAX_BODY_DEPTH = 8
 #: `add_` are allowed when `add` is). The same list as the C++ loader's: the loadable rows
 #: of graph/op_table.cpp; tests/python/test_loader.py fails when the two differ.
 ALLOWED_OPERATORS = frozenset("""
-    _assert_async _convolution _embedding_bag _log_softmax _pad_circular _pad_enum _softmax
-    _to_copy _unsafe_view abs absolute acos acosh adaptive_avg_pool1d adaptive_avg_pool2d
-    adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d add
-    addbmm addcdiv addcmul addmm addmv alias all alpha_dropout amax amin any arange argmax
-    argmin argsort asin asinh atan atan2 atanh avg_pool1d avg_pool2d avg_pool3d baddbmm
-    batch_norm bernoulli bilinear binary_cross_entropy binary_cross_entropy_with_logits
-    bitwise_and bitwise_not bitwise_or bitwise_xor bmm broadcast_tensors bucketize cat cdist
-    ceil celu chunk clamp clamp_max clamp_min clip clone col2im concat constant_pad_nd
-    contiguous conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
-    convolution copy copysign cos cosh cosine_embedding_loss cosine_similarity count_nonzero
-    cross_entropy_loss cumprod cumsum deg2rad detach diag diag_embed diagonal dim div divide
-    dot dropout einsum elu embedding embedding_bag empty empty_like eq equal erf erfc erfinv
-    exp exp2 expand expand_as expm1 eye feature_alpha_dropout feature_dropout fill flatten
-    flip float_power floor floor_divide fmax fmin fmod frac full full_like gather ge gelu
-    glu group_norm gru gru_cell gt hardshrink hardsigmoid hardswish hardtanh heaviside
-    hinge_embedding_loss huber_loss hypot im2col index index_add index_fill index_select
-    instance_norm isfinite isinf isnan kl_div l1_loss layer_norm le leaky_relu lerp lgamma
-    linalg_vector_norm linear linspace log log10 log1p log2 log_sigmoid log_softmax
-    logaddexp logical_and logical_not logical_or logical_xor logit logsumexp lstm lstm_cell
-    lt margin_ranking_loss masked_fill masked_select matmul max max_pool1d max_pool2d
+    _assert_async _convolution _embedding_bag _log_softmax _pad_circular _pad_enum
+    _softmax _to_copy _unsafe_view abs absolute acos acosh adaptive_avg_pool1d
+    adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d
+    adaptive_max_pool3d add addbmm addcdiv addcmul addmm addmv alias all alpha_dropout
+    amax amin any arange argmax argmin argsort asin asinh atan atan2 atanh avg_pool1d
+    avg_pool2d avg_pool3d baddbmm batch_norm bernoulli bilinear binary_cross_entropy
+    binary_cross_entropy_with_logits bitwise_and bitwise_not bitwise_or bitwise_xor bmm
+    broadcast_tensors bucketize cat cauchy cdist ceil celu chunk clamp clamp_max
+    clamp_min clip clone col2im concat constant_pad_nd contiguous conv1d conv2d conv3d
+    conv_transpose1d conv_transpose2d conv_transpose3d convolution copy copysign cos
+    cosh cosine_embedding_loss cosine_similarity count_nonzero cross_entropy_loss
+    cumprod cumsum deg2rad detach diag diag_embed diagonal dim div divide dot dropout
+    einsum elu embedding embedding_bag empty empty_like eq equal erf erfc erfinv exp
+    exp2 expand expand_as expm1 exponential eye feature_alpha_dropout feature_dropout
+    fill flatten flip float_power floor floor_divide fmax fmin fmod frac full full_like
+    gather ge gelu geometric glu group_norm gru gru_cell gt hardshrink hardsigmoid
+    hardswish hardtanh heaviside hinge_embedding_loss huber_loss hypot im2col index
+    index_add index_fill index_put index_select instance_norm isfinite isinf isnan
+    kl_div l1_loss layer_norm le leaky_relu lerp lgamma linalg_vector_norm linear
+    linspace log log10 log1p log2 log_normal log_sigmoid log_softmax logaddexp
+    logical_and logical_not logical_or logical_xor logit logsumexp lstm lstm_cell lt
+    margin_ranking_loss masked_fill masked_select matmul max max_pool1d max_pool2d
     max_pool2d_with_indices max_pool3d max_unpool2d max_unpool3d maximum mean median min
-    minimum mish mm movedim mse_loss mul multi_margin_loss multilabel_margin_loss multiply
-    mv nan_to_num narrow native_batch_norm native_dropout native_group_norm
-    native_layer_norm ne neg negative new_empty new_full new_ones new_zeros nll_loss
-    nll_loss_nd norm normal numel one_hot ones ones_like pad pairwise_distance permute
-    pixel_shuffle pixel_unshuffle poisson_nll_loss pow prelu prod rad2deg rand rand_like
-    randint randn randn_like reciprocal reflection_pad1d reflection_pad2d relu relu6
-    remainder repeat repeat_interleave replication_pad1d replication_pad2d reshape rnn_relu
-    rnn_relu_cell rnn_tanh rnn_tanh_cell roll round rrelu rsqrt rsub scatter scatter_add
-    select selu sigmoid sign silu sin sinh size slice smooth_l1_loss soft_margin_loss
-    softmax softplus softshrink sort split split_with_sizes sqrt square squeeze stack std
-    std_mean sub subtract sum t tan tanh tanhshrink threshold tile to topk transpose tril
-    triplet_margin_loss triu true_divide trunc type_as unbind unflatten unsafe_chunk
-    unsqueeze upsample_bilinear2d upsample_nearest1d upsample_nearest2d var var_mean view
-    view_as where xlogy zero zeros zeros_like
+    minimum mish mm movedim mse_loss mul multi_margin_loss multilabel_margin_loss
+    multinomial multiply mv nan_to_num narrow native_batch_norm native_dropout
+    native_group_norm native_layer_norm ne neg negative new_empty new_full new_ones
+    new_zeros nll_loss nll_loss_nd norm normal numel one_hot ones ones_like pad
+    pairwise_distance permute pixel_shuffle pixel_unshuffle poisson_nll_loss pow prelu
+    prod rad2deg rand rand_like randint randn randn_like random randperm reciprocal
+    reflection_pad1d reflection_pad2d relu relu6 remainder repeat repeat_interleave
+    replication_pad1d replication_pad2d reshape rnn_relu rnn_relu_cell rnn_tanh
+    rnn_tanh_cell roll round rrelu rsqrt rsub scalar_tensor scatter scatter_add select
+    selu sigmoid sign silu sin sinh size slice smooth_l1_loss soft_margin_loss softmax
+    softplus softshrink sort split split_with_sizes sqrt square squeeze stack std
+    std_mean sub subtract sum t tan tanh tanhshrink threshold tile to topk transpose
+    tril triplet_margin_loss triu true_divide trunc type_as unbind unflatten unfold
+    uniform unsafe_chunk unsqueeze upsample_bilinear2d upsample_nearest1d
+    upsample_nearest2d var var_mean view view_as where xlogy zero zeros zeros_like
 """.split())
 
 # Creation operators whose single int argument is an element count.
-_COUNTED_CREATION = frozenset({"arange", "eye", "linspace", "one_hot", "randperm"})
+_COUNTED_CREATION = frozenset({"arange", "eye", "linspace", "multinomial", "one_hot", "randperm"})
 
 # The dtypes archives store, by the name torch has them under, with c10's ScalarType code
 # (schemas give an enum's default as that int: `MemoryFormat memory_format=0`).

@@ -1,6 +1,7 @@
 #include "tdfx/tracer/batch_check.h"
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
 #include "tdfx/core/dtype_names.h"
 #include "tdfx/core/error.h"
@@ -84,6 +85,14 @@ void contiguous_as_traced(std::vector<at::Tensor>& inputs,
     const bool was_contiguous =
         traced_contiguous.empty() || (i < traced_contiguous.size() && traced_contiguous[i]);
     if (!was_contiguous || !inputs[i].defined() || inputs[i].is_contiguous()) continue;
+    if (written(i) && traced_contiguous.empty()) {
+      // An exported program: its archive does not say how the example was laid out.
+      fail<ShapeError>(
+          "input {} is not contiguous; an exported program takes its inputs contiguous (it does "
+          "not record how its example was laid out) and writes into this one, so it cannot be "
+          "copied contiguous first: make it contiguous before the call",
+          name(i));
+    }
     if (written(i)) {
       fail<ShapeError>(
           "input {} is not contiguous, and was when traced; the program writes into it, so it "
@@ -125,12 +134,37 @@ TensorDict resized(const TensorDict& example, int64_t batch, int64_t to) {
   std::vector<int64_t> batch_size = example.batch_size();
   if (!batch_size.empty()) batch_size[0] = to;
   TensorDict out({}, batch_size);
-  // Row r of the result is row r % batch of the example.
-  const at::Tensor rows = at::arange(to, at::kLong).remainder(batch);
+  // Checked before LibTorch tries: an allocation too large for the machine may end the process
+  // (under a sanitizer) instead of failing.
+  double bytes = 8.0 * static_cast<double>(to);  // the row index
   for (const NestedKey& key : example.keys(true, true)) {
     const at::Tensor tensor = example.get(key);
-    const bool batched = tensor.dim() > 0 && tensor.size(0) == batch && batch > 0;
-    out.set(key, batched ? tensor.index_select(0, rows) : tensor);
+    if (tensor.dim() > 0 && tensor.size(0) == batch && batch > 0) {
+      bytes += static_cast<double>(tensor.numel() / batch) * static_cast<double>(to) *
+               static_cast<double>(tensor.element_size());
+    }
+  }
+  const double memory =
+      static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && bytes > memory) {
+    fail<TraceError>(
+        "cannot make the example at batch {} from its batch of {}: it would take {:.3g} GB, more "
+        "than this machine's {:.3g} GB of memory",
+        to, batch, bytes / 1e9, memory / 1e9);
+  }
+  try {
+    // Row r of the result is row r % batch of the example.
+    const at::Tensor rows = at::arange(to, at::kLong).remainder(batch);
+    for (const NestedKey& key : example.keys(true, true)) {
+      const at::Tensor tensor = example.get(key);
+      const bool batched = tensor.dim() > 0 && tensor.size(0) == batch && batch > 0;
+      out.set(key, batched ? tensor.index_select(0, rows) : tensor);
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& error) {  // LibTorch's: a batch too large to allocate
+    fail<TraceError>("cannot make the example at batch {} from its batch of {}: {}", to, batch,
+                     library_message(error));
   }
   return out;
 }

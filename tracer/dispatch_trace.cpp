@@ -201,7 +201,9 @@ class ProgramHook : public KeyAccessHook {
         "gradients where the module computes none. Call .detach() on what such a block "
         "computes instead, update parameters in place (weight clipping) outside the traced "
         "forward, and for a forward that computes no gradients at all, switch the mode around "
-        "the traced module's call instead",
+        "the traced module's call instead. (torch::tensor({{...}}) switches it too, to write "
+        "a tensor literal: make a literal a buffer (register_buffer) or build it with a "
+        "recorded factory, at::arange or at::full)",
         module.describe(), op);
   }
 

@@ -1,4 +1,5 @@
 // save/load: round trips, atomic writes, and hostile or damaged files refused cleanly.
+#include <ATen/ATen.h>
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -183,6 +184,52 @@ TEST_CASE("archive: save refuses what load would refuse, and writes nothing") {
                            .c_str(),
                        ArchiveError);
   CHECK_FALSE(fs::exists(bytes));
+  // The bytes alone are checked as save checks them.
+  CHECK_THROWS_WITH_AS(archive_bytes(program_reading("nl\nb")),
+                       "cannot archive the program: load would refuse the archive: input target "
+                       "'nl\\nb' holds a control character",
+                       ArchiveError);
+}
+
+TEST_CASE("archive: what export makes of common ops saves, loads and runs as exported") {
+  // Ops users write that export keeps as they are or makes functional (uniform_ becomes
+  // uniform): each is one a loaded program may run. Random ones draw the same numbers from the
+  // same seed.
+  const std::vector<std::pair<const char*, std::function<at::Tensor(const at::Tensor&)>>> cases = {
+      {"scalar_tensor", [](const at::Tensor& x) { return x * at::scalar_tensor(2.0); }},
+      {"index_put",
+       [](const at::Tensor& x) {
+         at::Tensor y = x.clone();
+         y.index_put_({y < 0}, 0.0);
+         return y;
+       }},
+      {"unfold", [](const at::Tensor& x) { return x.unfold(1, 2, 1).sum(-1); }},
+      {"multinomial",
+       [](const at::Tensor& x) {
+         return at::multinomial(x.softmax(-1), 2, /*replacement=*/true).to(at::kFloat);
+       }},
+      {"randperm", [](const at::Tensor& x) { return x.index_select(1, at::randperm(4)); }},
+      {"uniform",
+       [](const at::Tensor& x) {
+         return at::empty({5, 4}).uniform_(-1, 1) + x;
+       }},
+      {"exponential", [](const at::Tensor& x) { return at::empty_like(x).exponential_() * x; }}};
+  for (const auto& [name, fn] : cases) {
+    CAPTURE(name);
+    auto model = make_td_sequential({make_td_module(fn, {"x"}, {"y"})});
+    const at::Tensor x = at::randn({5, 4});
+    const ExportedProgram program = export_program(model, {{"x", x}});
+    const ExportedProgram loaded = load_bytes(archive_bytes(program));
+    at::manual_seed(7);
+    const at::Tensor a = program.module()({{"x", x}}).at(0);
+    at::manual_seed(7);
+    const at::Tensor b = loaded.module()({{"x", x}}).at(0);
+    CHECK(at::equal(a, b));
+    at::manual_seed(7);
+    TensorDict eager({{"x", x}}, {5});
+    model->forward(eager);
+    CHECK(at::equal(eager.get("y"), a));
+  }
 }
 
 TEST_CASE("archive: saving into a missing folder fails with FileError and writes nothing") {

@@ -271,8 +271,10 @@ TEST_CASE("export: a non-contiguous input is copied contiguous first, or refused
       {"x"}, {"y"});
   const ExportedProgram written = export_program(bump, {{"x", x.clone()}});
   CHECK_THROWS_WITH_AS(written.module()({strided}),
-                       doctest::Contains("input x is not contiguous, and was when traced; the "
-                                         "program writes into it"),
+                       "input x is not contiguous; an exported program takes its inputs "
+                       "contiguous (it does not record how its example was laid out) and writes "
+                       "into this one, so it cannot be copied contiguous first: make it "
+                       "contiguous before the call",
                        ShapeError);
 }
 

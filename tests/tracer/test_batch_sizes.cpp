@@ -153,3 +153,22 @@ TEST_CASE("batch sizes: an integer that is no function of the batch is refused b
       TraceError);
   CHECK_NOTHROW(symbolic_trace(doubled, samples::batch_sized_input(8), dynamic()));
 }
+
+TEST_CASE("batch sizes: a batch probe too large for the machine is refused before allocating") {
+  auto module = make_td_module([](const at::Tensor& x) { return x.relu(); }, {"obs"}, {"y"});
+  TraceOptions huge = dynamic();
+  huge.batch_probes = {int64_t{1} << 40};
+  try {
+    symbolic_trace(module, samples::batch_sized_input(8), huge);
+    FAIL("the probe was not refused");
+  } catch (const TraceError& error) {
+    const std::string message = error.what();
+    CHECK(message.rfind("TensorDictModule(module=Callable(), in_keys=['obs'], out_keys=['y']): a "
+                        "dynamic batch is checked by recording the pipeline at batches "
+                        "1099511627776 besides the example's 8, and it fails at batch "
+                        "1099511627776: cannot make the example at batch 1099511627776 from its "
+                        "batch of 8: it would take ",
+                        0) == 0);
+    CHECK(message.find("GB of memory") != std::string::npos);
+  }
+}

@@ -11,6 +11,7 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -368,9 +369,21 @@ TEST_CASE("user pipelines: a block that switches grad mode in a forward is a Tra
         "runs would compute gradients where the module computes none. Call .detach() on what "
         "such a block computes instead, update parameters in place (weight clipping) outside "
         "the traced forward, and for a forward that computes no gradients at all, switch the "
-        "mode around the traced module's call instead",
+        "mode around the traced module's call instead. (torch::tensor({...}) switches it too, "
+        "to write a tensor literal: make a literal a buffer (register_buffer) or build it with "
+        "a recorded factory, at::arange or at::full)",
         TraceError);
   }
+  // torch::tensor writes its literal under such a mode: the message says so.
+  auto literal = make_td_module(
+      [](const at::Tensor& x) {
+        return x * torch::tensor({1.f, 2.f, 3.f, 4.f});
+      },
+      {"x"}, {"y"});
+  CHECK_THROWS_WITH_AS(symbolic_trace(literal, normal("x", {4})(kTracedBatch)),
+                       doctest::Contains("(torch::tensor({...}) switches it too, to write a "
+                                         "tensor literal: make a literal a buffer"),
+                       TraceError);
   // Detached instead, the target gets no gradient, traced as eager.
   TdError module(TargetBlock::kDetach);
   auto pipeline = make_td_module(module, {"x"}, {"loss"});
