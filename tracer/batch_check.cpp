@@ -101,6 +101,18 @@ void contiguous_as_traced(std::vector<at::Tensor>& inputs,
           "the call, or trace with a non-contiguous example",
           name(i));
     }
+    // A copy would not see what the program writes into another input sharing its memory (a
+    // key that is a narrow() of another key the pipeline updates in place).
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (j == i || !inputs[j].defined() || !inputs[j].is_alias_of(inputs[i]) || !written(j)) {
+        continue;
+      }
+      fail<ShapeError>(
+          "input {} is not contiguous and shares memory with input {}, which the program writes "
+          "into: copied contiguous, as the program takes it, it would not see that write; pass "
+          "it contiguous, or as a copy of its own (clone())",
+          name(i), name(j));
+    }
     // Under a loaded program's memory budget a stride-0 view may not fit laid out.
     rethrow_foreign_as<RunError>(
         fmt::format("input {}, copied contiguous as it was when traced", name(i)),

@@ -58,9 +58,10 @@ void check_inputs(const std::vector<TensorMeta>& traced, const std::vector<at::T
 /// not say) contiguous, as a `contiguous()` in the traced code would have: that call does not
 /// dispatch for a contiguous tensor, so the recording holds no copy. ShapeError naming input i
 /// (`name(i)`) instead when `written(i)`: the program writes into it, and a copy would leave the
-/// caller's tensor unwritten where the code may have written it. `written` is asked only for
-/// an input that needs the copy. RunError naming the input when the copy fails (a memory
-/// budget it does not fit).
+/// caller's tensor unwritten where the code may have written it; and ShapeError naming both
+/// when another input the program writes into shares its memory, a write the copy would not
+/// see. `written` is asked only when an input needs the copy. RunError naming the input when
+/// the copy fails (a memory budget it does not fit).
 void contiguous_as_traced(std::vector<at::Tensor>& inputs,
                           const std::vector<bool>& traced_contiguous,
                           const std::function<bool(size_t)>& written,

@@ -544,3 +544,36 @@ TEST_CASE("user pipelines: a layer given one value in each place is called with 
   edited.recompile();
   CHECK(edited.run(input)[0].equal(eager.get("y")));
 }
+
+TEST_CASE("user pipelines: a key that is a strided view of a key written in place is refused") {
+  // "b" is a narrow() of "a", which the first module doubles in place: eager's b sees the
+  // write. The traced module takes b contiguous (as its example's copy was), and a copy would
+  // not see it: refused by name, where the program would have read b as it was.
+  auto seq = make_td_sequential(
+      {make_td_module(
+           [](const at::Tensor& a) {
+             a.mul_(2);
+             return a.sum(1);
+           },
+           {"a"}, {"s"}),
+       make_td_module([](const at::Tensor& b) { return b.sum(1); }, {"b"}, {"y"})});
+  auto aliased = [](bool contiguous_view) {
+    const at::Tensor x = at::arange(20, at::kFloat).view({5, 4});
+    return TensorDict({{"a", x}, {"b", contiguous_view ? x.view({5, 2, 2}) : x.narrow(1, 0, 2)}},
+                      {5});
+  };
+  const TDGraphModule traced = symbolic_trace(seq, aliased(false));
+  TensorDict work = aliased(false);
+  CHECK_THROWS_WITH_AS(traced.forward(work),
+                       "input 'b' is not contiguous and shares memory with input 'a', which the "
+                       "program writes into: copied contiguous, as the program takes it, it "
+                       "would not see that write; pass it contiguous, or as a copy of its own "
+                       "(clone())",
+                       ShapeError);
+  // A contiguous view needs no copy: the program sees the write as eager does.
+  const TDGraphModule viewed = symbolic_trace(seq, aliased(true));
+  TensorDict eager = aliased(true), run = aliased(true);
+  seq->forward(eager);
+  viewed.forward(run);
+  CHECK(at::equal(run.get("y"), eager.get("y")));
+}
