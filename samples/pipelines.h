@@ -191,4 +191,17 @@ inline TensorDict rms_input(const TensorDictSequential& pipeline) {
   return TensorDict({{"obs", obs}}, {3});
 }
 
+/// Doubles "a" in place (→ "s", its row sums), then sums "b" (→ "y"): given a "b" that is a view
+/// of "a", eager's "b" sees the write.
+inline std::shared_ptr<TensorDictSequential> doubles_a_then_sums_b() {
+  return make_td_sequential(
+      {make_td_module(
+           [](const at::Tensor& a) {
+             a.mul_(2);
+             return a.sum(1);
+           },
+           {"a"}, {"s"}),
+       make_td_module([](const at::Tensor& b) { return b.sum(1); }, {"b"}, {"y"})});
+}
+
 }  // namespace tdfx::samples

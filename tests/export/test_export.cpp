@@ -500,14 +500,7 @@ TEST_CASE("export: a key named self is forward's parameter self_, and the archiv
 TEST_CASE("export: an input that is a strided view of an input written in place is refused") {
   // "b" is a narrow() of "a", which the program doubles in place; it takes b contiguous, and a
   // copy would not see the write: refused by name (tracer/batch_check.h).
-  auto seq = make_td_sequential(
-      {make_td_module(
-           [](const at::Tensor& a) {
-             a.mul_(2);
-             return a.sum(1);
-           },
-           {"a"}, {"s"}),
-       make_td_module([](const at::Tensor& b) { return b.sum(1); }, {"b"}, {"y"})});
+  const auto seq = samples::doubles_a_then_sums_b();
   const at::Tensor x = at::arange(20, at::kFloat).view({5, 4});
   const ExportedProgram program = export_program(seq, {{"a", x.clone()}, {"b", x.narrow(1, 0, 2)}});
   CHECK_THROWS_WITH_AS(program.module()({{"a", x}, {"b", x.narrow(1, 0, 2)}}),

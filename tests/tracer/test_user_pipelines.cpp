@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "samples/pipelines.h"
 #include "tdfx/core/error.h"
 #include "tdfx/diagram/traced_diagram.h"
 #include "tests/support/golden.h"
@@ -549,14 +550,7 @@ TEST_CASE("user pipelines: a key that is a strided view of a key written in plac
   // "b" is a narrow() of "a", which the first module doubles in place: eager's b sees the
   // write. The traced module takes b contiguous (as its example's copy was), and a copy would
   // not see it: refused by name, where the program would have read b as it was.
-  auto seq = make_td_sequential(
-      {make_td_module(
-           [](const at::Tensor& a) {
-             a.mul_(2);
-             return a.sum(1);
-           },
-           {"a"}, {"s"}),
-       make_td_module([](const at::Tensor& b) { return b.sum(1); }, {"b"}, {"y"})});
+  const auto seq = samples::doubles_a_then_sums_b();
   auto aliased = [](bool contiguous_view) {
     const at::Tensor x = at::arange(20, at::kFloat).view({5, 4});
     return TensorDict({{"a", x}, {"b", contiguous_view ? x.view({5, 2, 2}) : x.narrow(1, 0, 2)}},
