@@ -69,7 +69,8 @@ void contiguous_as_traced(std::vector<at::Tensor>& inputs,
 
 /// `example` at batch `to`: every tensor whose leading size is `batch` gets rows 0, 1, ...
 /// of its own, repeated as often as needed (row r is row r % batch), and a declared batch
-/// dimension becomes `to`. The tensors a dynamic trace probes the module with.
+/// dimension becomes `to`. The tensors a dynamic trace probes the module with. TraceError when
+/// they would take more than the machine's physical memory, or LibTorch cannot allocate them.
 TensorDict resized(const TensorDict& example, int64_t batch, int64_t to);
 
 }  // namespace detail
